@@ -1,0 +1,142 @@
+"""aiokafka consumer, producer and admin built from :class:`~pipeline.settings.KafkaSettings`.
+
+Security options (protocol, SASL, SSL files) are passed through unchanged. aiokafka errors are
+translated into :class:`~pipeline.errors.KafkaError` at this edge.
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import KafkaError as _AioKafkaError
+from aiokafka.errors import TopicAlreadyExistsError
+
+from pipeline.errors import KafkaError
+from pipeline.settings import KafkaSettings
+
+__all__ = [
+    "ConsumerRebalanceListener",
+    "TopicPartition",
+    "common_options",
+    "create_topics",
+    "delete_topics",
+    "end_offsets",
+    "make_admin",
+    "make_consumer",
+    "make_producer",
+    "partitions",
+]
+
+
+def common_options(s: KafkaSettings, client_suffix: str = "") -> dict[str, Any]:
+    """Connection options shared by consumers, producers and admin clients."""
+    opts: dict[str, Any] = {
+        "bootstrap_servers": s.bootstrap_servers,
+        "client_id": s.client_id + client_suffix,
+        "security_protocol": s.security_protocol,
+        "request_timeout_ms": s.request_timeout_ms,
+    }
+    if s.sasl_mechanism:
+        opts["sasl_mechanism"] = s.sasl_mechanism
+    if s.sasl_plain_username is not None:
+        opts["sasl_plain_username"] = s.sasl_plain_username
+    if s.sasl_plain_password is not None:
+        opts["sasl_plain_password"] = s.sasl_plain_password.get_secret_value()
+    if s.security_protocol in ("SSL", "SASL_SSL"):
+        ctx = ssl.create_default_context(cafile=s.ssl_cafile)
+        if s.ssl_certfile:
+            ctx.load_cert_chain(s.ssl_certfile, s.ssl_keyfile)
+        opts["ssl_context"] = ctx
+    return opts
+
+
+def make_consumer(s: KafkaSettings, *, group_id: str | None = None, topics: Sequence[str] = (),
+                  **overrides: Any) -> AIOKafkaConsumer:
+    """A consumer with auto-commit OFF: the caller commits only what HBase acknowledged."""
+    opts = common_options(s, "-consumer")
+    opts.update(group_id=group_id if group_id is not None else s.group_id, enable_auto_commit=False,
+                auto_offset_reset=s.auto_offset_reset, max_poll_records=s.max_poll_records,
+                fetch_max_bytes=s.fetch_max_bytes, session_timeout_ms=s.session_timeout_ms,
+                heartbeat_interval_ms=s.heartbeat_interval_ms, isolation_level="read_committed")
+    opts.update(overrides)
+    return AIOKafkaConsumer(*topics, **opts)
+
+
+def make_producer(s: KafkaSettings, **overrides: Any) -> AIOKafkaProducer:
+    """An idempotent producer that waits for all in-sync replicas (dead letters must not be lost)."""
+    opts = common_options(s, "-producer")
+    opts.update(acks="all", enable_idempotence=True, linger_ms=5)
+    opts.update(overrides)
+    return AIOKafkaProducer(**opts)
+
+
+def make_admin(s: KafkaSettings) -> AIOKafkaAdminClient:
+    return AIOKafkaAdminClient(**common_options(s, "-admin"))
+
+
+async def create_topics(s: KafkaSettings, topics: Mapping[str, int], replication: int = 1) -> list[str]:
+    """Create each ``topic -> partition count`` that does not exist yet. Returns the ones created."""
+    admin = make_admin(s)
+    try:
+        await admin.start()
+        existing = set(await admin.list_topics())
+        new = [NewTopic(t, n, replication) for t, n in topics.items() if t not in existing]
+        if new:
+            try:
+                await admin.create_topics(new)
+            except TopicAlreadyExistsError:
+                pass
+        return [t.name for t in new]
+    except _AioKafkaError as exc:
+        raise KafkaError(f"creating topics {sorted(topics)} failed: {exc!r}") from exc
+    finally:
+        await admin.close()
+
+
+async def delete_topics(s: KafkaSettings, topics: Iterable[str]) -> None:
+    admin = make_admin(s)
+    try:
+        await admin.start()
+        existing = set(await admin.list_topics())
+        doomed = [t for t in topics if t in existing]
+        if doomed:
+            await admin.delete_topics(doomed)
+    except _AioKafkaError as exc:
+        raise KafkaError(f"deleting topics failed: {exc!r}") from exc
+    finally:
+        await admin.close()
+
+
+async def partitions(s: KafkaSettings, topic: str) -> list[int]:
+    """The topic's partition ids; raises :class:`KafkaError` when the topic does not exist."""
+    admin = make_admin(s)
+    try:
+        await admin.start()
+        described = await admin.describe_topics([topic])
+    except _AioKafkaError as exc:
+        raise KafkaError(f"describing topic {topic!r} failed: {exc!r}") from exc
+    finally:
+        await admin.close()
+    for entry in described:
+        if entry.get("topic") == topic and not entry.get("error_code"):
+            return sorted(int(p["partition"]) for p in entry.get("partitions", []))
+    raise KafkaError(f"topic {topic!r} does not exist")
+
+
+async def end_offsets(s: KafkaSettings, topic: str) -> dict[int, int]:
+    """Partition -> log end offset (the offset the next record will get)."""
+    parts = await partitions(s, topic)
+    consumer = make_consumer(s, group_id=None)
+    try:
+        await consumer.start()
+        tps = [TopicPartition(topic, p) for p in parts]
+        ends = await consumer.end_offsets(tps)
+        return {tp.partition: off for tp, off in ends.items()}
+    except _AioKafkaError as exc:
+        raise KafkaError(f"reading end offsets of {topic!r} failed: {exc!r}") from exc
+    finally:
+        await consumer.stop()

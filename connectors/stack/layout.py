@@ -1,0 +1,82 @@
+"""Where the local stack keeps things, and which versions it runs.
+
+- **cache** (jars, Maven repository, the Thrift2 IDL): outside the checkout so a fresh clone reuses it.
+  ``$HBASE_INGEST_CACHE``, else ``$XDG_CACHE_HOME/hbase-ingest``, else ``~/.cache/hbase-ingest``.
+- **state** (server data, rendered configs, logs, pid files): ``$HBASE_INGEST_STATE``, else
+  ``$XDG_STATE_HOME/hbase-ingest/stack``, else ``~/.local/state/hbase-ingest/stack``.
+- **infra** (the project's poms, config templates and the HBase launcher): ``infra/`` of the checkout,
+  or ``$HBASE_INGEST_INFRA``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["HBASE_VERSION", "HBASE_THRIFT_VERSION", "KAFKA_VERSION", "StackLayout", "default_cache_dir",
+           "default_state_dir", "infra_dir"]
+
+# Pinned to what Maven Central serves: hbase-thrift exists there only as 2.6.1 (see infra/hbase/pom.xml).
+KAFKA_VERSION = "4.2.1"
+HBASE_VERSION = "2.6.1-hadoop3"
+HBASE_THRIFT_VERSION = "2.6.1"
+
+
+def default_cache_dir() -> Path:
+    if env := os.environ.get("HBASE_INGEST_CACHE"):
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "hbase-ingest"
+
+
+def default_state_dir() -> Path:
+    if env := os.environ.get("HBASE_INGEST_STATE"):
+        return Path(env)
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "hbase-ingest" / "stack"
+
+
+def infra_dir() -> Path:
+    if env := os.environ.get("HBASE_INGEST_INFRA"):
+        return Path(env)
+    return Path(__file__).resolve().parents[2] / "infra"
+
+
+@dataclass(frozen=True)
+class StackLayout:
+    """Every path the stack reads or writes, derived from the cache and state roots."""
+
+    cache: Path
+    state: Path
+    infra: Path
+
+    @property
+    def m2(self) -> Path:
+        return self.cache / "m2"
+
+    @property
+    def kafka_lib(self) -> Path:
+        return self.cache / f"kafka-{KAFKA_VERSION}" / "lib"
+
+    @property
+    def hbase_lib(self) -> Path:
+        return self.cache / f"hbase-{HBASE_VERSION}" / "lib"
+
+    @property
+    def thrift2_idl(self) -> Path:
+        return self.cache / f"hbase-{HBASE_VERSION}" / "hbase2.thrift"
+
+    @property
+    def conf(self) -> Path:
+        return self.state / "conf"
+
+    @property
+    def logs(self) -> Path:
+        return self.state / "logs"
+
+    def pid_file(self, name: str) -> Path:
+        return self.state / f"{name}.pid"
+
+    def log_file(self, name: str) -> Path:
+        return self.logs / f"{name}.out"

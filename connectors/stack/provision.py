@@ -1,0 +1,99 @@
+"""Provisioning: check the tool chain, resolve the server classpaths from Maven Central into the
+user cache (once), extract the Thrift2 IDL, and render configuration files into the state folder.
+
+Each classpath directory is complete only when its ``.complete`` marker exists, so an interrupted
+download is redone rather than half-used.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import zipfile
+from pathlib import Path
+from string import Template
+
+from pipeline.errors import StackError
+
+from .layout import HBASE_THRIFT_VERSION, HBASE_VERSION, KAFKA_VERSION, StackLayout
+
+__all__ = ["ensure_classpaths", "ensure_tools", "render_configs"]
+
+_DEP_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
+# slf4j 1.7 picks an arbitrary binding when several are present; HBase's own build excludes these.
+_STRAY_BINDINGS = ("slf4j-reload4j-", "reload4j-", "slf4j-log4j12-")
+
+
+def ensure_tools() -> None:
+    """Raise :class:`StackError` with an install hint when java or mvn is missing."""
+    for tool, hint in (("java", "install a JDK 17 (e.g. `apt-get install openjdk-17-jdk-headless`)"),
+                       ("mvn", "install Maven 3.8+ (e.g. `apt-get install maven`)")):
+        if shutil.which(tool) is None:
+            raise StackError(f"`{tool}` was not found on PATH: {hint}")
+
+
+def _mvn(layout: StackLayout, *args: str, timeout: float = 1800) -> None:
+    cmd = ["mvn", "-B", "-q", f"-Dmaven.repo.local={layout.m2}", *args]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired as exc:
+        raise StackError(f"Maven did not finish within {timeout:.0f} s: {' '.join(cmd)}") from exc
+    if proc.returncode != 0:
+        out = (proc.stdout + proc.stderr).strip().splitlines()[-25:]
+        text = "\n".join(out)
+        if any(s in text for s in ("Unknown host", "Could not transfer", "Connection refused",
+                                   "Network is unreachable", "timed out")):
+            raise StackError("Maven Central is unreachable (check network/proxy settings, or a "
+                             f"~/.m2/settings.xml mirror):\n{text}")
+        raise StackError(f"Maven failed ({' '.join(args[:1])}):\n{text}")
+
+
+def _copy_dependencies(layout: StackLayout, pom: Path, out: Path, version_args: list[str]) -> None:
+    marker = out / ".complete"
+    if marker.exists():
+        return
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    _mvn(layout, "-f", str(pom), *version_args, f"{_DEP_PLUGIN}:copy-dependencies",
+         "-DincludeScope=runtime", f"-DoutputDirectory={out}")
+    for jar in out.iterdir():
+        if jar.name.startswith(_STRAY_BINDINGS):
+            jar.unlink()
+    marker.write_text("ok\n")
+
+
+def ensure_classpaths(layout: StackLayout) -> bool:
+    """Make sure both classpaths and the Thrift2 IDL are in the cache. Returns True if anything
+    was downloaded (False: everything came from the cache)."""
+    needed = not ((layout.kafka_lib / ".complete").exists() and (layout.hbase_lib / ".complete").exists()
+                  and layout.thrift2_idl.exists())
+    if not needed:
+        return False
+    ensure_tools()
+    # a cheap probe that fails fast, with a clear message, when Central cannot be reached
+    _mvn(layout, f"{_DEP_PLUGIN}:get", "-Dartifact=junit:junit:4.13.2", "-Dtransitive=false", timeout=300)
+    _copy_dependencies(layout, layout.infra / "kafka" / "pom.xml", layout.kafka_lib,
+                       [f"-Dkafka.version={KAFKA_VERSION}"])
+    _copy_dependencies(layout, layout.infra / "hbase" / "pom.xml", layout.hbase_lib,
+                       [f"-Dhbase.version={HBASE_VERSION}", f"-Dhbase.thrift.version={HBASE_THRIFT_VERSION}"])
+    jar = layout.hbase_lib / f"hbase-thrift-{HBASE_THRIFT_VERSION}.jar"
+    with zipfile.ZipFile(jar) as zf:
+        layout.thrift2_idl.write_bytes(zf.read("org/apache/hadoop/hbase/thrift2/hbase.thrift"))
+    return True
+
+
+def render_configs(layout: StackLayout, values: dict[str, str]) -> None:
+    """Fill the ``${NAME}`` placeholders of the config templates into ``state/conf``."""
+    (layout.conf / "hbase").mkdir(parents=True, exist_ok=True)
+    values = {"STATE": str(layout.state), **values}
+    templates = {
+        layout.infra / "conf" / "kafka" / "server.properties.in": layout.conf / "server.properties",
+        layout.infra / "conf" / "hbase" / "hbase-site.xml.in": layout.conf / "hbase" / "hbase-site.xml",
+    }
+    for src, dst in templates.items():
+        try:
+            dst.write_text(Template(src.read_text()).substitute(values))
+        except KeyError as exc:
+            raise StackError(f"template {src.name} uses an unknown placeholder {exc}") from exc
+    shutil.copyfile(layout.infra / "conf" / "log4j2.properties", layout.conf / "log4j2.properties")

@@ -1,0 +1,100 @@
+"""The project's exception tree. Every foreign exception (happybase, thriftpy2, aiokafka, socket, OS)
+is translated into one of these at the I/O edge and raised ``from`` its cause.
+
+::
+
+    HBaseIngestError
+    ├── ConfigError                 settings or a route cannot work (names the key / route)
+    ├── RowKeyError                 (pipeline.rowkey)
+    │   ├── SpecSyntaxError         a rowkey spec does not parse (carries .position)
+    │   ├── EventFieldError         an event cannot feed a key: missing/wrong-typed/too long (.field, .value)
+    │   ├── KeyDecodeError          bytes that the spec cannot decode
+    │   └── PlanError               a query the design cannot answer as key ranges (ambiguous boundary)
+    ├── EventError                  an event the worker cannot write (goes to the dead-letter topic)
+    ├── StackError                  the local Kafka/HBase stack cannot be provisioned or started
+    ├── KafkaError                  a Kafka client call failed
+    └── HBaseError                  a Thrift/HBase call failed
+        ├── HBaseUnavailable        connection refused/reset, gateway down: retry with backoff
+        ├── HBaseTimeout            the call did not finish within its timeout: retry with backoff
+        ├── RegionMapStale          the region map no longer matches the table: refresh, then retry
+        ├── TableNotFound           the table does not exist
+        └── HBaseRequestError       HBase rejected the request (IOError/IllegalArgument): do not retry
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigError",
+    "EventError",
+    "HBaseError",
+    "HBaseIngestError",
+    "HBaseRequestError",
+    "HBaseTimeout",
+    "HBaseUnavailable",
+    "KafkaError",
+    "RegionMapStale",
+    "StackError",
+    "TableNotFound",
+]
+
+
+class HBaseIngestError(Exception):
+    """Root of every error this project raises on purpose."""
+
+
+class ConfigError(HBaseIngestError):
+    """Configuration that cannot work. The message names the key or route and what was expected."""
+
+
+class EventError(HBaseIngestError):
+    """An event that cannot be written. ``reason`` is a short machine-readable code
+    (``undecodable``, ``missing_field``, ``bad_type``, ``key_too_long``, ``value_too_large``, ...)
+    that goes into the dead-letter headers together with the message."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class StackError(HBaseIngestError):
+    """The local stack cannot be provisioned or started. The message says what to do."""
+
+
+class KafkaError(HBaseIngestError):
+    """A Kafka client call failed."""
+
+
+class HBaseError(HBaseIngestError):
+    """A Thrift/HBase call failed. ``retryable`` tells the caller whether a retry can help."""
+
+    retryable: bool = False
+
+    def __init__(self, message: str, *, table: str | None = None) -> None:
+        super().__init__(message)
+        self.table = table
+
+
+class HBaseUnavailable(HBaseError):
+    """The gateway or HBase cannot be reached (refused, reset, closed)."""
+
+    retryable = True
+
+
+class HBaseTimeout(HBaseError):
+    """The call did not finish within its timeout."""
+
+    retryable = True
+
+
+class RegionMapStale(HBaseError):
+    """The region layout changed (split, move, NotServingRegion): refresh the region map, retry."""
+
+    retryable = True
+
+
+class TableNotFound(HBaseError):
+    """The named table does not exist."""
+
+
+class HBaseRequestError(HBaseError):
+    """HBase rejected the request itself (bad family, bad argument). Retrying will not help."""

@@ -1,0 +1,43 @@
+"""Shared fixtures. Integration tests use the real local stack, started here when it is not running."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+
+from connectors.stack import LocalStack
+from pipeline.settings import HBaseSettings, KafkaSettings, StackSettings
+
+
+@pytest.fixture(scope="session")
+def stack() -> Iterator[LocalStack]:
+    """The real Kafka + HBase stack; `stack up` is idempotent and returns at once when it runs."""
+    local = LocalStack(StackSettings())
+    local.up()
+    yield local
+
+
+@pytest.fixture
+def unique() -> str:
+    return uuid.uuid4().hex[:10]
+
+
+@pytest.fixture
+def kafka_settings(stack: LocalStack) -> KafkaSettings:
+    return KafkaSettings(bootstrap_servers=stack.bootstrap)
+
+
+@pytest.fixture
+def hbase_settings(stack: LocalStack) -> HBaseSettings:
+    return HBaseSettings(port=stack.settings.thrift_port, thrift2_port=stack.settings.thrift2_port,
+                         timeout_ms=20_000)
+
+
+@pytest.fixture
+async def hbase(hbase_settings: HBaseSettings) -> AsyncIterator[object]:
+    from connectors.hbase import HBaseClient
+
+    async with HBaseClient(hbase_settings) as client:
+        yield client

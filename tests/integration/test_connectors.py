@@ -1,0 +1,144 @@
+"""connectors.hbase and connectors.kafka against the real servers."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from connectors.hbase import HBaseClient
+from connectors.kafka import create_topics, delete_topics, end_offsets, make_consumer, make_producer
+from pipeline.core.model import Mutation, MutationKind, Origin, TopicPartition
+from pipeline.errors import HBaseRequestError, HBaseUnavailable, KafkaError, TableNotFound
+from pipeline.settings import FamilySpec, HBaseSettings, KafkaSettings
+
+ORIGIN = Origin(TopicPartition("t", 0), 0)
+
+
+def put(table: str, row: bytes, value: bytes, ts: int | None) -> Mutation:
+    return Mutation(table, row, MutationKind.PUT, {b"d:v": value}, ts, ORIGIN)
+
+
+async def test_create_table_with_split_keys_lists_regions(hbase: HBaseClient, unique: str) -> None:
+    table = f"t_regions_{unique}"
+    await hbase.create_table(table, {"d": FamilySpec(), "e": FamilySpec(versions=3)}, [b"\x20", b"\x10", b"\x30"])
+    try:
+        regions = await hbase.regions(table)
+        assert [(r.start_key, r.end_key) for r in regions] == [
+            (b"", b"\x10"), (b"\x10", b"\x20"), (b"\x20", b"\x30"), (b"\x30", b"")]
+        assert all(r.server and r.port for r in regions)
+        assert await hbase.families(table) == {"d": 1, "e": 3}
+        assert table in await hbase.tables()
+    finally:
+        await hbase.delete_table(table)
+    assert table not in await hbase.tables()
+
+
+async def test_timestamped_batch_replay_rewrites_same_cells(hbase: HBaseClient, unique: str) -> None:
+    table = f"t_replay_{unique}"
+    await hbase.create_table(table, {"d": FamilySpec(versions=5)})
+    try:
+        batch = [put(table, b"row%03d" % i, b"v%d" % i, 1_700_000_000_000 + i) for i in range(200)]
+        await hbase.write(table, batch)
+        await hbase.write(table, batch)  # a replay
+        versions = await hbase.cell_versions(table, b"row007", b"d:v")
+        assert versions == [(b"v7", 1_700_000_000_007)]
+        assert await hbase.count(table) == 200
+        await hbase.write(table, [Mutation(table, b"row007", MutationKind.DELETE, {}, None, ORIGIN)])
+        assert await hbase.get(table, b"row007") == {}
+        assert await hbase.count(table) == 199
+    finally:
+        await hbase.delete_table(table)
+
+
+async def test_paged_scans_bounds_prefix_reverse_limit(hbase: HBaseClient, unique: str) -> None:
+    table = f"t_scan_{unique}"
+    await hbase.create_table(table, {"d": FamilySpec()}, [b"k050"])
+    try:
+        await hbase.write(table, [put(table, b"k%03d" % i, b"%d" % i, 1) for i in range(100)])
+        page = await hbase.scan_page(table, start=b"k010", stop=b"k020")
+        assert [k for k, _ in page] == [b"k%03d" % i for i in range(10, 20)]
+        page = await hbase.scan_page(table, prefix=b"k09")
+        assert [k for k, _ in page] == [b"k%03d" % i for i in range(90, 100)]
+        page = await hbase.scan_page(table, reverse=True, limit=3)
+        assert [k for k, _ in page] == [b"k099", b"k098", b"k097"]
+        page = await hbase.scan_page(table, start=b"k060", stop=b"k040", reverse=True, limit=100)
+        assert [k for k, _ in page] == [b"k%03d" % i for i in range(60, 40, -1)]
+        assert len(await hbase.scan_page(table, limit=7)) == 7
+        rows = await hbase.rows(table, [b"k001", b"k002", b"missing"])
+        assert [k for k, _ in rows] == [b"k001", b"k002"]
+    finally:
+        await hbase.delete_table(table)
+
+
+async def test_counters_are_atomic_8_byte_big_endian(hbase: HBaseClient, unique: str) -> None:
+    table = f"t_counter_{unique}"
+    await hbase.create_table(table, {"c": FamilySpec()})
+    try:
+        results = await asyncio.gather(*(hbase.increment(table, b"u1", b"c:n", 2) for _ in range(20)))
+        assert sorted(results) == list(range(2, 42, 2))
+        assert await hbase.counter(table, b"u1", b"c:n") == 40
+        raw = await hbase.get(table, b"u1")
+        assert raw[b"c:n"] == (40).to_bytes(8, "big")
+    finally:
+        await hbase.delete_table(table)
+
+
+async def test_truncate_keeps_splits(hbase: HBaseClient, unique: str) -> None:
+    table = f"t_trunc_{unique}"
+    await hbase.create_table(table, {"d": FamilySpec()}, [b"m"])
+    try:
+        await hbase.write(table, [put(table, b"a", b"1", 5), put(table, b"z", b"2", 5)])
+        await hbase.truncate_table(table)
+        assert await hbase.count(table) == 0
+        assert len(await hbase.regions(table)) == 2
+    finally:
+        await hbase.delete_table(table)
+
+
+async def test_errors_are_translated(hbase: HBaseClient, unique: str) -> None:
+    table = f"t_err_{unique}"
+    await hbase.create_table(table, {"d": FamilySpec()})
+    try:
+        with pytest.raises(HBaseRequestError, match="NoSuchColumnFamily|Column family zz"):
+            await hbase.write(table, [Mutation(table, b"r", MutationKind.PUT, {b"zz:x": b"1"}, 1, ORIGIN)])
+    finally:
+        await hbase.delete_table(table)
+    with pytest.raises(TableNotFound):
+        await hbase.regions(f"missing_{unique}")
+
+
+async def test_unreachable_gateway_is_unavailable() -> None:
+    async with HBaseClient(HBaseSettings(port=1, thrift2_port=1, timeout_ms=1000)) as dead:
+        with pytest.raises(HBaseUnavailable):
+            await dead.tables()
+
+
+async def test_kafka_topics_produce_consume(kafka_settings: KafkaSettings, unique: str) -> None:
+    topic = f"it-{unique}"
+    assert await create_topics(kafka_settings, {topic: 3}) == [topic]
+    assert await create_topics(kafka_settings, {topic: 3}) == []
+    try:
+        producer = make_producer(kafka_settings)
+        await producer.start()
+        try:
+            for p in range(3):
+                await producer.send_and_wait(topic, b"m%d" % p, partition=p)
+        finally:
+            await producer.stop()
+        assert await end_offsets(kafka_settings, topic) == {0: 1, 1: 1, 2: 1}
+        consumer = make_consumer(kafka_settings, group_id=f"g-{unique}", topics=[topic])
+        await consumer.start()
+        try:
+            got = set()
+            while len(got) < 3:
+                batch = await asyncio.wait_for(consumer.getmany(timeout_ms=1000), 30)
+                for msgs in batch.values():
+                    got.update(m.value for m in msgs)
+            assert got == {b"m0", b"m1", b"m2"}
+        finally:
+            await consumer.stop()
+    finally:
+        await delete_topics(kafka_settings, [topic])
+    with pytest.raises(KafkaError, match="does not exist"):
+        await end_offsets(kafka_settings, topic)

@@ -1,0 +1,34 @@
+"""The local stack: idempotent `up`, status, readiness by real round trips."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+from connectors.stack import LocalStack
+
+
+def test_up_is_idempotent_and_fast_when_running(stack: LocalStack) -> None:
+    t0 = time.monotonic()
+    report = stack.up()
+    assert report.reused
+    assert time.monotonic() - t0 < 2.0
+
+
+def test_status_reports_state_folder_and_processes(stack: LocalStack) -> None:
+    st = stack.status()
+    assert st.running
+    assert st.state_dir == stack.layout.state
+    for proc in st.processes:
+        assert proc.pid is not None and proc.rss_mb and proc.rss_mb > 50
+        assert proc.log.exists()
+
+
+def test_cli_up_twice_reuses(stack: LocalStack) -> None:
+    out = subprocess.run([sys.executable, "-m", "pipeline", "stack", "up"], capture_output=True, text=True,
+                         check=True, timeout=60)
+    assert "already running" in out.stdout
+    status = subprocess.run([sys.executable, "-m", "pipeline", "stack", "status"], capture_output=True,
+                            text=True, check=True, timeout=60)
+    assert "ready" in status.stdout and str(stack.layout.state) in status.stdout.replace("\n", "")
