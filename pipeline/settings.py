@@ -265,20 +265,45 @@ def _describe(err: dict[str, Any]) -> str:
     return f"{loc}: {msg} (got {shown!r})"
 
 
+def _merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in top.items():
+        if key in ("tables", "routes"):
+            out[key] = [*out.get(key, []), *value]
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _read_toml(path: Path, seen: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """Read a profile and its ``include = [...]`` files (relative to it). Included tables and routes
+    come first; any other key of the including file overrides the included ones."""
+    path = path.resolve()
+    if path in seen:
+        raise ConfigError(f"config file {path.name} includes itself (via {' -> '.join(p.name for p in seen)})")
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ConfigError(f"config file {path} does not exist") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
+    includes = data.pop("include", [])
+    if not isinstance(includes, list) or not all(isinstance(i, str) for i in includes):
+        raise ConfigError(f"{path.name}: include must be a list of file names, got {includes!r}")
+    merged: dict[str, Any] = {}
+    for inc in includes:
+        merged = _merge(merged, _read_toml(path.parent / inc, (*seen, path)))
+    return _merge(merged, data)
+
+
 def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
     """Load ``path`` (a TOML profile; None = embedded defaults), apply environment overrides.
 
     Raises :class:`ConfigError` naming every bad key, what was expected and what was given.
     """
-    data: dict[str, Any] = {}
-    if path is not None:
-        p = Path(path)
-        try:
-            data = tomllib.loads(p.read_text(encoding="utf-8"))
-        except FileNotFoundError as exc:
-            raise ConfigError(f"config file {p} does not exist") from exc
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"config file {p} is not valid TOML: {exc}") from exc
+    data: dict[str, Any] = {} if path is None else _read_toml(Path(path))
     data.update(overrides)
     try:
         return Settings(**data)

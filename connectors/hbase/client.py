@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 import anyio
 import anyio.to_thread
 import happybase
+import Hbase_thrift  # the Thrift1 IDL module happybase loads at import
 
 from connectors.hbase.errors import map_exceptions
 from connectors.hbase.pool import ConnectionPool
@@ -212,8 +213,8 @@ class HBaseClient:
 
     async def write(self, table: str, mutations: Sequence[Mutation]) -> None:
         """Apply ``mutations`` (one table) in as few round trips as possible: puts in one
-        ``putMultiple``, deletes in one ``deleteMultiple``, increments one by one (HBase has no
-        batched increment through Thrift). Raises on any failure; a retry re-applies puts/deletes
+        ``putMultiple``, deletes in one ``deleteMultiple``, increments in one ``incrementRows``
+        call. Raises on any failure; a retry re-applies puts/deletes
         idempotently when they carry timestamps (increments are not idempotent)."""
         name = self._name(table).encode()
         puts = [m for m in mutations if m.kind is MutationKind.PUT]
@@ -241,9 +242,12 @@ class HBaseClient:
                     if failed:
                         raise HBaseRequestError(f"{len(failed)} deletes were not applied", table=table)
             await self.call2(send, table=table, what="write batch")
-        for m in incs:
-            (column, _), = m.cells.items()
-            await self.increment(table, m.row, column, m.amount)
+        if incs:
+            def increment(c: happybase.Connection) -> None:
+                # one incrementRows round trip for the whole batch (happybase only exposes single ones)
+                c.client.incrementRows([Hbase_thrift.TIncrement(table=name, row=m.row, column=next(iter(m.cells)),
+                                                                ammount=m.amount) for m in incs])
+            await self.call(increment, table=table, what="increment batch")
 
     async def put(self, table: str, row: bytes, cells: Mapping[bytes, bytes], timestamp: int | None = None) -> None:
         def put(c: happybase.Connection) -> None:

@@ -1,0 +1,285 @@
+"""Per-region batching of mutations: decide when a batch is ready; the caller writes it.
+
+One batch is open per ``(table, region start key)``. A batch is sealed and handed back when:
+
+- it holds ``max_rows`` mutations (``ROWS``);
+- it holds ``max_bytes`` bytes (``Mutation.size``), or the next mutation would push it past
+  ``max_bytes`` (``BYTES``); a single mutation larger than ``max_bytes`` travels alone;
+- a mutation for a row already in the batch has a different kind (``CONFLICT``): HBase gives
+  unpredictable results for a put and a delete of the same row in one batch (happybase docs), so the
+  open batch is sealed first and the mutation starts a new one;
+- the region passed in for its key differs from the batch's region, i.e. the layout was refreshed
+  (``REGION_CHANGED``);
+- it is ``max_age_ms`` old (``AGE``, via :meth:`RegionBatcher.due`), or the batcher is drained
+  (``DRAIN``).
+
+Guarantees: every mutation added comes out in exactly one batch; a batch never holds more than
+``max_rows`` mutations, nor more than ``max_bytes`` bytes unless it holds exactly one mutation;
+within a batch, mutations keep their arrival order. Batch ids increase with creation, so for one
+region the batches must be written in id order when same-row ordering matters (a sealed put must
+land before the delete that sealed it).
+
+Same-kind mutations of one row stay together. Two puts to the same cell without an explicit
+timestamp may collapse into one version in HBase; give cells timestamps (event time) when every
+version matters.
+
+Time is passed in (``now_ms``, milliseconds); it must not go backwards: a smaller value than one
+seen before is treated as the latest value seen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from enum import Enum
+
+from pipeline.core.model import Mutation, MutationKind, Origin
+from pipeline.core.regions import Region, RegionMap
+
+__all__ = ["Batch", "BatcherStatistics", "RegionBatcher", "SealReason"]
+
+
+class SealReason(Enum):
+    """Why a batch was sealed (a metrics label)."""
+
+    ROWS = "rows"
+    BYTES = "bytes"
+    CONFLICT = "conflict"
+    REGION_CHANGED = "region_changed"
+    AGE = "age"
+    DRAIN = "drain"
+    REBUCKET = "rebucket"
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """A sealed batch for one region. Treat ``mutations`` as read-only.
+
+    ``size`` is the sum of ``Mutation.size``; ``created_ms`` is when its first mutation arrived;
+    ``split_from`` is the id of the batch it was re-split from by :meth:`RegionBatcher.rebucket`.
+    """
+
+    id: int
+    table: str
+    region: Region
+    mutations: list[Mutation]
+    size: int
+    created_ms: int
+    reason: SealReason
+    split_from: int | None = None
+
+    @property
+    def rows(self) -> int:
+        """The number of mutations (a row may appear more than once)."""
+        return len(self.mutations)
+
+    def origins(self) -> Iterator[Origin]:
+        """The origin of each mutation, one per mutation (feed it to ``OffsetTracker.ack_many``)."""
+        return (m.origin for m in self.mutations)
+
+    def __repr__(self) -> str:
+        return (
+            f"Batch(id={self.id}, region={self.region}, rows={len(self.mutations)}, "
+            f"size={self.size}, reason={self.reason.value})"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class BatcherStatistics:
+    """A snapshot: open batches, what they hold, and how many batches were sealed for each reason
+    since the batcher was created."""
+
+    open_batches: int
+    pending_rows: int
+    pending_bytes: int
+    oldest_created_ms: int | None
+    sealed: dict[SealReason, int]
+
+
+class _Open:
+    __slots__ = ("created_ms", "id", "kinds", "mutations", "region", "size")
+
+    def __init__(self, batch_id: int, region: Region, created_ms: int) -> None:
+        self.id = batch_id
+        self.region = region
+        self.created_ms = created_ms
+        self.mutations: list[Mutation] = []
+        self.kinds: dict[bytes, MutationKind] = {}
+        self.size = 0
+
+
+class RegionBatcher:
+    """Accumulates mutations per region and seals batches on rows, bytes, conflicts and age.
+
+    Raises ``ValueError`` for ``max_rows < 1``, ``max_bytes < 1`` or ``max_age_ms < 0``.
+    """
+
+    def __init__(self, max_rows: int, max_bytes: int, max_age_ms: int) -> None:
+        if max_rows < 1:
+            raise ValueError(f"max_rows must be >= 1, got {max_rows}")
+        if max_bytes < 1:
+            raise ValueError(f"max_bytes must be >= 1, got {max_bytes}")
+        if max_age_ms < 0:
+            raise ValueError(f"max_age_ms must be >= 0, got {max_age_ms}")
+        self.max_rows = max_rows
+        self.max_bytes = max_bytes
+        self.max_age_ms = max_age_ms
+        # Insertion order is creation order (a key is re-inserted when its batch is replaced) and
+        # creation times never decrease, so the first entry is always the oldest batch.
+        self._open: dict[tuple[str, bytes], _Open] = {}
+        self._next_id = 1
+        self._now_ms: int | None = None
+        self._pending_rows = 0
+        self._pending_bytes = 0
+        self._sealed: dict[SealReason, int] = dict.fromkeys(SealReason, 0)
+
+    def __repr__(self) -> str:
+        return (
+            f"RegionBatcher(open={len(self._open)}, rows={self._pending_rows}, "
+            f"bytes={self._pending_bytes})"
+        )
+
+    @property
+    def pending_rows(self) -> int:
+        """Mutations held in open batches."""
+        return self._pending_rows
+
+    @property
+    def pending_bytes(self) -> int:
+        """Bytes (sum of ``Mutation.size``) held in open batches."""
+        return self._pending_bytes
+
+    def add(self, mutation: Mutation, region: Region, now_ms: int) -> list[Batch]:
+        """Add ``mutation`` (whose row ``region`` holds) and return the batches that became ready,
+        in the order they must be written (zero, one or two).
+
+        Raises ``ValueError`` when ``region`` is for another table or does not hold the row.
+        """
+        if mutation.table != region.table or not region.contains(mutation.row):
+            raise ValueError(
+                f"{mutation.table}:{mutation.row!r} does not belong to region {region}"
+            )
+        now = self._clock(now_ms)
+        size = mutation.size
+        key = (region.table, region.start_key)
+        ready: list[Batch] = []
+        batch = self._open.get(key)
+        if batch is not None:
+            reason: SealReason | None = None
+            if batch.region is not region and batch.region != region:
+                reason = SealReason.REGION_CHANGED
+            else:
+                kind = batch.kinds.get(mutation.row)
+                if kind is not None and kind is not mutation.kind:
+                    reason = SealReason.CONFLICT
+                elif batch.size + size > self.max_bytes:
+                    reason = SealReason.BYTES
+            if reason is not None:
+                ready.append(self._seal(key, reason))
+                batch = None
+        if batch is None:
+            batch = self._open[key] = _Open(self._new_id(), region, now)
+        batch.mutations.append(mutation)
+        batch.kinds[mutation.row] = mutation.kind
+        batch.size += size
+        self._pending_rows += 1
+        self._pending_bytes += size
+        if len(batch.mutations) >= self.max_rows:
+            ready.append(self._seal(key, SealReason.ROWS))
+        elif batch.size >= self.max_bytes:
+            ready.append(self._seal(key, SealReason.BYTES))
+        return ready
+
+    def due(self, now_ms: int) -> list[Batch]:
+        """Seal and return, oldest first, every batch with ``now_ms - created_ms >= max_age_ms``."""
+        now = self._clock(now_ms)
+        ready: list[Batch] = []
+        while self._open:
+            key, batch = next(iter(self._open.items()))
+            if now - batch.created_ms < self.max_age_ms:
+                break
+            ready.append(self._seal(key, SealReason.AGE))
+        return ready
+
+    def next_deadline(self) -> int | None:
+        """The earliest ``now_ms`` at which :meth:`due` returns a batch, or None when nothing is
+        open. The caller sleeps until then (or until the next add)."""
+        for batch in self._open.values():
+            return batch.created_ms + self.max_age_ms
+        return None
+
+    def drain(self) -> list[Batch]:
+        """Seal and return every open batch, oldest first (shutdown, revocation)."""
+        return [self._seal(key, SealReason.DRAIN) for key in list(self._open)]
+
+    def rebucket(self, batch: Batch, region_map: RegionMap) -> list[Batch]:
+        """Re-split a batch whose region went stale (split, merge, move) along ``region_map``.
+
+        Returns new batches (not queued here) in start-key order, each keeping the original
+        ``created_ms`` and mutation order, with ``reason=REBUCKET`` and ``split_from=batch.id``.
+        The limits still hold since each new batch is a subset of the old one, and so does the
+        same-row rule. Raises ``ValueError`` when ``region_map`` is for another table.
+        """
+        if region_map.table != batch.table:
+            raise ValueError(
+                f"batch {batch.id} is for {batch.table!r}, region map for {region_map.table!r}"
+            )
+        groups: dict[bytes, tuple[Region, list[Mutation]]] = {}
+        for mutation in batch.mutations:
+            region = region_map.locate(mutation.row)
+            group = groups.get(region.start_key)
+            if group is None:
+                group = groups[region.start_key] = (region, [])
+            group[1].append(mutation)
+        out: list[Batch] = []
+        for start in sorted(groups):
+            region, mutations = groups[start]
+            self._sealed[SealReason.REBUCKET] += 1
+            out.append(
+                Batch(
+                    id=self._new_id(),
+                    table=batch.table,
+                    region=region,
+                    mutations=mutations,
+                    size=sum(m.size for m in mutations),
+                    created_ms=batch.created_ms,
+                    reason=SealReason.REBUCKET,
+                    split_from=batch.id,
+                )
+            )
+        return out
+
+    def statistics(self) -> BatcherStatistics:
+        oldest = next((b.created_ms for b in self._open.values()), None)
+        return BatcherStatistics(
+            open_batches=len(self._open),
+            pending_rows=self._pending_rows,
+            pending_bytes=self._pending_bytes,
+            oldest_created_ms=oldest,
+            sealed=dict(self._sealed),
+        )
+
+    def _clock(self, now_ms: int) -> int:
+        if self._now_ms is None or now_ms > self._now_ms:
+            self._now_ms = now_ms
+        return self._now_ms
+
+    def _new_id(self) -> int:
+        batch_id = self._next_id
+        self._next_id += 1
+        return batch_id
+
+    def _seal(self, key: tuple[str, bytes], reason: SealReason) -> Batch:
+        batch = self._open.pop(key)
+        self._pending_rows -= len(batch.mutations)
+        self._pending_bytes -= batch.size
+        self._sealed[reason] += 1
+        return Batch(
+            id=batch.id,
+            table=batch.region.table,
+            region=batch.region,
+            mutations=batch.mutations,
+            size=batch.size,
+            created_ms=batch.created_ms,
+            reason=reason,
+        )

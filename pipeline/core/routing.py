@@ -1,0 +1,236 @@
+"""Routing: one Kafka record -> the mutations of every route its topic feeds. Compiled once from the
+route specs; the per-record path is plain attribute access and prebuilt encoder closures.
+
+Contract of :meth:`Router.route`:
+
+- The record value must be a JSON object (orjson). Anything else raises :class:`EventError` with
+  reason ``undecodable`` / ``not_an_object``.
+- Every route of the topic must accept the event. If any route rejects it (missing/wrong-typed field,
+  value too long for its fixed width, key over ``max_key_bytes``, cell over ``max_cell_bytes``), the
+  whole record is rejected and nothing is written: the caller sends it to the dead-letter topic.
+- Cell timestamps come from the route's ``timestamp_field`` (epoch ms), so a replay rewrites the same
+  cell versions. Without one HBase assigns server time (not replay-safe; ``explain`` warns).
+
+Column encodings: ``text`` (UTF-8; ints/floats in decimal, booleans ``true``/``false``, other values
+as JSON), ``json`` (orjson of the value), ``long`` (8-byte big-endian two's complement, as Java's
+``Bytes.toBytes(long)``; also what HBase counters hold).
+
+Counters (``RouteSpec.counter``): ``increment`` mode emits an atomic INCREMENT (re-applied on replay);
+``tally`` mode emits a PUT of one cell per event identity (``id_field`` or ``topic/partition/offset``)
+holding the 8-byte amount: a replay rewrites the same cell, and the count is the sum of the row's cells.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from pipeline.core.model import Mutation, MutationKind, Origin
+from pipeline.errors import ConfigError, EventError
+from pipeline.rowkey import EventFieldError, RowKey, RowKeyError, compile_rowkey
+from pipeline.settings import ColumnSpec, RouteSpec
+
+__all__ = ["CompiledRoute", "Router", "decode_value", "encode_long", "getter"]
+
+_LONG = struct.Struct(">q")
+_MISSING = object()
+
+
+def encode_long(value: int) -> bytes:
+    return _LONG.pack(value)
+
+
+def getter(path: str) -> Callable[[Mapping[str, Any]], Any]:
+    """A function reading a dotted path (``a.b.c``) from a decoded event; returns a sentinel when absent."""
+    parts = tuple(path.split("."))
+    if len(parts) == 1:
+        key = parts[0]
+        return lambda event: event.get(key, _MISSING)
+
+    def get(event: Mapping[str, Any]) -> Any:
+        cur: Any = event
+        for p in parts:
+            if not isinstance(cur, Mapping):
+                return _MISSING
+            cur = cur.get(p, _MISSING)
+            if cur is _MISSING:
+                return _MISSING
+        return cur
+    return get
+
+
+def _text(value: Any) -> bytes:
+    if isinstance(value, str):
+        return value.encode()
+    if isinstance(value, bool):
+        return b"true" if value else b"false"
+    if isinstance(value, int | float):
+        return str(value).encode()
+    return orjson.dumps(value)
+
+
+def _long(field: str) -> Callable[[Any], bytes]:
+    def enc(value: Any) -> bytes:
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise EventError("bad_type", f"field {field!r}: expected an integer for a long column, "
+                                         f"got {type(value).__name__} {value!r}")
+        try:
+            return _LONG.pack(value)
+        except struct.error as exc:
+            raise EventError("out_of_range", f"field {field!r}: {value} does not fit in 8 bytes") from exc
+    return enc
+
+
+def _encoder(spec: ColumnSpec) -> Callable[[Any], bytes]:
+    if spec.encoding == "long":
+        return _long(spec.field)
+    if spec.encoding == "json":
+        return orjson.dumps
+    return _text
+
+
+def decode_value(encoding: str, raw: bytes) -> Any:
+    """Inverse of the column encodings, for readers."""
+    if encoding == "long":
+        return _LONG.unpack(raw)[0] if len(raw) == 8 else raw
+    if encoding == "json":
+        return orjson.loads(raw)
+    return raw.decode("utf-8", "replace")
+
+
+@dataclass(frozen=True)
+class _Column:
+    name: bytes
+    field: str
+    get: Callable[[Mapping[str, Any]], Any]
+    encode: Callable[[Any], bytes]
+    required: bool
+
+
+class CompiledRoute:
+    """One route, compiled: its rowkey, column getters/encoders, timestamp and counter rules."""
+
+    def __init__(self, spec: RouteSpec, max_key_bytes: int, max_cell_bytes: int) -> None:
+        self.spec = spec
+        self.name = spec.name
+        self.table = spec.table
+        try:
+            self.rowkey: RowKey = compile_rowkey(spec.rowkey)
+        except RowKeyError as exc:
+            raise ConfigError(f"route {spec.name!r}: rowkey {spec.rowkey!r} is invalid: {exc}") from exc
+        self.columns = [_Column(c.encode(), cs.field, getter(cs.field), _encoder(cs), cs.required)
+                        for c, cs in spec.columns.items()]
+        self.families = sorted({c.split(":", 1)[0] for c in spec.columns}
+                               | ({spec.counter.column.split(":", 1)[0]} if spec.counter else set()))
+        self._ts = getter(spec.timestamp_field) if spec.timestamp_field else None
+        self._max_key = max_key_bytes
+        self._max_cell = max_cell_bytes
+        c = spec.counter
+        self._counter_column = c.column.encode() if c else b""
+        self._counter_family = c.column.split(":", 1)[0].encode() + b":" if c else b""
+        self._amount = getter(c.amount_field) if c and c.amount_field else None
+        self._id = getter(c.id_field) if c and c.id_field else None
+
+    def __repr__(self) -> str:
+        return f"CompiledRoute({self.name!r} -> {self.table!r}, {self.spec.rowkey!r})"
+
+    def _timestamp(self, event: Mapping[str, Any]) -> int | None:
+        if self._ts is None:
+            return None
+        ts = self._ts(event)
+        if ts is _MISSING or ts is None:
+            raise EventError("missing_field", f"route {self.name!r}: timestamp field "
+                                              f"{self.spec.timestamp_field!r} is missing")
+        if not isinstance(ts, int) or isinstance(ts, bool) or ts < 0:
+            raise EventError("bad_type", f"route {self.name!r}: timestamp field {self.spec.timestamp_field!r} "
+                                         f"must be a non-negative integer (epoch ms), got {ts!r}")
+        return ts
+
+    def mutation(self, event: Mapping[str, Any], origin: Origin) -> Mutation:
+        try:
+            row = self.rowkey.build(event)
+        except EventFieldError as exc:
+            raise EventError(exc.reason, f"route {self.name!r}: {exc}") from exc
+        if len(row) > self._max_key:
+            raise EventError("key_too_long", f"route {self.name!r}: rowkey is {len(row)} bytes; "
+                                             f"HBase allows at most {self._max_key}")
+        ts = self._timestamp(event)
+        if self.spec.counter is not None:
+            return self._counter(event, origin, row, ts)
+        cells: dict[bytes, bytes] = {}
+        for col in self.columns:
+            value = col.get(event)
+            if value is _MISSING or value is None:
+                if col.required:
+                    raise EventError("missing_field", f"route {self.name!r}: field {col.field!r} "
+                                                      f"(column {col.name.decode()}) is missing")
+                continue
+            raw = col.encode(value)
+            if len(raw) > self._max_cell:
+                raise EventError("value_too_large", f"route {self.name!r}: column {col.name.decode()} value is "
+                                                    f"{len(raw)} bytes; the cell limit is {self._max_cell}")
+            cells[col.name] = raw
+        return Mutation(self.table, row, MutationKind.PUT, cells, ts, origin)
+
+    def _counter(self, event: Mapping[str, Any], origin: Origin, row: bytes, ts: int | None) -> Mutation:
+        c = self.spec.counter
+        assert c is not None
+        amount: Any = c.amount
+        if self._amount is not None:
+            amount = self._amount(event)
+            if amount is _MISSING or not isinstance(amount, int) or isinstance(amount, bool):
+                raise EventError("bad_type", f"route {self.name!r}: counter amount field {c.amount_field!r} "
+                                             f"must be an integer, got {amount if amount is not _MISSING else 'nothing'!r}")
+        if c.mode == "increment":
+            return Mutation(self.table, row, MutationKind.INCREMENT, {self._counter_column: b""}, None, origin,
+                            amount=amount)
+        ident: Any
+        if self._id is not None:
+            ident = self._id(event)
+            if ident is _MISSING or ident is None:
+                raise EventError("missing_field", f"route {self.name!r}: counter id field {c.id_field!r} is missing")
+            ident_b = _text(ident)
+        else:
+            ident_b = f"{origin.tp.topic}/{origin.tp.partition}/{origin.offset}".encode()
+        return Mutation(self.table, row, MutationKind.PUT, {self._counter_family + ident_b: encode_long(amount)},
+                        ts, origin)
+
+
+class Router:
+    """All routes, grouped by topic."""
+
+    def __init__(self, routes: Iterable[RouteSpec], max_key_bytes: int = 32767,
+                 max_cell_bytes: int = 10 * 1024 * 1024) -> None:
+        self.routes = [CompiledRoute(r, max_key_bytes, max_cell_bytes) for r in routes]
+        if not self.routes:
+            raise ConfigError("the configuration declares no routes")
+        self.by_topic: dict[str, list[CompiledRoute]] = {}
+        for r in self.routes:
+            self.by_topic.setdefault(r.spec.topic, []).append(r)
+
+    def __repr__(self) -> str:
+        return f"Router({len(self.routes)} routes over topics {sorted(self.by_topic)})"
+
+    @property
+    def topics(self) -> list[str]:
+        return sorted(self.by_topic)
+
+    @property
+    def tables(self) -> list[str]:
+        return sorted({r.table for r in self.routes})
+
+    def route(self, topic: str, value: bytes | None, origin: Origin) -> list[Mutation]:
+        """The mutations for one record; raises :class:`EventError` when the record cannot be written."""
+        if value is None:
+            raise EventError("undecodable", "record has no value (tombstone)")
+        try:
+            event = orjson.loads(value)
+        except orjson.JSONDecodeError as exc:
+            raise EventError("undecodable", f"value is not valid JSON: {exc}") from exc
+        if not isinstance(event, dict):
+            raise EventError("not_an_object", f"value is JSON {type(event).__name__}, expected an object")
+        return [r.mutation(event, origin) for r in self.by_topic.get(topic, ())]

@@ -1,0 +1,313 @@
+"""The compiled rowkey design: :class:`RowKey` and :func:`compile_rowkey`.
+
+A :class:`RowKey` is immutable and compiled once. ``build`` is a generated function specialised for
+the spec (see ``codegen``); everything else (decode, plan, sort_key, split points, explain) reads the
+same segment tuple, so writer, reader and pre-splitter can never disagree about the layout.
+"""
+
+from __future__ import annotations
+
+import math
+import random as _random
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pipeline.rowkey.codecs import fetch
+from pipeline.rowkey.codegen import BuildFn, CodeGen
+from pipeline.rowkey.compiler import compile_segments
+from pipeline.rowkey.errors import EventFieldError, KeyDecodeError, PlanError
+from pipeline.rowkey.layout import Layout
+from pipeline.rowkey.planner import ScanPlan, make_plan
+from pipeline.rowkey.segments import RandomLike, Segment
+from pipeline.rowkey.segments_dist import KeySalt, Random, Salt
+from pipeline.rowkey.segments_num import Binary, Dec, ReverseTs, TimeBucket
+from pipeline.rowkey.segments_text import Literal
+
+__all__ = ["RowKey", "compile_rowkey"]
+
+_TIMEISH = re.compile(r"(?i)(^|[_.\-])(ts|time|timestamp|date|datetime|event_time)$")
+_FANOUT_LIST_MAX = 1 << 20
+
+
+def compile_rowkey(
+    spec: str, *, time_field: str | None = None, rng: RandomLike | None = None
+) -> RowKey:
+    """Compile ``spec`` (see ``pipeline.rowkey`` for the notation).
+
+    ``time_field`` names the field that ``plan(time_range=...)`` applies to when the spec alone does
+    not make it clear; ``rng`` is the default random source of ``random(n)`` segments.
+    Raises SpecSyntaxError.
+    """
+    return RowKey(spec, time_field=time_field, rng=rng)
+
+
+class RowKey:
+    """A compiled rowkey design. See the package docstring for the API contract."""
+
+    __slots__ = (
+        "_build", "_lead_end", "_rng", "fields", "layout", "segments", "spec", "time_field",
+    )
+
+    spec: str
+    fields: tuple[str, ...]
+    segments: tuple[Segment, ...]
+    layout: Layout
+    time_field: str | None
+    _build: BuildFn
+    _lead_end: int
+    _rng: RandomLike
+
+    def __init__(
+        self, spec: str, *, time_field: str | None = None, rng: RandomLike | None = None
+    ) -> None:
+        segments = compile_segments(spec)
+        fields: list[str] = []
+        for seg in segments:
+            fields.extend(f for f in seg.fields if f not in fields)
+        if time_field is not None and time_field not in fields:
+            raise PlanError(f"time_field {time_field!r} is not a field of {spec!r}")
+        s = object.__setattr__
+        s(self, "spec", spec)
+        s(self, "segments", segments)
+        s(self, "fields", tuple(fields))
+        s(self, "layout", Layout(segments))
+        s(self, "time_field", time_field or _infer_time_field(segments))
+        s(self, "_rng", rng if rng is not None else _random.Random())
+        s(self, "_lead_end", _lead_end(segments))
+        s(self, "_build", self._generate())
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("RowKey is immutable")
+
+    def __repr__(self) -> str:
+        return f"RowKey({self.spec!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RowKey) and other.spec == self.spec
+
+    def __hash__(self) -> int:
+        return hash(self.spec)
+
+    # --- building -----------------------------------------------------------------------------
+    def build(self, event: Mapping[str, Any], rng: RandomLike | None = None) -> bytes:
+        """The row key of ``event``. ``rng`` overrides the random source of ``random(n)``.
+
+        Raises EventFieldError (``.field``, ``.value``, ``.reason``) for a missing or null field, a
+        wrong type (bools are not integers; text fields take str or int), a value too long for its
+        fixed width, an unmapped code, a number out of range, or variable text that contains the
+        delimiter following it.
+        """
+        return self._build(event, rng)
+
+    @property
+    def builder(self) -> BuildFn:
+        """The generated ``build(event, rng=None)`` function itself (saves a call on hot loops)."""
+        return self._build
+
+    def build_reference(self, event: Mapping[str, Any], rng: RandomLike | None = None) -> bytes:
+        """The reference (interpretive) builder: same bytes and errors as :meth:`build`, slower."""
+        rng = rng if rng is not None else self._rng
+        segs, term = self.segments, self.layout.terminator
+        values = {f: fetch(event, tuple(f.split(".")), f) for f in self.fields}
+        parts = [b"" if isinstance(s, KeySalt) else s.encode(values, rng) for s in segs]
+        for i, t in enumerate(term):
+            if t is not None and t in parts[i]:
+                f = segs[i].fields[0]
+                raise EventFieldError(f, values[f], "contains_delimiter",
+                                      f"contains {t!r}, the delimiter that follows it in the key")
+        first = segs[0]
+        if isinstance(first, KeySalt):
+            rest = b"".join(parts[1:])
+            return first.salt_of(rest) + rest
+        return b"".join(parts)
+
+    def _generate(self) -> BuildFn:
+        g = CodeGen()
+        exprs: list[str] = []
+        for i, seg in enumerate(self.segments):
+            if isinstance(seg, KeySalt):
+                continue
+            expr = seg.emit(g)
+            term = self.layout.terminator[i]
+            if term is not None:
+                if not expr.isidentifier():
+                    x = g.tmp()
+                    g.stmt(f"{x} = {expr}")
+                    expr = x
+                g.guard(f"{g.const(term, 'term')} not in {expr}")
+            exprs.append(expr)
+        joined = " + ".join(exprs) if len(exprs) <= 4 else f"b''.join(({', '.join(exprs)},))"
+        first = self.segments[0]
+        if isinstance(first, KeySalt):
+            g.stmt(f"rest = {joined if exprs else repr(b'')}")
+            joined = f"{first.emit_over(g, 'rest')} + rest"
+        return g.finish(joined, self.build_reference, self._rng, self.spec)
+
+    # --- reading ------------------------------------------------------------------------------
+    @property
+    def decodable(self) -> bool:
+        """True when every segment boundary can be found in any key of this design."""
+        return self.layout.decodable
+
+    @property
+    def point_readable(self) -> bool:
+        """False when a random segment makes keys unpredictable (a get must try every value)."""
+        return not any(isinstance(s, Random) for s in self.segments)
+
+    def decode(self, key: bytes) -> dict[str, Any]:
+        """The logical fields stored recoverably in ``key`` (text as str, numbers as int).
+
+        Hash prefixes, salts, buckets and random parts are checked and skipped; salts, md5 prefixes,
+        mod and time buckets are verified against the decoded fields when those are present.
+        Raises KeyDecodeError when the key does not fit the layout or the design is not decodable.
+        """
+        spans = self.layout.locate(key, strict=True)
+        out: dict[str, Any] = {}
+        chunks: list[bytes] = []
+        for seg, span in zip(self.segments, spans, strict=True):
+            assert span is not None
+            chunk = key[span[0]:span[1]]
+            chunks.append(chunk)
+            for f, v in seg.decode(chunk).items():
+                if f in out and out[f] != v:
+                    raise KeyDecodeError(f"{f!r} decodes to {out[f]!r} and {v!r}")
+                out[f] = v
+        for seg, chunk in zip(self.segments, chunks, strict=True):
+            if isinstance(seg, KeySalt):
+                expected = seg.salt_of(key[1:])
+            elif seg.invertible or not seg.computable or not seg.fields:
+                continue
+            elif all(f in out for f in seg.fields):
+                try:
+                    expected = seg.encode(out, None)
+                except EventFieldError:
+                    continue
+            else:
+                continue
+            if expected != chunk:
+                raise KeyDecodeError(f"{seg.source} is {chunk!r} but the decoded fields give "
+                                     f"{expected!r}")
+        return out
+
+    def sort_key(self, key: bytes) -> bytes:
+        """``key`` without its leading salt/hash/mod/random segments: the logical order used to
+        merge fanned-out scans (byte order of the remaining segments)."""
+        return key[self._lead_width():]
+
+    def _lead_width(self) -> int:
+        return sum(s.width or 0 for s in self.segments[: self._lead_end])
+
+    @property
+    def fanout_size(self) -> int:
+        """Number of distinct leading salt/hash/bucket prefixes (1 when the key has none)."""
+        return math.prod(s.value_count or 1 for s in self.segments[: self._lead_end]
+                         if not isinstance(s, Literal))
+
+    @property
+    def fanout(self) -> list[bytes] | None:
+        """Every leading salt/hash/bucket prefix value in ascending order, or None when the key
+        starts with none (or when there are more than 2**20 of them: see ``fanout_size``)."""
+        if self._lead_end == 0 or self.fanout_size > _FANOUT_LIST_MAX:
+            return None
+        out = [b""]
+        for seg in self.segments[: self._lead_end]:
+            vals = [seg.data] if isinstance(seg, Literal) else seg.enum_values()
+            out = [p + v for p in out for v in vals]
+        return out
+
+    def plan(
+        self,
+        where: Mapping[str, Any] | None = None,
+        time_range: tuple[int, int] | None = None,
+        *,
+        time_field: str | None = None,
+        max_ranges: int = 1024,
+    ) -> ScanPlan:
+        """Key ranges for the rows whose fields equal ``where`` and whose time field lies in
+        ``time_range`` = ``[t0, t1)`` (epoch ms). Raises PlanError when the design cannot answer
+        (ambiguous boundary, unknown field, no usable time segment)."""
+        where = dict(where or {})
+        unknown = [f for f in where if f not in self.fields]
+        if unknown:
+            raise PlanError(f"unknown field(s) {unknown}; the key has {list(self.fields)}")
+        tf = time_field or self.time_field
+        if time_range is not None:
+            if tf is None or tf not in self.fields:
+                raise PlanError("time_range needs a time field: pass time_field= (the spec does not "
+                                "make it clear)")
+            t0, t1 = time_range
+            if tf in where:
+                inside = t0 <= where[tf] < t1
+                time_range = None
+                if not inside:
+                    return ScanPlan([], False, True, self.order())
+            elif t0 >= t1:
+                return ScanPlan([], False, True, self.order())
+        if max_ranges < 1:
+            raise PlanError("max_ranges must be at least 1")
+        return make_plan(self.segments, self.layout, self._lead_end, where, time_range, tf,
+                         max_ranges, self.order())
+
+    def order(self) -> str:
+        """The logical order of keys (by ``sort_key``)."""
+        parts = [f"{s.source}: {s.order}" for s in self.segments[self._lead_end:]
+                 if not isinstance(s, Literal)]
+        text = "; ".join(parts) or "none"
+        if self._lead_end:
+            return f"fan-out over {self.fanout_size} prefixes, merge ranges by sort_key: {text}"
+        return f"key order: {text}"
+
+    # --- design advice --------------------------------------------------------------------------
+    @property
+    def max_length(self) -> int | None:
+        """The key length in bytes when every segment is fixed-width, else None."""
+        widths = [s.width for s in self.segments]
+        return None if None in widths else sum(w or 0 for w in widths)
+
+    @property
+    def min_length(self) -> int:
+        """The bytes every key has (variable-width segments counted as empty)."""
+        return sum(s.width or 0 for s in self.segments)
+
+    @property
+    def warnings(self) -> list[str]:
+        from pipeline.rowkey.explain import design_warnings
+
+        return design_warnings(self)
+
+    def explain(self) -> str:
+        """A readable description of the layout, the queries it answers and its warnings."""
+        from pipeline.rowkey.explain import explain
+
+        return explain(self)
+
+    def split_points(self, n_regions: int, sample_keys: Iterable[bytes] | None = None) -> list[bytes]:
+        """Split keys that pre-split the table into ``n_regions`` regions (see ``splits``)."""
+        from pipeline.rowkey.splits import split_points
+
+        return split_points(self, n_regions, sample_keys)
+
+
+def _lead_end(segments: tuple[Segment, ...]) -> int:
+    end = 0
+    for i, seg in enumerate(segments):
+        if seg.distributing:
+            end = i + 1
+        elif not isinstance(seg, Literal):
+            break
+    return end
+
+
+def _infer_time_field(segments: tuple[Segment, ...]) -> str | None:
+    strong = {s.fields[0] for s in segments if isinstance(s, ReverseTs | TimeBucket)}
+    if len(strong) == 1:
+        return strong.pop()
+    if strong:
+        return None
+    named = {f for s in segments for f in s.fields
+             if _TIMEISH.search(f) and not isinstance(s, Salt)}
+    typed = {f for f in named
+             if any(isinstance(s, Binary | Dec) and s.fields == (f,) for s in segments)}
+    pick = typed or named
+    return pick.pop() if len(pick) == 1 else None

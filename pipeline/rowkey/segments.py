@@ -1,0 +1,112 @@
+"""The segment base class: what every segment kind tells the compiler, decoder, planner and explainer.
+
+A compiled spec is a tuple of :class:`Segment` objects. Each one knows its byte layout (``width``:
+fixed byte count, or None for variable width), its sort order (``order``), how to encode field
+values (``encode``, the reference path, and ``emit``, the generated fast path), how to decode its
+bytes back to fields (``decode``) and, for numeric segments of the time field, how a value interval
+maps to a byte interval (``interval``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from pipeline.rowkey.codegen import CodeGen
+from pipeline.rowkey.errors import KeyDecodeError
+
+__all__ = ["ByteInterval", "RandomLike", "Segment"]
+
+#: ``(start, stop)`` of one segment's bytes; ``stop`` None means "to the end of the segment's space"
+#: (every longer key with the same prefix).
+ByteInterval = tuple[bytes, bytes | None]
+
+
+class RandomLike(Protocol):
+    """What ``random(n)`` segments need: ``random.Random`` satisfies it."""
+
+    def randrange(self, stop: int, /) -> int: ...
+
+
+class Segment:
+    """One bracketed part of a rowkey spec.
+
+    Class attributes describe the kind: ``invertible`` (decode recovers the fields), ``distributing``
+    (salt, hash prefix, mod bucket, random: values spread keys over the table), ``computable`` (the
+    bytes follow from field values alone), ``time_ordered`` (the bytes order like the field's number,
+    ascending or descending, so a time range maps to a byte interval).
+    """
+
+    kind = "segment"
+    invertible = False
+    distributing = False
+    computable = True
+    time_ordered = False
+    time_readable = False  # time_of() can read the field's time back from the bytes
+
+    __slots__ = ("fields", "paths", "pos", "source", "width")
+
+    def __init__(self, source: str, fields: tuple[str, ...], width: int | None, pos: int) -> None:
+        self.source = source
+        self.fields = fields
+        self.paths = tuple(tuple(f.split(".")) for f in fields)
+        self.width = width
+        self.pos = pos
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.source} width={self.width}>"
+
+    # --- description -------------------------------------------------------------------------
+    @property
+    def order(self) -> str:
+        """How the segment's bytes sort relative to its input values."""
+        return "byte order"
+
+    @property
+    def layout(self) -> str:
+        """One-line byte layout."""
+        return self.source
+
+    @property
+    def value_count(self) -> int | None:
+        """How many distinct byte values the segment can take when it is enumerable, else None."""
+        return None
+
+    # --- encoding -----------------------------------------------------------------------------
+    def encode(self, values: Mapping[str, Any], rng: RandomLike | None) -> bytes:
+        """Reference encoder over raw field values (``values[field]``); raises EventFieldError."""
+        raise NotImplementedError
+
+    def emit(self, g: CodeGen) -> str:
+        """Emit guards into ``g`` and return an expression for the segment's bytes."""
+        raise NotImplementedError
+
+    # --- decoding -----------------------------------------------------------------------------
+    def decode(self, chunk: bytes) -> dict[str, Any]:
+        """Fields recovered from this segment's bytes (empty when not invertible). Validates the
+        bytes and raises KeyDecodeError when they cannot come from this segment."""
+        return {}
+
+    def label(self, chunk: bytes) -> str:
+        """Short label for a fan-out value, e.g. ``salt=3``."""
+        return f"{self.kind}={chunk.hex()}"
+
+    def enum_values(self) -> list[bytes]:
+        """All byte values, ascending (only for enumerable segments)."""
+        raise NotImplementedError
+
+    # --- time ranges --------------------------------------------------------------------------
+    def interval(self, lo: int, hi: int) -> list[ByteInterval]:
+        """Byte intervals covering every value ``v`` of the field with ``lo <= v < hi``."""
+        raise NotImplementedError
+
+    def interval_exact(self, lo: int, hi: int) -> bool:
+        """True when :meth:`interval` holds no value outside ``[lo, hi)``."""
+        return True
+
+    def time_of(self, chunk: bytes) -> tuple[int, int] | None:
+        """``[lo, hi)`` of field values that encode to ``chunk`` (for time filters), None if unknown."""
+        return None
+
+    def bad(self, chunk: bytes, why: str) -> KeyDecodeError:
+        return KeyDecodeError(f"segment {self.source}: {why} in {chunk!r}")

@@ -1,0 +1,251 @@
+"""Text segments: literals, plain fields, padded fields, reversed text and dictionary codes.
+
+Byte layouts and sort orders:
+
+- ``literal`` (``[_]``, ``['#']``): the literal's UTF-8 bytes; constant.
+- ``text`` (``[user_id]``): the field's UTF-8 text (integers in decimal); variable width; sorts in
+  byte order, which for UTF-8 is code point order.
+- ``rpad(f, 'x', 20)`` / ``lpad(f, '0', 10)``: the text padded on the right / left with one ASCII pad
+  byte to exactly ``width`` bytes; a longer value is an error (``too_long``), never truncated. Sorts as
+  the padded bytes: the value order when the pad byte sorts below every value byte (rpad with
+  ``'\\x00'``), numeric order for digit strings left-padded with ``'0'``. Decoding strips the pad, so a
+  value that itself ends (rpad) or starts (lpad) with the pad character does not round-trip.
+- ``reverse(f)``: the text reversed by code point (phone numbers, increasing ids); variable width; the
+  natural order is lost on purpose.
+- ``code(f, {Taobao: tb, ...}, default=xx)``: the short code's UTF-8 bytes; fixed width when every
+  code has the same length. A value outside the dictionary is ``unmapped_code`` unless a default is
+  given. Sorts in the codes' byte order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pipeline.rowkey.codecs import as_text, encode_text
+from pipeline.rowkey.codegen import CodeGen
+from pipeline.rowkey.errors import EventFieldError
+from pipeline.rowkey.segments import RandomLike, Segment
+
+__all__ = ["Code", "LPad", "Literal", "Pad", "RPad", "Reverse", "Text"]
+
+
+def _utf8(seg: Segment, chunk: bytes) -> str:
+    try:
+        return chunk.decode()
+    except UnicodeDecodeError as exc:
+        raise seg.bad(chunk, "not UTF-8 text") from exc
+
+
+def _digits_time(text: str) -> tuple[int, int] | None:
+    if text.isascii() and text.isdigit():
+        n = int(text)
+        return n, n + 1
+    return None
+
+
+class Literal(Segment):
+    kind = "literal"
+    __slots__ = ("data",)
+
+    def __init__(self, source: str, data: bytes, pos: int) -> None:
+        super().__init__(source, (), len(data), pos)
+        self.data = data
+
+    @property
+    def order(self) -> str:
+        return "constant"
+
+    @property
+    def layout(self) -> str:
+        return f"literal {self.data!r}"
+
+    def encode(self, values: Mapping[str, Any], rng: RandomLike | None) -> bytes:
+        return self.data
+
+    def emit(self, g: CodeGen) -> str:
+        return g.const(self.data, "lit")
+
+    def decode(self, chunk: bytes) -> dict[str, Any]:
+        if chunk != self.data:
+            raise self.bad(chunk, f"expected literal {self.data!r}")
+        return {}
+
+
+class Text(Segment):
+    kind = "text"
+    invertible = True
+    time_readable = True
+    __slots__ = ()
+
+    @property
+    def order(self) -> str:
+        return "ascending, UTF-8 byte order"
+
+    @property
+    def layout(self) -> str:
+        return f"{self.fields[0]} as UTF-8 text (integers in decimal)"
+
+    def encode(self, values: Mapping[str, Any], rng: RandomLike | None) -> bytes:
+        return encode_text(self.fields[0], values[self.fields[0]])
+
+    def emit(self, g: CodeGen) -> str:
+        return g.text(self.fields[0], self.paths[0])
+
+    def decode(self, chunk: bytes) -> dict[str, Any]:
+        return {self.fields[0]: _utf8(self, chunk)}
+
+    def time_of(self, chunk: bytes) -> tuple[int, int] | None:
+        return _digits_time(_utf8(self, chunk))
+
+
+class Pad(Segment):
+    """Base of :class:`RPad` and :class:`LPad`."""
+
+    right = True
+    invertible = True
+    time_readable = True
+    __slots__ = ("pad",)
+
+    def __init__(self, source: str, field: str, pad: bytes, width: int, pos: int) -> None:
+        super().__init__(source, (field,), width, pos)
+        self.pad = pad
+
+    @property
+    def order(self) -> str:
+        if self.right:
+            return f"byte order of the value right-padded with {self.pad!r}"
+        return f"byte order of the value left-padded with {self.pad!r}"
+
+    @property
+    def layout(self) -> str:
+        side = "right" if self.right else "left"
+        return f"{self.fields[0]} as UTF-8, {side}-padded with {self.pad!r} to {self.width} bytes"
+
+    def encode(self, values: Mapping[str, Any], rng: RandomLike | None) -> bytes:
+        field = self.fields[0]
+        data = encode_text(field, values[field])
+        width = self.width or 0
+        if len(data) > width:
+            raise EventFieldError(
+                field,
+                values[field],
+                "too_long",
+                f"is {len(data)} bytes, longer than the {self.kind} width {width}",
+            )
+        return data.ljust(width, self.pad) if self.right else data.rjust(width, self.pad)
+
+    def emit(self, g: CodeGen) -> str:
+        t = g.text(self.fields[0], self.paths[0])
+        g.guard(f"len({t}) <= {self.width}")
+        pad = g.const(self.pad, "pad")
+        return f"{t}.{'ljust' if self.right else 'rjust'}({self.width}, {pad})"
+
+    def decode(self, chunk: bytes) -> dict[str, Any]:
+        raw = chunk.rstrip(self.pad) if self.right else chunk.lstrip(self.pad)
+        return {self.fields[0]: _utf8(self, raw)}
+
+    def time_of(self, chunk: bytes) -> tuple[int, int] | None:
+        text = _utf8(self, chunk.rstrip(self.pad) if self.right else chunk.lstrip(self.pad))
+        return _digits_time(text)
+
+
+class RPad(Pad):
+    kind = "rpad"
+    right = True
+    __slots__ = ()
+
+
+class LPad(Pad):
+    kind = "lpad"
+    right = False
+    __slots__ = ()
+
+
+class Reverse(Segment):
+    kind = "reverse"
+    invertible = True
+    __slots__ = ()
+
+    @property
+    def order(self) -> str:
+        return "byte order of the reversed text (natural order lost)"
+
+    @property
+    def layout(self) -> str:
+        return f"{self.fields[0]} as UTF-8 text, reversed"
+
+    def encode(self, values: Mapping[str, Any], rng: RandomLike | None) -> bytes:
+        field = self.fields[0]
+        text = as_text(field, values[field])
+        return encode_text(field, text[::-1])
+
+    def emit(self, g: CodeGen) -> str:
+        v = g.value(self.fields[0], self.paths[0])
+        g.guard(f"{v}.__class__ is str")
+        return f"{v}[::-1].encode()"
+
+    def decode(self, chunk: bytes) -> dict[str, Any]:
+        return {self.fields[0]: _utf8(self, chunk)[::-1]}
+
+
+class Code(Segment):
+    kind = "code"
+    invertible = True  # except for values mapped to the default or to a shared code
+    __slots__ = ("codes", "default", "reverse")
+
+    def __init__(
+        self, source: str, field: str, codes: dict[str, bytes], default: bytes | None, pos: int
+    ) -> None:
+        lengths = {len(c) for c in codes.values()} | ({len(default)} if default is not None else set())
+        super().__init__(source, (field,), lengths.pop() if len(lengths) == 1 else None, pos)
+        self.codes = codes
+        self.default = default
+        rev: dict[bytes, str] = {}
+        dup: set[bytes] = set()
+        for value, code in codes.items():
+            if code in rev:
+                dup.add(code)
+            rev[code] = value
+        for code in dup | ({default} if default is not None else set()):
+            rev.pop(code, None)
+        self.reverse = rev
+
+    @property
+    def order(self) -> str:
+        return "byte order of the codes"
+
+    @property
+    def layout(self) -> str:
+        d = f", default {self.default!r}" if self.default is not None else ""
+        return f"{self.fields[0]} as one of {len(self.codes)} short codes{d}"
+
+    def encode(self, values: Mapping[str, Any], rng: RandomLike | None) -> bytes:
+        field = self.fields[0]
+        raw = values[field]
+        code = self.codes.get(as_text(field, raw))
+        if code is None:
+            if self.default is None:
+                known = ", ".join(sorted(self.codes)[:8])
+                raise EventFieldError(field, raw, "unmapped_code", f"has no code (known: {known})")
+            code = self.default
+        return code
+
+    def emit(self, g: CodeGen) -> str:
+        v = g.value(self.fields[0], self.paths[0])
+        g.guard(f"{v}.__class__ is str")
+        table = g.const(self.codes, "codes")
+        if self.default is not None:
+            return f"{table}.get({v}, {g.const(self.default, 'dflt')})"
+        x = g.tmp()
+        g.stmt(f"{x} = {table}.get({v})")
+        g.guard(f"{x} is not None")
+        return x
+
+    def decode(self, chunk: bytes) -> dict[str, Any]:
+        value = self.reverse.get(chunk)
+        if value is not None:
+            return {self.fields[0]: value}
+        if chunk == self.default or chunk in self.codes.values():
+            return {}
+        raise self.bad(chunk, "unknown code")

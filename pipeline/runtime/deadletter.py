@@ -1,0 +1,69 @@
+"""The dead-letter topic: records that cannot be written, with their original bytes and headers
+saying where they came from and why.
+
+Headers (all UTF-8): ``hbase-ingest.source.topic``, ``hbase-ingest.source.partition``,
+``hbase-ingest.source.offset``, ``hbase-ingest.reason`` (a short code: undecodable, not_an_object,
+missing_field, bad_type, too_long, key_too_long, value_too_large, unmapped_code, out_of_range,
+hbase_rejected), ``hbase-ingest.error`` (the message). For ``hbase_rejected`` the value is a JSON
+description of the refused mutation (table, row in HBase shell escaping, columns), because the
+original record is no longer held once its mutations were batched.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Protocol
+
+import anyio
+import orjson
+import structlog
+
+from pipeline.core.backoff import Backoff
+from pipeline.core.model import Mutation, Origin
+from pipeline.rowkey import format_key
+
+__all__ = ["DeadLetters", "HEADER_PREFIX"]
+
+HEADER_PREFIX = "hbase-ingest."
+log = structlog.get_logger("hbase_ingest.deadletter")
+
+
+class Producer(Protocol):
+    async def send_and_wait(self, topic: str, value: bytes | None = None, key: bytes | None = None,
+                            partition: int | None = None, timestamp_ms: int | None = None,
+                            headers: list[tuple[str, bytes]] | None = None) -> Any: ...
+
+
+class DeadLetters:
+    """Sends to the dead-letter topic and retries until Kafka acknowledges: nothing is lost."""
+
+    def __init__(self, producer: Producer, topic: str) -> None:
+        self.producer = producer
+        self.topic = topic
+        self._backoff = Backoff(100, 10_000)
+
+    async def send(self, origin: Origin, key: bytes | None, value: bytes | None, reason: str, error: str) -> None:
+        headers = [
+            (HEADER_PREFIX + "source.topic", origin.tp.topic.encode()),
+            (HEADER_PREFIX + "source.partition", str(origin.tp.partition).encode()),
+            (HEADER_PREFIX + "source.offset", str(origin.offset).encode()),
+            (HEADER_PREFIX + "reason", reason.encode()),
+            (HEADER_PREFIX + "error", error.encode()[:4000]),
+        ]
+        attempt = 0
+        while True:
+            try:
+                await self.producer.send_and_wait(self.topic, value=value, key=key, headers=headers)
+                return
+            except Exception as exc:  # any producer failure: retry, never drop
+                delay = self._backoff.delay_ms(attempt, random.random())
+                log.warning("dead_letter_retry", topic=self.topic, attempt=attempt + 1, error=repr(exc))
+                attempt += 1
+                await anyio.sleep(delay / 1000)
+
+    async def send_mutation(self, m: Mutation, error: str) -> None:
+        body: dict[str, Any] = {
+            "table": m.table, "row": format_key(m.row), "kind": m.kind.value, "timestamp": m.timestamp,
+            "columns": {c.decode("utf-8", "replace"): format_key(v) for c, v in m.cells.items()},
+        }
+        await self.send(m.origin, m.row, orjson.dumps(body), "hbase_rejected", error)

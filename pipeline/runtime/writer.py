@@ -1,0 +1,123 @@
+"""Writing sealed batches to HBase: retries with exponential backoff and full jitter, region-map
+refresh on staleness, per-region ordering, and isolation of mutations HBase refuses.
+
+Contract of :meth:`BatchWriter.write`: it returns only when every mutation of the batch was
+acknowledged by HBase, or was refused by HBase itself (non-retryable :class:`HBaseRequestError`) and
+handed to ``reject`` (the dead-letter path). Retryable failures (unavailable, timeout, stale region)
+are retried until ``retry_deadline_s`` (None: forever); past it :class:`WriteAbandoned` is raised and
+the worker stops *without* committing the batch's offsets.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Awaitable, Callable
+
+import anyio
+import structlog
+
+from connectors.hbase import HBaseClient
+from pipeline.core.backoff import Backoff
+from pipeline.core.batcher import Batch
+from pipeline.core.model import Mutation
+from pipeline.core.regions import Region, RegionMap
+from pipeline.errors import HBaseError, HBaseIngestError, HBaseRequestError, RegionMapStale
+from pipeline.runtime.observer import Observer
+from pipeline.settings import WriterSettings
+
+__all__ = ["BatchWriter", "WriteAbandoned", "load_region_map"]
+
+log = structlog.get_logger("hbase_ingest.writer")
+
+
+class WriteAbandoned(HBaseIngestError):
+    """HBase stayed unavailable past the retry deadline. Offsets of the batch are not committed."""
+
+
+async def load_region_map(hbase: HBaseClient, table: str) -> RegionMap:
+    regions = await hbase.regions(table)
+    return RegionMap(Region(table, r.start_key, r.end_key, f"{r.server}:{r.port}", r.name, r.region_id)
+                     for r in regions)
+
+
+class BatchWriter:
+    def __init__(self, hbase: HBaseClient, settings: WriterSettings, maps: dict[str, RegionMap],
+                 observer: Observer, reject: Callable[[Mutation, str], Awaitable[None]]) -> None:
+        self.hbase = hbase
+        self.settings = settings
+        self.maps = maps
+        self.observer = observer
+        self.reject = reject
+        self.backoff = Backoff(settings.retry_initial_ms, settings.retry_max_ms,
+                               deadline_ms=None if settings.retry_deadline_s is None
+                               else settings.retry_deadline_s * 1000)
+        self.retries = 0
+        self.refreshes = 0
+        self._region_locks: dict[tuple[str, bytes], anyio.Lock] = {}
+        self._refresh_lock = anyio.Lock()
+
+    def _lock(self, region: Region) -> anyio.Lock:
+        key = (region.table, region.start_key)
+        lock = self._region_locks.get(key)
+        if lock is None:
+            lock = self._region_locks[key] = anyio.Lock()
+        return lock
+
+    async def refresh(self, table: str) -> RegionMap:
+        async with self._refresh_lock:
+            new = await load_region_map(self.hbase, table)
+            if new != self.maps.get(table):
+                log.info("region_map_refreshed", table=table, regions=len(new))
+            self.maps[table] = new
+            self.refreshes += 1
+            return new
+
+    async def write(self, batch: Batch) -> None:
+        # batches of one region are written in submission order (locks are FIFO), so two changes of
+        # one row never overtake each other
+        async with self._lock(batch.region):
+            await self._write_with_retry(batch)
+
+    async def _write_with_retry(self, batch: Batch) -> None:
+        attempt = 0
+        started = time.monotonic()
+        while True:
+            t0 = time.monotonic()
+            try:
+                await self.hbase.write(batch.table, batch.mutations)
+                self.observer.batch_written(batch.table, batch.region.name, batch.region.server, batch.rows,
+                                            batch.size, time.monotonic() - t0)
+                return
+            except HBaseRequestError as exc:
+                await self._isolate(batch, exc)
+                return
+            except HBaseError as exc:
+                if not exc.retryable:
+                    raise
+                if isinstance(exc, RegionMapStale):
+                    try:
+                        await self.refresh(batch.table)
+                    except HBaseError as refresh_exc:
+                        log.warning("region_refresh_failed", table=batch.table, error=str(refresh_exc))
+                delay = self.backoff.next_delay_ms(attempt, random.random(), (time.monotonic() - started) * 1000)
+                if delay is None:
+                    raise WriteAbandoned(
+                        f"table {batch.table!r} region {batch.region.name!r}: still failing after "
+                        f"{time.monotonic() - started:.0f} s ({exc}); offsets not committed") from exc
+                self.retries += 1
+                self.observer.retried(batch.table, type(exc).__name__)
+                log.warning("batch_retry", table=batch.table, region=batch.region.name, attempt=attempt + 1,
+                            delay_ms=round(delay), error=str(exc))
+                attempt += 1
+                await anyio.sleep(delay / 1000)
+
+    async def _isolate(self, batch: Batch, exc: HBaseRequestError) -> None:
+        """HBase refused the batch: write its mutations one by one; refused ones go to ``reject``."""
+        log.warning("batch_refused", table=batch.table, region=batch.region.name, rows=batch.rows, error=str(exc))
+        if batch.rows == 1:
+            await self.reject(batch.mutations[0], str(exc))
+            return
+        for m in batch.mutations:
+            single = Batch(batch.id, batch.table, batch.region, [m], m.size, batch.created_ms, batch.reason)
+            await self._write_with_retry(single)

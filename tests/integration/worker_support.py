@@ -1,0 +1,107 @@
+"""Helpers for the worker tests: per-test topics/tables/groups and a config written to disk."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from connectors.hbase import HBaseClient
+from connectors.kafka import create_topics, end_offsets, make_producer
+from pipeline.core.model import TopicPartition
+from pipeline.runtime.tables import create_tables
+from pipeline.settings import Settings, load_settings
+
+
+def order_settings(unique: str, base: Settings | None = None, **writer: Any) -> Settings:
+    """The guides' transaction design (seller, buyer, index tables) on per-test names. Families keep 5
+    versions so that a replay which added versions instead of rewriting cells would be visible."""
+    topic = f"orders-{unique}"
+    fam = {"o": {"versions": 5}}
+    routes = [
+        {"name": "seller", "topic": topic, "table": f"seller_{unique}", "timestamp_field": "timestamp",
+         "rowkey": "[seller_id][long(timestamp)][order_number]",
+         "columns": {"o:b": "buyer_id", "o:a": {"field": "amount_cents", "encoding": "long"}}},
+        {"name": "buyer", "topic": topic, "table": f"buyer_{unique}", "timestamp_field": "timestamp",
+         "rowkey": "[buyer_id][long(timestamp)][order_number]",
+         "columns": {"o:s": "seller_id", "o:i": {"field": "items", "encoding": "json"}}},
+        {"name": "index", "topic": topic, "table": f"index_{unique}", "timestamp_field": "timestamp",
+         "rowkey": "[order_number]", "columns": {"o:s": "seller_id", "o:b": "buyer_id"}},
+    ]
+    tables = [{"name": r["table"], "families": fam} for r in routes]
+    w = {"max_batch_rows": 200, "max_batch_age_ms": 50, "commit_interval_ms": 200, "concurrency": 4}
+    w.update(writer)
+    return load_settings(None, routes=routes, tables=tables, writer=w,
+                         kafka={"group_id": f"g-{unique}", "dead_letter_topic": f"dlq-{unique}",
+                                "max_poll_records": 500})
+
+
+def order_event(i: int) -> dict[str, Any]:
+    return {"order_number": f"ORD{i:08d}", "seller_id": f"s{i % 7:03d}", "buyer_id": f"b{i % 13:04d}",
+            "timestamp": 1_700_000_000_000 + i * 1000, "amount_cents": 100 + i,
+            "items": [{"sku": f"K{i % 5}", "qty": 1 + i % 3}]}
+
+
+def expected_cells(settings: Settings, event: dict[str, Any]) -> dict[str, tuple[bytes, dict[bytes, bytes]]]:
+    """table -> (row, cells): computed by hand from the guide's layouts, not by the router."""
+    ts = struct.pack(">q", event["timestamp"])
+    o = event["order_number"].encode()
+    tables = {r.name: r.table for r in settings.routes}
+    return {
+        tables["seller"]: (event["seller_id"].encode() + ts + o,
+                           {b"o:b": event["buyer_id"].encode(), b"o:a": struct.pack(">q", event["amount_cents"])}),
+        tables["buyer"]: (event["buyer_id"].encode() + ts + o,
+                          {b"o:s": event["seller_id"].encode(), b"o:i": orjson.dumps(event["items"])}),
+        tables["index"]: (o, {b"o:s": event["seller_id"].encode(), b"o:b": event["buyer_id"].encode()}),
+    }
+
+
+async def setup(settings: Settings, hbase: HBaseClient, partitions: int = 4) -> str:
+    topic = settings.routes[0].topic
+    await create_topics(settings.kafka, {topic: partitions, settings.kafka.dead_letter_topic: 1})
+    await create_tables(hbase, settings, recreate=True)
+    return topic
+
+
+async def produce(settings: Settings, topic: str, values: list[bytes], keys: list[bytes] | None = None) -> None:
+    producer = make_producer(settings.kafka)
+    await producer.start()
+    try:
+        futs = [await producer.send(topic, v, key=(keys[i] if keys else str(i).encode()))
+                for i, v in enumerate(values)]
+        await asyncio.gather(*futs)
+    finally:
+        await producer.stop()
+
+
+async def stop_offsets(settings: Settings, topic: str) -> dict[TopicPartition, int]:
+    return {TopicPartition(topic, p): e for p, e in (await end_offsets(settings.kafka, topic)).items()}
+
+
+async def drop_tables(hbase: HBaseClient, settings: Settings) -> None:
+    for t in {r.table for r in settings.routes}:
+        try:
+            await hbase.delete_table(t)
+        except Exception:
+            pass
+
+
+def write_config(path: Path, settings: Settings) -> Path:
+    """A TOML file equivalent to ``settings`` (for worker subprocesses)."""
+    lines = []
+    k, w = settings.kafka, settings.writer
+    lines.append(f'[kafka]\ngroup_id = "{k.group_id}"\ndead_letter_topic = "{k.dead_letter_topic}"\n'
+                 f"max_poll_records = {k.max_poll_records}\n")
+    lines.append(f"[writer]\nmax_batch_rows = {w.max_batch_rows}\nmax_batch_age_ms = {w.max_batch_age_ms}\n"
+                 f"commit_interval_ms = {w.commit_interval_ms}\nconcurrency = {w.concurrency}\n")
+    for t in settings.tables:
+        lines.append(f'[[tables]]\nname = "{t.name}"\nfamilies = {{ o = {{ versions = 5 }} }}\n')
+    for r in settings.routes:
+        cols = ", ".join(f'"{c}" = {{ field = "{s.field}", encoding = "{s.encoding}" }}' for c, s in r.columns.items())
+        lines.append(f'[[routes]]\nname = "{r.name}"\ntopic = "{r.topic}"\ntable = "{r.table}"\n'
+                     f'rowkey = "{r.rowkey}"\ntimestamp_field = "{r.timestamp_field}"\ncolumns = {{ {cols} }}\n')
+    path.write_text("\n".join(lines))
+    return path

@@ -1,0 +1,285 @@
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pipeline.core.batcher import Batch, RegionBatcher, SealReason
+from pipeline.core.model import Mutation, MutationKind, Origin, TopicPartition
+from pipeline.core.regions import Region, RegionMap
+
+TP = TopicPartition("events", 0)
+_offsets = iter(range(10**9))
+
+
+def region_map(splits: list[bytes], table: str = "t") -> RegionMap:
+    bounds = [b"", *splits, b""]
+    return RegionMap(
+        Region(table, bounds[i], bounds[i + 1], f"rs{i}:16020", f"{table},{i}")
+        for i in range(len(bounds) - 1)
+    )
+
+
+def mut(
+    row: bytes,
+    kind: MutationKind = MutationKind.PUT,
+    value: bytes = b"v",
+    table: str = "t",
+) -> Mutation:
+    cells = {b"f:q": value} if kind is not MutationKind.DELETE else {}
+    return Mutation(table, row, kind, cells, None, Origin(TP, next(_offsets)))
+
+
+RMAP = region_map([b"m"])
+LEFT, RIGHT = RMAP.regions
+
+
+def test_seals_on_max_rows() -> None:
+    b = RegionBatcher(max_rows=3, max_bytes=10**6, max_age_ms=1000)
+    assert b.add(mut(b"a"), LEFT, 0) == []
+    assert b.add(mut(b"z"), RIGHT, 0) == []
+    assert b.add(mut(b"b"), LEFT, 1) == []
+    (ready,) = b.add(mut(b"c"), LEFT, 2)
+    assert ready.reason is SealReason.ROWS
+    assert [m.row for m in ready.mutations] == [b"a", b"b", b"c"]
+    assert ready.region is LEFT
+    assert ready.table == "t"
+    assert ready.rows == 3
+    assert ready.created_ms == 0
+    assert ready.size == sum(m.size for m in ready.mutations)
+    assert b.pending_rows == 1
+    assert b.pending_bytes == mut(b"z").size
+
+
+def test_seals_before_exceeding_max_bytes_and_oversized_goes_alone() -> None:
+    small = mut(b"a").size
+    b = RegionBatcher(max_rows=100, max_bytes=small * 2 + 1, max_age_ms=1000)
+    assert b.add(mut(b"a"), LEFT, 0) == []
+    assert b.add(mut(b"b"), LEFT, 0) == []
+    (first,) = b.add(mut(b"c"), LEFT, 0)  # would make 3 * small > max_bytes
+    assert first.reason is SealReason.BYTES
+    assert [m.row for m in first.mutations] == [b"a", b"b"]
+    big = mut(b"d", value=b"x" * 1000)
+    sealed_small, alone = b.add(big, LEFT, 0)
+    assert [m.row for m in sealed_small.mutations] == [b"c"]
+    assert alone.mutations == [big]
+    assert alone.reason is SealReason.BYTES
+    assert sealed_small.id < alone.id
+    assert b.pending_rows == 0
+    assert b.pending_bytes == 0
+
+
+def test_exact_byte_fill_seals() -> None:
+    m = mut(b"a")
+    b = RegionBatcher(max_rows=100, max_bytes=m.size * 2, max_age_ms=1000)
+    b.add(m, LEFT, 0)
+    (ready,) = b.add(mut(b"b"), LEFT, 0)
+    assert ready.reason is SealReason.BYTES
+    assert ready.rows == 2
+
+
+def test_put_then_delete_of_same_row_is_split_across_batches() -> None:
+    b = RegionBatcher(max_rows=100, max_bytes=10**6, max_age_ms=1000)
+    b.add(mut(b"a"), LEFT, 0)
+    b.add(mut(b"b"), LEFT, 0)
+    assert b.add(mut(b"a"), LEFT, 0) == []  # same kind, same row: stays
+    (sealed,) = b.add(mut(b"a", MutationKind.DELETE), LEFT, 0)
+    assert sealed.reason is SealReason.CONFLICT
+    assert [m.row for m in sealed.mutations] == [b"a", b"b", b"a"]
+    (rest,) = b.drain()
+    assert [(m.row, m.kind) for m in rest.mutations] == [(b"a", MutationKind.DELETE)]
+    assert rest.reason is SealReason.DRAIN
+    assert sealed.id < rest.id
+
+
+def test_region_change_seals_the_open_batch() -> None:
+    b = RegionBatcher(max_rows=100, max_bytes=10**6, max_age_ms=1000)
+    b.add(mut(b"a"), LEFT, 0)
+    daughter = region_map([b"g", b"m"]).regions[0]  # same start key, new end key
+    (sealed,) = b.add(mut(b"b"), daughter, 0)
+    assert sealed.reason is SealReason.REGION_CHANGED
+    assert sealed.region is LEFT
+    (rest,) = b.drain()
+    assert rest.region is daughter
+
+
+def test_add_rejects_a_region_that_does_not_hold_the_row() -> None:
+    b = RegionBatcher(max_rows=10, max_bytes=10**6, max_age_ms=1000)
+    with pytest.raises(ValueError, match="does not belong"):
+        b.add(mut(b"z"), LEFT, 0)
+    with pytest.raises(ValueError, match="does not belong"):
+        b.add(mut(b"a", table="other"), LEFT, 0)
+
+
+def test_age_deadline_and_due() -> None:
+    b = RegionBatcher(max_rows=100, max_bytes=10**6, max_age_ms=50)
+    assert b.next_deadline() is None
+    assert b.due(0) == []
+    b.add(mut(b"a"), LEFT, 100)
+    b.add(mut(b"z"), RIGHT, 120)
+    b.add(mut(b"b"), LEFT, 130)  # does not refresh the left batch's age
+    assert b.next_deadline() == 150
+    assert b.due(149) == []
+    (left,) = b.due(150)
+    assert left.region is LEFT
+    assert left.reason is SealReason.AGE
+    assert left.rows == 2
+    assert b.next_deadline() == 170
+    (right,) = b.due(500)
+    assert right.region is RIGHT
+    assert b.next_deadline() is None
+
+
+def test_clock_going_backwards_is_clamped() -> None:
+    b = RegionBatcher(max_rows=100, max_bytes=10**6, max_age_ms=50)
+    b.add(mut(b"a"), LEFT, 100)
+    b.add(mut(b"z"), RIGHT, 90)  # treated as 100
+    assert b.next_deadline() == 150
+    assert len(b.due(150)) == 2
+
+
+def test_drain_returns_everything_oldest_first_and_statistics() -> None:
+    b = RegionBatcher(max_rows=2, max_bytes=10**6, max_age_ms=50)
+    b.add(mut(b"z"), RIGHT, 1)
+    b.add(mut(b"a"), LEFT, 2)
+    b.add(mut(b"b"), LEFT, 3)  # seals on rows
+    b.add(mut(b"c"), LEFT, 4)
+    stats = b.statistics()
+    assert stats.open_batches == 2
+    assert stats.pending_rows == 2
+    assert stats.oldest_created_ms == 1
+    assert stats.sealed[SealReason.ROWS] == 1
+    drained = b.drain()
+    assert [bt.region for bt in drained] == [RIGHT, LEFT]
+    assert b.pending_rows == 0
+    assert b.drain() == []
+    assert b.statistics().sealed[SealReason.DRAIN] == 2
+    assert "open=0" in repr(b)
+    assert "rows=1" in repr(drained[0])
+
+
+def test_rebucket_resplits_along_the_new_map() -> None:
+    b = RegionBatcher(max_rows=100, max_bytes=10**6, max_age_ms=50)
+    rows = [b"a", b"h", b"c", b"k", b"g"]
+    for row in rows:
+        b.add(mut(row), LEFT, 7)
+    (stale,) = b.drain()
+    new_map = region_map([b"f", b"m"])
+    parts = b.rebucket(stale, new_map)
+    assert [[m.row for m in p.mutations] for p in parts] == [[b"a", b"c"], [b"h", b"k", b"g"]]
+    assert [p.region for p in parts] == list(new_map.regions[:2])
+    assert all(p.split_from == stale.id and p.created_ms == 7 for p in parts)
+    assert all(p.reason is SealReason.REBUCKET for p in parts)
+    assert sum(p.size for p in parts) == stale.size
+    assert len({p.id for p in parts} | {stale.id}) == 3
+    with pytest.raises(ValueError, match="region map"):
+        b.rebucket(stale, region_map([], table="other"))
+
+
+def test_validation() -> None:
+    with pytest.raises(ValueError):
+        RegionBatcher(0, 1, 1)
+    with pytest.raises(ValueError):
+        RegionBatcher(1, 0, 1)
+    with pytest.raises(ValueError):
+        RegionBatcher(1, 1, -1)
+
+
+ops = st.lists(
+    st.one_of(
+        st.tuples(
+            st.just("add"),
+            st.binary(min_size=1, max_size=2),
+            st.sampled_from([MutationKind.PUT, MutationKind.DELETE]),
+            st.integers(min_value=0, max_value=120),  # value length
+            st.integers(min_value=0, max_value=30),  # time step
+        ),
+        st.tuples(st.just("due"), st.integers(min_value=0, max_value=100)),
+    ),
+    max_size=120,
+)
+
+
+@settings(max_examples=150)
+@given(
+    splits=st.lists(st.binary(min_size=1, max_size=2), unique=True, max_size=6),
+    max_rows=st.integers(min_value=1, max_value=8),
+    max_bytes=st.integers(min_value=20, max_value=400),
+    max_age_ms=st.integers(min_value=0, max_value=100),
+    ops=ops,
+)
+def test_property_every_mutation_out_exactly_once_within_bounds(
+    splits: list[bytes],
+    max_rows: int,
+    max_bytes: int,
+    max_age_ms: int,
+    ops: list[tuple],  # type: ignore[type-arg]
+) -> None:
+    rmap = region_map(sorted(splits))
+    b = RegionBatcher(max_rows, max_bytes, max_age_ms)
+    added: list[Mutation] = []
+    out: list[Batch] = []
+    now = 0
+    for op in ops:
+        if op[0] == "add":
+            _, row, kind, vlen, step = op
+            now += step
+            m = Mutation("t", row, kind, {b"f:q": b"x" * vlen}, None, Origin(TP, len(added)))
+            added.append(m)
+            out.extend(b.add(m, rmap.locate(row), now))
+        else:
+            now += op[1]
+            deadline = b.next_deadline()
+            due = b.due(now)
+            assert all(now - x.created_ms >= max_age_ms for x in due)
+            assert bool(due) == (deadline is not None and deadline <= now)
+            after = b.next_deadline()
+            assert after is None or after > now
+            out.extend(due)
+        assert b.pending_rows == len(added) - sum(x.rows for x in out)
+    out.extend(b.drain())
+    assert b.pending_rows == 0 and b.pending_bytes == 0
+
+    emitted = [m.origin.offset for x in out for m in x.mutations]
+    assert sorted(emitted) == list(range(len(added)))
+    ids = [x.id for x in out]
+    assert len(set(ids)) == len(ids)
+    for x in out:
+        assert 1 <= x.rows <= max_rows
+        assert x.size == sum(m.size for m in x.mutations)
+        assert x.size <= max_bytes or x.rows == 1
+        assert all(x.region.contains(m.row) for m in x.mutations)
+        kinds: dict[bytes, MutationKind] = {}
+        for m in x.mutations:
+            assert kinds.setdefault(m.row, m.kind) is m.kind
+    # Per region, batches in id order replay the arrival order.
+    for region in rmap:
+        in_region = sorted((x for x in out if x.region == region), key=lambda x: x.id)
+        got = [m.origin.offset for x in in_region for m in x.mutations]
+        assert got == [m.origin.offset for m in added if region.contains(m.row)]
+
+
+@given(
+    old_splits=st.lists(st.binary(min_size=1, max_size=2), unique=True, max_size=5),
+    new_splits=st.lists(st.binary(min_size=1, max_size=2), unique=True, max_size=8),
+    rows=st.lists(st.binary(max_size=2), min_size=1, max_size=40),
+)
+def test_property_rebucket_partitions_the_batch(
+    old_splits: list[bytes], new_splits: list[bytes], rows: list[bytes]
+) -> None:
+    old = region_map(sorted(old_splits))
+    target = old.locate(rows[0])
+    rows = [r for r in rows if target.contains(r)]
+    b = RegionBatcher(max_rows=1000, max_bytes=10**9, max_age_ms=10)
+    for i, row in enumerate(rows):
+        b.add(Mutation("t", row, MutationKind.PUT, {}, None, Origin(TP, i)), target, 0)
+    (stale,) = b.drain()
+    new = region_map(sorted(new_splits))
+    parts = b.rebucket(stale, new)
+    assert sorted(m.origin.offset for p in parts for m in p.mutations) == list(range(len(rows)))
+    for p in parts:
+        assert p.mutations
+        assert all(p.region.contains(m.row) for m in p.mutations)
+        offsets = [m.origin.offset for m in p.mutations]
+        assert offsets == sorted(offsets)
+    assert [p.region.start_key for p in parts] == sorted(p.region.start_key for p in parts)

@@ -1,0 +1,246 @@
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pipeline.core.model import Origin, TopicPartition
+from pipeline.core.offsets import OffsetTracker
+
+TP = TopicPartition("events", 0)
+TP1 = TopicPartition("events", 1)
+
+
+def o(offset: int, tp: TopicPartition = TP) -> Origin:
+    return Origin(tp, offset)
+
+
+def test_in_order_acks_advance_the_watermark() -> None:
+    t = OffsetTracker()
+    for off in range(3):
+        t.register(o(off), 1)
+    assert t.committable() == {}
+    assert t.ack(o(0))
+    assert t.committable() == {TP: 1}
+    t.ack_many([o(1), o(2)])
+    assert t.committable() == {TP: 3}
+
+
+def test_done_record_behind_a_pending_one_is_not_committable() -> None:
+    t = OffsetTracker()
+    for off in (10, 11, 12):
+        t.register(o(off), 1)
+    t.ack(o(12))
+    t.ack(o(10))
+    # 11 still pending: commit up to 11 (the next offset to read), not past it.
+    assert t.committable() == {TP: 11}
+    t.ack(o(11))
+    assert t.committable() == {TP: 13}
+
+
+def test_gaps_in_offsets_do_not_block() -> None:
+    t = OffsetTracker()
+    for off in (5, 7, 9):
+        t.register(o(off), 1)
+    t.ack_many([o(9), o(7)])
+    assert t.committable() == {}
+    t.ack(o(5))
+    assert t.committable() == {TP: 10}
+
+
+def test_several_acks_per_record() -> None:
+    t = OffsetTracker()
+    t.register(o(0), 3)
+    t.ack(o(0))
+    t.ack(o(0))
+    assert t.committable() == {}
+    snap = t.pending(TP)
+    assert snap is not None
+    assert snap.pending_acks == 1
+    assert snap.oldest_pending == 0
+    t.ack(o(0))
+    assert t.committable() == {TP: 1}
+
+
+def test_zero_pending_is_done_at_once_even_behind_a_pending_record() -> None:
+    t = OffsetTracker()
+    t.register(o(0), 0)
+    assert t.committable() == {TP: 1}
+    t.register(o(1), 1)
+    t.register(o(2), 0)
+    assert t.committable() == {TP: 1}
+    t.ack(o(1))
+    assert t.committable() == {TP: 3}
+
+
+def test_mark_committed_hides_until_the_watermark_moves_and_never_goes_back() -> None:
+    t = OffsetTracker()
+    t.register(o(0), 1)
+    t.register(o(1), 1)
+    t.ack(o(0))
+    t.mark_committed(TP, 1)
+    assert t.committable() == {}
+    t.mark_committed(TP, 0)  # a late callback cannot move the mark back
+    assert t.committable() == {}
+    t.ack(o(1))
+    assert t.committable() == {TP: 2}
+    t.mark_committed(TP, 2)
+    assert t.committable() == {}
+    snap = t.pending(TP)
+    assert snap is not None
+    assert snap.committed == 2
+    assert snap.commit_lag == 0
+
+
+def test_mark_committed_at_assignment_suppresses_older_watermarks() -> None:
+    t = OffsetTracker()
+    t.mark_committed(TP, 100)
+    t.register(o(90), 1)
+    t.ack(o(90))
+    assert t.committable() == {}
+    t.register(o(100), 1)
+    t.ack(o(100))
+    assert t.committable() == {TP: 101}
+
+
+def test_forget_drops_state_and_later_acks_are_ignored() -> None:
+    t = OffsetTracker()
+    t.register(o(0), 1)
+    t.register(o(0, TP1), 1)
+    snap = t.forget(TP)
+    assert snap is not None
+    assert snap.pending_records == 1
+    assert t.forget(TP) is None
+    assert not t.ack(o(0))
+    assert t.committable() == {}
+    assert t.pending(TP) is None
+    assert t.statistics().stray_acks == 1
+    # The other partition is untouched, and the forgotten one can come back.
+    assert t.ack(o(0, TP1))
+    assert t.committable() == {TP1: 1}
+    t.register(o(0), 1)
+    t.ack(o(0))
+    assert t.committable() == {TP: 1, TP1: 1}
+
+
+def test_stray_acks_on_a_live_partition_are_counted_not_applied() -> None:
+    t = OffsetTracker()
+    t.register(o(3), 1)
+    assert not t.ack(o(2))
+    assert t.ack(o(3))
+    assert not t.ack(o(3))
+    assert t.statistics().stray_acks == 2
+    assert t.committable() == {TP: 4}
+
+
+def test_register_rejects_bad_input() -> None:
+    t = OffsetTracker()
+    with pytest.raises(ValueError, match="pending"):
+        t.register(o(0), -1)
+    t.register(o(5), 1)
+    with pytest.raises(ValueError, match="increasing"):
+        t.register(o(5), 1)
+    with pytest.raises(ValueError, match="increasing"):
+        t.register(o(4), 1)
+
+
+def test_statistics_snapshot() -> None:
+    t = OffsetTracker()
+    for off in range(4):
+        t.register(o(off), 2)
+    t.ack_many([o(0), o(0), o(2), o(2), o(3)])
+    stats = t.statistics()
+    part = stats.partitions[TP]
+    assert part.registered == 4
+    assert part.done == 2
+    assert part.pending_records == 2
+    assert part.pending_acks == 3
+    assert part.oldest_pending == 1
+    assert part.last_registered == 3
+    assert part.committable == 1
+    assert part.committed is None
+    assert part.commit_lag is None
+    assert stats.pending_records == 2
+    assert stats.pending_acks == 3
+    assert t.partitions == frozenset({TP})
+    assert "pending_records=2" in repr(t)
+
+
+def _expected_next(offsets: list[int], remaining: dict[int, int]) -> int | None:
+    nxt = None
+    for off in offsets:
+        if remaining[off] > 0:
+            break
+        nxt = off + 1
+    return nxt
+
+
+records = st.lists(
+    st.tuples(st.integers(min_value=1, max_value=4), st.integers(min_value=0, max_value=3)),
+    min_size=1,
+    max_size=40,
+)
+
+
+@given(records=records, data=st.data())
+def test_property_watermark_never_passes_the_first_pending_offset(
+    records: list[tuple[int, int]], data: st.DataObject
+) -> None:
+    offsets: list[int] = []
+    pending: dict[int, int] = {}
+    off = data.draw(st.integers(min_value=0, max_value=1000))
+    for gap, n in records:
+        off += gap
+        offsets.append(off)
+        pending[off] = n
+    t = OffsetTracker()
+    remaining: dict[int, int] = {}
+    registered = 0
+    acks_outstanding: list[int] = []
+    # Interleave registrations (in offset order) with acks of anything registered so far.
+    while registered < len(offsets) or acks_outstanding:
+        register = registered < len(offsets) and (not acks_outstanding or data.draw(st.booleans()))
+        if register:
+            offset = offsets[registered]
+            t.register(Origin(TP, offset), pending[offset])
+            remaining[offset] = pending[offset]
+            acks_outstanding.extend([offset] * pending[offset])
+            registered += 1
+        else:
+            i = data.draw(st.integers(min_value=0, max_value=len(acks_outstanding) - 1))
+            offset = acks_outstanding.pop(i)
+            assert t.ack(Origin(TP, offset))
+            remaining[offset] -= 1
+        done_so_far = offsets[:registered]
+        expected = _expected_next(done_so_far, remaining)
+        got = t.committable().get(TP)
+        assert got == expected
+        first_pending = next((x for x in done_so_far if remaining[x] > 0), None)
+        if got is not None and first_pending is not None:
+            assert got <= first_pending
+    assert t.committable() == {TP: offsets[-1] + 1}
+    stats = t.statistics()
+    assert stats.pending_records == 0
+    assert stats.pending_acks == 0
+    assert stats.partitions[TP].done == len(offsets)
+
+
+@given(
+    a=st.lists(st.integers(min_value=0, max_value=2), min_size=1, max_size=20),
+    b=st.lists(st.integers(min_value=0, max_value=2), min_size=1, max_size=20),
+    order=st.randoms(use_true_random=False),
+)
+def test_property_partitions_are_independent(
+    a: list[int], b: list[int], order: random.Random
+) -> None:
+    t = OffsetTracker()
+    acks: list[Origin] = []
+    for tp, counts in ((TP, a), (TP1, b)):
+        for off, n in enumerate(counts):
+            t.register(Origin(tp, off), n)
+            acks.extend([Origin(tp, off)] * n)
+    order.shuffle(acks)
+    assert t.ack_many(acks) == len(acks)
+    assert t.committable() == {TP: len(a), TP1: len(b)}
