@@ -46,7 +46,8 @@ class Mutation:
     - ``INCREMENT``: ``cells`` holds exactly one column; ``amount`` is added atomically.
 
     ``size`` is an estimate of the bytes on the wire (row + column names + values), used for the
-    batcher's byte bound and the in-flight memory bound.
+    batcher's byte bound and the in-flight memory bound. Producers that already know it (the router)
+    pass it as ``weight`` so it is not recomputed on the hot path.
     """
 
     table: str
@@ -56,9 +57,12 @@ class Mutation:
     timestamp: int | None
     origin: Origin
     amount: int = 0
+    weight: int = 0
 
     @property
     def size(self) -> int:
+        if self.weight:
+            return self.weight
         n = len(self.row) + 16
         for column, value in self.cells.items():
             n += len(column) + len(value) + 8

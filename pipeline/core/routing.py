@@ -162,6 +162,8 @@ class CompiledRoute:
         if self.spec.counter is not None:
             return self._counter(event, origin, row, ts)
         cells: dict[bytes, bytes] = {}
+        size = len(row) + 16
+        max_cell = self._max_cell
         for col in self.columns:
             value = col.get(event)
             if value is _MISSING or value is None:
@@ -170,11 +172,12 @@ class CompiledRoute:
                                                       f"(column {col.name.decode()}) is missing")
                 continue
             raw = col.encode(value)
-            if len(raw) > self._max_cell:
+            if len(raw) > max_cell:
                 raise EventError("value_too_large", f"route {self.name!r}: column {col.name.decode()} value is "
-                                                    f"{len(raw)} bytes; the cell limit is {self._max_cell}")
+                                                    f"{len(raw)} bytes; the cell limit is {max_cell}")
             cells[col.name] = raw
-        return Mutation(self.table, row, MutationKind.PUT, cells, ts, origin)
+            size += len(col.name) + len(raw) + 8
+        return Mutation(self.table, row, MutationKind.PUT, cells, ts, origin, 0, size)
 
     def _counter(self, event: Mapping[str, Any], origin: Origin, row: bytes, ts: int | None) -> Mutation:
         c = self.spec.counter

@@ -13,8 +13,8 @@ A spec is a sequence of bracketed segments, e.g.::
     [code(platform, {Taobao: tb, JD: jd}, default=ot)][user_id]
     [user_id][_][order_id][random(100)]
 
-Field names may be dotted paths into nested events (``user.id``), contain hyphens (``log-event``)
-or spaces (``seller id``). Every segment kind documents its byte layout and sort order in its module:
+Field names may be dotted paths into nested events (``user.id``), contain hyphens (``log-event``) or
+spaces (``seller id``). Every segment kind documents its byte layout and sort order in its module:
 ``segments_text`` (text, literal, rpad/lpad, reverse, code), ``segments_num`` (long/int and their
 ordered/desc variants, dec, reverse_ts, time_bucket) and ``segments_dist`` (salt, md5, mod, random).
 """

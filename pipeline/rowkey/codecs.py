@@ -87,9 +87,7 @@ def as_int(field: str, value: Any, lo: int, hi: int, what: str) -> int:
             field, value, "bad_type", f"must be an integer for {what}, got {type(value).__name__}"
         )
     if not lo <= value <= hi:
-        raise EventFieldError(
-            field, value, "out_of_range", f"must lie in [{lo}, {hi}] for {what}"
-        )
+        raise EventFieldError(field, value, "out_of_range", f"must lie in [{lo}, {hi}] for {what}")
     return int(value)
 
 
@@ -127,7 +125,8 @@ def phoenix_hash(data: bytes) -> int:
 
 
 def phoenix_salt(data: bytes, buckets: int) -> int:
-    """Phoenix ``SaltingUtil.getSaltingByte``: ``abs(hash % buckets)`` with Java's truncating ``%``."""
+    """Phoenix ``SaltingUtil.getSaltingByte``: ``abs(hash % buckets)`` with Java's truncating
+    ``%``."""
     h = phoenix_hash(data)
     r = abs(h) % buckets
     return r

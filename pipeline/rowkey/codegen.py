@@ -29,7 +29,7 @@ from typing import Any
 
 from pipeline.rowkey.errors import RowKeyError
 
-__all__ = ["CodeGen", "BuildFn"]
+__all__ = ["BuildFn", "CodeGen"]
 
 BuildFn = Callable[..., bytes]
 
@@ -95,9 +95,7 @@ class CodeGen:
         if var is None:
             v = self.value(field, path)
             var = f"t{len(self._texts)}"
-            self.lines.append(
-                f"{var} = {v}.encode() if {v}.__class__ is str else _text({v})"
-            )
+            self.lines.append(f"{var} = {v}.encode() if {v}.__class__ is str else _text({v})")
             self._texts[field] = var
         return var
 

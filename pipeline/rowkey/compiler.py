@@ -30,8 +30,14 @@ from pipeline.rowkey.spec import Arg, Node, parse_spec
 
 __all__ = ["compile_segments"]
 
-_HASH_ALIASES = {"murmur3": "murmur3", "murmur": "murmur3", "mmh3": "murmur3", "md5": "md5",
-                 "phoenix": "phoenix", "java": "phoenix"}
+_HASH_ALIASES = {
+    "murmur3": "murmur3",
+    "murmur": "murmur3",
+    "mmh3": "murmur3",
+    "md5": "md5",
+    "phoenix": "phoenix",
+    "java": "phoenix",
+}
 
 
 def _bytes(text: str) -> bytes:
@@ -62,8 +68,10 @@ class _Args:
 
     def field(self) -> tuple[str, Arg]:
         if not self.pos or self.pos[0].kind != "name":
-            raise self.error(f"{self.node.func}() needs a field name as its first argument",
-                             self.pos[0] if self.pos else None)
+            raise self.error(
+                f"{self.node.func}() needs a field name as its first argument",
+                self.pos[0] if self.pos else None,
+            )
         return self.pos[0].value, self.pos[0]
 
     def of_kind(self, kind: str, start: int = 1) -> list[Arg]:
@@ -82,8 +90,9 @@ class _Args:
             return default
         value = str(arg.value).lower()
         if value not in choices:
-            raise self.error(f"unknown option {arg.value!r}; expected one of {', '.join(choices)}",
-                             arg)
+            raise self.error(
+                f"unknown option {arg.value!r}; expected one of {', '.join(choices)}", arg
+            )
         return choices[value]
 
     def int_in(self, arg: Arg | None, lo: int, hi: int, what: str) -> int:
@@ -112,13 +121,14 @@ def _pad(a: _Args) -> Segment:
     a.check_count(3)
     strs, ints = a.of_kind("str"), a.of_kind("int")
     if len(strs) != 1 or len(_bytes(strs[0].value)) != 1:
-        raise a.error(f"{a.node.func}() needs one pad character that is a single byte",
-                      strs[0] if strs else None)
+        raise a.error(
+            f"{a.node.func}() needs one pad character that is a single byte",
+            strs[0] if strs else None,
+        )
     width = a.int_in(ints[0] if ints else None, 1, 65535, "a width")
     pad = _bytes(strs[0].value)
     cls = RPad if a.node.func == "rpad" else LPad
-    return cls(f"{a.node.func}({field}, {strs[0].value!r}, {width})", field, pad, width,
-               a.node.pos)
+    return cls(f"{a.node.func}({field}, {strs[0].value!r}, {width})", field, pad, width, a.node.pos)
 
 
 def _dec(a: _Args) -> Segment:
@@ -133,7 +143,7 @@ def _md5(a: _Args) -> Segment:
     names = a.names()
     if not names:
         raise a.error("md5() needs at least one field")
-    rest = a.pos[len(names):]
+    rest = a.pos[len(names) :]
     n = a.int_in(rest[0], 1, 32, "a hex prefix length") if rest else 32
     if len(rest) > 1:
         raise a.error("too many arguments for md5()", rest[1])
@@ -143,7 +153,7 @@ def _md5(a: _Args) -> Segment:
 
 def _salt(a: _Args) -> Segment:
     names = a.names()
-    rest = a.pos[len(names):]
+    rest = a.pos[len(names) :]
     bucket_arg = a.kw.get("buckets") or (rest[0] if rest else None)
     buckets = a.int_in(bucket_arg, 1, 256, "a bucket count")
     opt_start = len(names) + (1 if rest and rest[0] is bucket_arg else 0)
@@ -151,7 +161,9 @@ def _salt(a: _Args) -> Segment:
     if len(a.pos) > opt_start + 1:
         raise a.error("too many arguments for salt()", a.pos[opt_start + 1])
     fields = tuple(x.value for x in names)
-    inner = ", ".join([*fields, str(buckets)]) + ("" if hash_name == "murmur3" else f", {hash_name}")
+    inner = ", ".join([*fields, str(buckets)]) + (
+        "" if hash_name == "murmur3" else f", {hash_name}"
+    )
     cls = Salt if fields else KeySalt
     return cls(f"salt({inner})", fields, buckets, hash_name, a.node.pos)
 
@@ -179,23 +191,30 @@ def _time_bucket(a: _Args) -> Segment:
     field, _ = a.field()
     widths = [x for x in a.pos[1:] if x.kind in ("duration", "int")]
     if not widths or widths[0].value <= 0:
-        raise a.error("time_bucket() needs a width such as 15m, 1h, 1d or 30s",
-                      widths[0] if widths else None)
+        raise a.error(
+            "time_bucket() needs a width such as 15m, 1h, 1d or 30s", widths[0] if widths else None
+        )
     form = a.option(2, {"text": "text", "long": "long", "int": "int"}, "text", "form")
     a.check_count(3)
-    width_text = a.spec[widths[0].pos:].split(",")[0].split(")")[0].strip()
+    width_text = a.spec[widths[0].pos :].split(",")[0].split(")")[0].strip()
     suffix = "" if form == "text" else f", {form}"
-    return TimeBucket(f"time_bucket({field}, {width_text}{suffix})", field, widths[0].value, form,
-                      a.node.pos)
+    return TimeBucket(
+        f"time_bucket({field}, {width_text}{suffix})", field, widths[0].value, form, a.node.pos
+    )
 
 
 def _reverse_ts(a: _Args) -> Segment:
     field, _ = a.field()
-    form = a.option(1, {"bytes": "bytes", "binary": "bytes", "long": "bytes", "text": "text"},
-                    "bytes", "form")
+    form = a.option(
+        1, {"bytes": "bytes", "binary": "bytes", "long": "bytes", "text": "text"}, "bytes", "form"
+    )
     a.check_count(2)
-    return ReverseTs(f"reverse_ts({field}{', text' if form == 'text' else ''})", field,
-                     form == "text", a.node.pos)
+    return ReverseTs(
+        f"reverse_ts({field}{', text' if form == 'text' else ''})",
+        field,
+        form == "text",
+        a.node.pos,
+    )
 
 
 def _reverse(a: _Args) -> Segment:
@@ -209,8 +228,18 @@ def _binary(a: _Args) -> Segment:
     func = a.node.func
     base = {"long": "long", "olong": "long", "bigint": "long", "int": "int", "oint": "int"}[func]
     default = "ordered" if func in ("olong", "oint") else "plain"
-    variant = a.option(1, {"ordered": "ordered", "asc": "ordered", "desc": "desc",
-                           "descending": "desc", "plain": "plain"}, default, "order")
+    variant = a.option(
+        1,
+        {
+            "ordered": "ordered",
+            "asc": "ordered",
+            "desc": "desc",
+            "descending": "desc",
+            "plain": "plain",
+        },
+        default,
+        "order",
+    )
     a.check_count(2)
     suffix = "" if variant == "plain" else f", {variant}"
     cls = Long if base == "long" else Int
@@ -221,8 +250,9 @@ def _code(a: _Args) -> Segment:
     field, _ = a.field()
     dicts = a.of_kind("dict")
     if len(dicts) != 1 or not dicts[0].value:
-        raise a.error("code() needs a non-empty dictionary like {Taobao: tb}",
-                      dicts[0] if dicts else None)
+        raise a.error(
+            "code() needs a non-empty dictionary like {Taobao: tb}", dicts[0] if dicts else None
+        )
     table: dict[str, str] = dicts[0].value
     if any(not c for c in table.values()):
         raise a.error("codes must not be empty", dicts[0])
@@ -240,12 +270,30 @@ def _code(a: _Args) -> Segment:
 
 
 _FUNCS: dict[str, Callable[[_Args], Segment]] = {
-    "field": _text, "text": _text, "str": _text, "string": _text,
-    "literal": _literal, "lit": _literal,
-    "rpad": _pad, "lpad": _pad, "dec": _dec, "md5": _md5, "salt": _salt, "mod": _mod,
-    "random": _random, "rand": _random, "time_bucket": _time_bucket, "timebucket": _time_bucket,
-    "reverse_ts": _reverse_ts, "reversets": _reverse_ts, "reverse": _reverse,
-    "long": _binary, "olong": _binary, "bigint": _binary, "int": _binary, "oint": _binary,
+    "field": _text,
+    "text": _text,
+    "str": _text,
+    "string": _text,
+    "literal": _literal,
+    "lit": _literal,
+    "rpad": _pad,
+    "lpad": _pad,
+    "dec": _dec,
+    "md5": _md5,
+    "salt": _salt,
+    "mod": _mod,
+    "random": _random,
+    "rand": _random,
+    "time_bucket": _time_bucket,
+    "timebucket": _time_bucket,
+    "reverse_ts": _reverse_ts,
+    "reversets": _reverse_ts,
+    "reverse": _reverse,
+    "long": _binary,
+    "olong": _binary,
+    "bigint": _binary,
+    "int": _binary,
+    "oint": _binary,
     "code": _code,
 }
 
@@ -257,11 +305,15 @@ def compile_segments(spec: str) -> tuple[Segment, ...]:
         make = _FUNCS.get(node.func)
         if make is None:
             known = ", ".join(sorted(k for k in _FUNCS if k != "field"))
-            raise SpecSyntaxError(f"unknown function {node.func!r} (known: {known})", spec,
-                                  node.pos + 1)
+            raise SpecSyntaxError(
+                f"unknown function {node.func!r} (known: {known})", spec, node.pos + 1
+            )
         seg = make(_Args(spec, node))
         if isinstance(seg, KeySalt) and segments:
-            raise SpecSyntaxError("salt() without fields hashes the rest of the key, so it must be "
-                                  "the first segment", spec, node.pos + 1)
+            raise SpecSyntaxError(
+                "salt() without fields hashes the rest of the key, so it must be the first segment",
+                spec,
+                node.pos + 1,
+            )
         segments.append(seg)
     return tuple(segments)

@@ -4,12 +4,13 @@
 
     HBaseIngestError                (pipeline.errors)
     └── RowKeyError
-        ├── SpecSyntaxError         the spec does not parse or names an impossible layout (.spec, .position)
+        ├── SpecSyntaxError         the spec does not parse or is impossible (.spec, .position)
         ├── EventFieldError         an event cannot feed a key (.field, .value, .reason)
         ├── KeyDecodeError          bytes that the spec cannot decode
         └── PlanError               a query or pre-split the design cannot answer as key ranges
 
-``EventFieldError.reason`` is one of :data:`REASONS`; the worker copies it into the dead-letter headers.
+``EventFieldError.reason`` is one of :data:`REASONS`; the worker copies it into the dead-letter
+headers.
 """
 
 from __future__ import annotations
@@ -47,8 +48,8 @@ class RowKeyError(HBaseIngestError):
 class SpecSyntaxError(RowKeyError):
     """A rowkey spec that does not parse or describes an impossible layout.
 
-    ``position`` is the 0-based character offset in ``spec``; the message shows the spec with a caret
-    under that position.
+    ``position`` is the 0-based character offset in ``spec``; the message shows the spec with a
+    caret under that position.
     """
 
     def __init__(self, message: str, spec: str, position: int) -> None:
@@ -62,8 +63,8 @@ class SpecSyntaxError(RowKeyError):
 class EventFieldError(RowKeyError):
     """An event whose field cannot feed the key.
 
-    ``field`` is the logical field name (a dotted path for nested fields), ``value`` the offending value
-    (None when missing) and ``reason`` one of :data:`REASONS`.
+    ``field`` is the logical field name (a dotted path for nested fields), ``value`` the offending
+    value (None when missing) and ``reason`` one of :data:`REASONS`.
     """
 
     def __init__(self, field: str, value: Any, reason: str, detail: str) -> None:

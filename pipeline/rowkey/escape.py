@@ -1,8 +1,8 @@
 """HBase shell escaping of binary keys, as ``Bytes.toStringBinary`` / ``Bytes.toBytesBinary``.
 
-``format_key`` keeps printable ASCII (0x20..0x7E) except the backslash and writes every other byte as
-``\\xNN`` with uppercase hex, so ``b"\\x00\\x01abc"`` prints as ``\\x00\\x01abc``. ``parse_key`` is its
-inverse and also accepts lowercase hex digits.
+``format_key`` keeps printable ASCII (0x20..0x7E) except the backslash and writes every other byte
+as ``\\xNN`` with uppercase hex, so ``b"\\x00\\x01abc"`` prints as ``\\x00\\x01abc``. ``parse_key``
+is its inverse and also accepts lowercase hex digits.
 """
 
 from __future__ import annotations

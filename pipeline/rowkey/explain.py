@@ -23,8 +23,11 @@ LONG_KEY = 100
 def _monotonic(rk: RowKey, seg: Segment) -> bool:
     if isinstance(seg, TimeBucket | ReverseTs):
         return True
-    return (isinstance(seg, Binary | Dec | Text | Pad) and rk.time_field is not None
-            and seg.fields == (rk.time_field,))
+    return (
+        isinstance(seg, Binary | Dec | Text | Pad)
+        and rk.time_field is not None
+        and seg.fields == (rk.time_field,)
+    )
 
 
 def design_warnings(rk: RowKey) -> list[str]:
@@ -32,33 +35,45 @@ def design_warnings(rk: RowKey) -> list[str]:
     out: list[str] = []
     first = next((s for s in rk.segments if not isinstance(s, Literal)), None)
     if first is not None and _monotonic(rk, first):
-        out.append(f"hotspot: the key starts with {first.source}, which moves monotonically with "
-                   "time, so all new rows land in one region; lead with a salt or hash of an "
-                   "entity field (e.g. [salt(host, 16)]) or with the entity itself")
+        out.append(
+            f"hotspot: the key starts with {first.source}, which moves monotonically with "
+            "time, so all new rows land in one region; lead with a salt or hash of an "
+            "entity field (e.g. [salt(host, 16)]) or with the entity itself"
+        )
     for i in rk.layout.ambiguous:
         seg, nxt = rk.segments[i], rk.segments[i + 1]
         name = seg.fields[0] if seg.fields else "field"
-        out.append(f"ambiguous boundary: {seg.source} is variable-length and directly followed by "
-                   f"{nxt.source}; prefix scans cannot tell 'host1' from 'host12' and keys may "
-                   f"collide; use rpad({name}, '\\x00', N) or a delimiter such as [_] after it")
+        out.append(
+            f"ambiguous boundary: {seg.source} is variable-length and directly followed by "
+            f"{nxt.source}; prefix scans cannot tell 'host1' from 'host12' and keys may "
+            f"collide; use rpad({name}, '\\x00', N) or a delimiter such as [_] after it"
+        )
     fixed = rk.min_length
     length = rk.max_length
     shown = f"{length} bytes" if length is not None else f"at least {fixed} bytes"
     if fixed > LONG_KEY:
         out.append(f"long key: {shown}; the guides put the upper limit at {LONG_KEY} bytes")
     elif fixed > SHORT_KEY:
-        out.append(f"long key: {shown}; the guides advise at most {SHORT_KEY} bytes (the key is "
-                   "stored with every cell)")
+        out.append(
+            f"long key: {shown}; the guides advise at most {SHORT_KEY} bytes (the key is "
+            "stored with every cell)"
+        )
     for seg in rk.segments:
         if isinstance(seg, Random):
-            out.append(f"no point reads: {seg.source} makes keys unpredictable; a get must try all "
-                       f"{seg.n} values (use a hash of fields instead if rows are read back)")
+            out.append(
+                f"no point reads: {seg.source} makes keys unpredictable; a get must try all "
+                f"{seg.n} values (use a hash of fields instead if rows are read back)"
+            )
         elif isinstance(seg, Salt) and seg.buckets > 64:
-            out.append(f"{seg.source}: {seg.buckets} buckets mean {seg.buckets} scans per range "
-                       "read; 4 to 64 buckets is the usual range")
-        elif isinstance(seg, Md5) and (seg.value_count or 0) > 1024 and not seg.fields == ():
-            out.append(f"{seg.source}: {seg.value_count} possible prefixes; reads that cannot "
-                       "compute the hash scan region by region with a filter")
+            out.append(
+                f"{seg.source}: {seg.buckets} buckets mean {seg.buckets} scans per range "
+                "read; 4 to 64 buckets is the usual range"
+            )
+        elif isinstance(seg, Md5) and (seg.value_count or 0) > 1024 and seg.fields != ():
+            out.append(
+                f"{seg.source}: {seg.value_count} possible prefixes; reads that cannot "
+                "compute the hash scan region by region with a filter"
+            )
     return out
 
 
@@ -80,8 +95,11 @@ def _describe_query(rk: RowKey, where: dict[str, Any], trange: tuple[int, int] |
     if plan.per_region:
         return "per-region scan with filter (too many prefixes to enumerate)"
     n = len(plan.ranges)
-    kind = "point get" if n == 1 and plan.ranges[0].label == "point" else (
-        "single prefix scan" if n == 1 else f"fan-out over {n} ranges")
+    kind = (
+        "point get"
+        if n == 1 and plan.ranges[0].label == "point"
+        else ("single prefix scan" if n == 1 else f"fan-out over {n} ranges")
+    )
     return f"{kind}{'' if plan.exact else ' + filter'}"
 
 
@@ -90,33 +108,51 @@ def explain(rk: RowKey) -> str:
     lines = [f"rowkey {rk.spec}", "", "segments:"]
     rows = [("#", "segment", "bytes", "order", "layout")]
     for i, seg in enumerate(rk.segments):
-        rows.append((str(i), seg.source, str(seg.width) if seg.width is not None else "var",
-                     seg.order, seg.layout))
+        rows.append(
+            (
+                str(i),
+                seg.source,
+                str(seg.width) if seg.width is not None else "var",
+                seg.order,
+                seg.layout,
+            )
+        )
     widths = [max(len(r[c]) for r in rows) for c in range(4)]
     for r in rows:
         lines.append("  " + "  ".join(r[c].ljust(widths[c]) for c in range(4)) + "  " + r[4])
     length = rk.max_length
     lines.append("")
-    lines.append(f"key length: {length} bytes" if length is not None
-                 else f"key length: variable, at least {rk.min_length} bytes")
+    lines.append(
+        f"key length: {length} bytes"
+        if length is not None
+        else f"key length: variable, at least {rk.min_length} bytes"
+    )
     lines.append(f"logical order: {rk.order()}")
     lines.append(f"time field: {rk.time_field or 'none'}")
-    lines.append(f"decodable: {'yes' if rk.decodable else 'no'}; "
-                 f"point reads: {'yes' if rk.point_readable else 'no (random segment)'}")
+    lines.append(
+        f"decodable: {'yes' if rk.decodable else 'no'}; "
+        f"point reads: {'yes' if rk.point_readable else 'no (random segment)'}"
+    )
     if rk.fanout_size > 1:
         lines.append(f"fan-out: {rk.fanout_size} leading prefixes")
     lines.append("")
     lines.append("queries:")
-    keyed = [f for s in rk.segments if not s.distributing and not isinstance(s, Literal)
-             for f in s.fields]
+    keyed = [
+        f
+        for s in rk.segments
+        if not s.distributing and not isinstance(s, Literal)
+        for f in s.fields
+    ]
     order = list(dict.fromkeys(keyed))
     for k in range(len(order) + 1):
         where = {f: _sample(rk, f) for f in order[:k]}
         label = ", ".join(f"{f}=?" for f in where) or "(no fields)"
         lines.append(f"  {label}: {_describe_query(rk, where, None)}")
     if rk.time_field is not None:
-        lines.append(f"  {rk.time_field} in [t0, t1): "
-                     f"{_describe_query(rk, {}, (1_700_000_000_000, 1_700_003_600_000))}")
+        lines.append(
+            f"  {rk.time_field} in [t0, t1): "
+            f"{_describe_query(rk, {}, (1_700_000_000_000, 1_700_003_600_000))}"
+        )
     warnings = rk.warnings
     lines.append("")
     lines.append("warnings:" if warnings else "warnings: none")

@@ -1,10 +1,10 @@
 """Where each segment's bytes lie in a key: static boundary analysis and locating.
 
 A fixed-width segment ends ``width`` bytes after it starts. A variable-width segment ends at the
-first byte of the literal that follows it (its value may not contain that byte: builds reject it with
-``contains_delimiter``), or, when every later segment is fixed-width, that many bytes before the end
-of the key. Otherwise its end is unknown; fixed-width segments after it can still be located from the
-end of the key.
+first byte of the literal that follows it (its value may not contain that byte: builds reject it
+with ``contains_delimiter``), or, when every later segment is fixed-width, that many bytes before
+the end of the key. Otherwise its end is unknown; fixed-width segments after it can still be located
+from the end of the key.
 """
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ class Layout:
             nxt = segments[i + 1] if i + 1 < n else None
             if seg.width is None and isinstance(nxt, Literal):
                 self.terminator[i] = nxt.data[:1]
-        #: variable-width segments followed directly by a non-literal segment (prefix queries on them
+        #: variable-width segments followed directly by a non-literal segment (prefix queries on
+        #: them
         #: cannot tell "host1" from "host12")
         self.ambiguous = [
             i
@@ -47,7 +48,9 @@ class Layout:
             if seg.width is None and i + 1 < n and self.terminator[i] is None
         ]
         self.decodable = all(
-            seg.width is not None or self.terminator[i] is not None or self.tail_width[i] is not None
+            seg.width is not None
+            or self.terminator[i] is not None
+            or self.tail_width[i] is not None
             for i, seg in enumerate(segments)
         )
 
@@ -83,8 +86,8 @@ class Layout:
             return spans
         if strict:
             raise KeyDecodeError(
-                f"cannot decode: {self.segments[stopped].source} is variable-length and not followed "
-                "by a delimiter, so its end is unknown"
+                f"cannot decode: {self.segments[stopped].source} is variable-length and not "
+                "followed by a delimiter, so its end is unknown"
             )
         end = size
         for i in range(self.n - 1, stopped, -1):
@@ -99,8 +102,11 @@ class Layout:
         """Which segments :meth:`locate` can always find (from the left or from the right)."""
         out = [False] * self.n
         for i, seg in enumerate(self.segments):
-            if not (seg.width is not None or self.terminator[i] is not None
-                    or self.tail_width[i] is not None):
+            if not (
+                seg.width is not None
+                or self.terminator[i] is not None
+                or self.tail_width[i] is not None
+            ):
                 for j in range(self.n - 1, i, -1):
                     if self.segments[j].width is None:
                         break

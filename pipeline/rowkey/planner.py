@@ -92,8 +92,15 @@ def _exact_for(seg: Segment, encoded: bytes) -> bool:
 
 
 class _Walk:
-    def __init__(self, segs: tuple[Segment, ...], layout: Layout, where: Mapping[str, Any],
-                 trange: tuple[int, int] | None, time_field: str | None, max_ranges: int) -> None:
+    def __init__(
+        self,
+        segs: tuple[Segment, ...],
+        layout: Layout,
+        where: Mapping[str, Any],
+        trange: tuple[int, int] | None,
+        time_field: str | None,
+        max_ranges: int,
+    ) -> None:
         self.segs, self.layout, self.where = segs, layout, where
         self.trange, self.tf, self.max = trange, time_field, max_ranges
         self.prefixes: list[tuple[bytes, tuple[str, ...]]] = [(b"", ())]
@@ -111,10 +118,11 @@ class _Walk:
 
     def enumerable(self, seg: Segment) -> bool:
         return (seg.distributing and seg.value_count is not None) or (
-            isinstance(seg, TimeBucket) and self.timed(seg))
+            isinstance(seg, TimeBucket) and self.timed(seg)
+        )
 
     def useful_after(self, i: int) -> bool:
-        for seg in self.segs[i + 1:]:
+        for seg in self.segs[i + 1 :]:
             if isinstance(seg, Literal):
                 continue
             if self.determined(seg) or self.timed(seg):
@@ -140,14 +148,20 @@ class _Walk:
                 data = seg.encode(where, None)
                 term = self.layout.terminator[i]
                 if term is not None and term in data:
-                    raise PlanError(f"{seg.fields[0]}={where[seg.fields[0]]!r} contains the "
-                                    f"delimiter {term!r}, so no key can hold it")
+                    raise PlanError(
+                        f"{seg.fields[0]}={where[seg.fields[0]]!r} contains the "
+                        f"delimiter {term!r}, so no key can hold it"
+                    )
                 self.prefixes = [(p + data, lab) for p, lab in self.prefixes]
                 if _exact_for(seg, data):
                     self.pinned.update(seg.fields)
-            elif (isinstance(seg, TimeBucket) and self.timed(seg) and self.useful_after(i)
-                  and self.trange is not None
-                  and len(seg.buckets(*self.trange)) * len(self.prefixes) <= self.max):
+            elif (
+                isinstance(seg, TimeBucket)
+                and self.timed(seg)
+                and self.useful_after(i)
+                and self.trange is not None
+                and len(seg.buckets(*self.trange)) * len(self.prefixes) <= self.max
+            ):
                 self.fan([seg.enc_bucket(b) for b in seg.buckets(*self.trange)], seg)
                 self.time_done = seg.interval_exact(*self.trange)
             elif self.timed(seg) and self.trange is not None:
@@ -181,9 +195,16 @@ def _check_boundaries(segs: tuple[Segment, ...], layout: Layout, upto: int) -> N
             )
 
 
-def make_plan(segs: tuple[Segment, ...], layout: Layout, lead_end: int,
-              where: Mapping[str, Any], trange: tuple[int, int] | None, time_field: str | None,
-              max_ranges: int, order: str) -> ScanPlan:
+def make_plan(
+    segs: tuple[Segment, ...],
+    layout: Layout,
+    lead_end: int,
+    where: Mapping[str, Any],
+    trange: tuple[int, int] | None,
+    time_field: str | None,
+    max_ranges: int,
+    order: str,
+) -> ScanPlan:
     """See the module docstring; ``lead_end`` is the index after the leading distributing run."""
     keysalt = isinstance(segs[0], KeySalt)
     walk = _Walk(segs, layout, where, trange, time_field, max_ranges)
@@ -196,8 +217,11 @@ def make_plan(segs: tuple[Segment, ...], layout: Layout, lead_end: int,
         if full and not walk.too_many:
             walk.prefixes = [(salt.salt_of(p) + p, lab) for p, lab in walk.prefixes]
         elif len(walk.prefixes) * salt.buckets <= max_ranges and not walk.too_many:
-            walk.prefixes = [(BYTE[s] + p, (f"salt={s}", *lab))
-                             for s in range(salt.buckets) for p, lab in walk.prefixes]
+            walk.prefixes = [
+                (BYTE[s] + p, (f"salt={s}", *lab))
+                for s in range(salt.buckets)
+                for p, lab in walk.prefixes
+            ]
         else:
             walk.too_many = True
             walk.prefixes, walk.tail, full = [(b"", ())], None, False
@@ -212,8 +236,9 @@ def make_plan(segs: tuple[Segment, ...], layout: Layout, lead_end: int,
                 stop = p + hi if hi is not None else prefix_successor(p)
                 ranges.append(KeyRange(p + lo, stop, ",".join(lab) or "time"))
         else:
-            ranges.append(KeyRange(p, prefix_successor(p), ",".join(lab) or ("all" if not p
-                                                                              else "prefix")))
+            ranges.append(
+                KeyRange(p, prefix_successor(p), ",".join(lab) or ("all" if not p else "prefix"))
+            )
     ranges.sort(key=lambda r: r.start)
     need = [f for f in where if f not in walk.pinned]
     need_time = trange is not None and not walk.time_done
@@ -235,35 +260,53 @@ def make_plan(segs: tuple[Segment, ...], layout: Layout, lead_end: int,
     )
 
 
-def _filter(segs: tuple[Segment, ...], layout: Layout, where: Mapping[str, Any],
-            trange: tuple[int, int] | None, time_field: str | None, need: list[str],
-            need_time: bool) -> tuple[Callable[[bytes], bool], str] | None:
+def _filter(
+    segs: tuple[Segment, ...],
+    layout: Layout,
+    where: Mapping[str, Any],
+    trange: tuple[int, int] | None,
+    time_field: str | None,
+    need: list[str],
+    need_time: bool,
+) -> tuple[Callable[[bytes], bool], str] | None:
     """A key predicate for what the ranges leave open, or None when nothing is open."""
     if not need and not need_time:
         return None
     ok = layout.locatable()
     checks: list[tuple[int, bytes]] = []
     for f in need:
-        cands = [i for i, s in enumerate(segs) if f in s.fields and s.invertible and ok[i]
-                 and s.computable and _exact_for(s, s.encode(where, None))]
+        cands = [
+            i
+            for i, s in enumerate(segs)
+            if f in s.fields
+            and s.invertible
+            and ok[i]
+            and s.computable
+            and _exact_for(s, s.encode(where, None))
+        ]
         if not cands:
-            raise PlanError(f"cannot filter on {f!r}: it is not stored in a segment whose bytes can "
-                            "be located and decoded (hashed only, or behind an ambiguous boundary)")
+            raise PlanError(
+                f"cannot filter on {f!r}: it is not stored in a segment whose bytes can "
+                "be located and decoded (hashed only, or behind an ambiguous boundary)"
+            )
         i = cands[0]
         checks.append((i, segs[i].encode({**where}, None)))
     tidx: int | None = None
     kind = "exact"
     if need_time:
-        cands = [i for i, s in enumerate(segs)
-                 if ok[i] and s.fields == (time_field,) and s.time_readable]
+        cands = [
+            i for i, s in enumerate(segs) if ok[i] and s.fields == (time_field,) and s.time_readable
+        ]
         exact_c = [i for i in cands if not isinstance(segs[i], TimeBucket)]
         if exact_c:
             tidx = exact_c[0]
         elif cands:
             tidx, kind = cands[0], "bucket"
         else:
-            raise PlanError(f"cannot select a time range on {time_field!r}: no locatable segment "
-                            "stores it (use long(ts), reverse_ts(ts), dec(ts, 13) or time_bucket)")
+            raise PlanError(
+                f"cannot select a time range on {time_field!r}: no locatable segment "
+                "stores it (use long(ts), reverse_ts(ts), dec(ts, 13) or time_bucket)"
+            )
     t0, t1 = trange if trange is not None else (0, 0)
 
     def check(key: bytes) -> bool:
@@ -271,13 +314,13 @@ def _filter(segs: tuple[Segment, ...], layout: Layout, where: Mapping[str, Any],
             spans = layout.locate(key, strict=False)
             for i, want in checks:
                 sp = spans[i]
-                if sp is None or key[sp[0]:sp[1]] != want:
+                if sp is None or key[sp[0] : sp[1]] != want:
                     return False
             if tidx is not None:
                 sp = spans[tidx]
                 if sp is None:
                     return False
-                span = segs[tidx].time_of(key[sp[0]:sp[1]])
+                span = segs[tidx].time_of(key[sp[0] : sp[1]])
                 if span is None or not (span[0] < t1 and span[1] > t0):
                     return False
         except (KeyDecodeError, ValueError):

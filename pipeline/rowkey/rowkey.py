@@ -1,8 +1,8 @@
 """The compiled rowkey design: :class:`RowKey` and :func:`compile_rowkey`.
 
 A :class:`RowKey` is immutable and compiled once. ``build`` is a generated function specialised for
-the spec (see ``codegen``); everything else (decode, plan, sort_key, split points, explain) reads the
-same segment tuple, so writer, reader and pre-splitter can never disagree about the layout.
+the spec (see ``codegen``); everything else (decode, plan, sort_key, split points, explain) reads
+the same segment tuple, so writer, reader and pre-splitter can never disagree about the layout.
 """
 
 from __future__ import annotations
@@ -46,7 +46,14 @@ class RowKey:
     """A compiled rowkey design. See the package docstring for the API contract."""
 
     __slots__ = (
-        "_build", "_lead_end", "_rng", "fields", "layout", "segments", "spec", "time_field",
+        "_build",
+        "_lead_end",
+        "_rng",
+        "fields",
+        "layout",
+        "segments",
+        "spec",
+        "time_field",
     )
 
     spec: str
@@ -114,8 +121,12 @@ class RowKey:
         for i, t in enumerate(term):
             if t is not None and t in parts[i]:
                 f = segs[i].fields[0]
-                raise EventFieldError(f, values[f], "contains_delimiter",
-                                      f"contains {t!r}, the delimiter that follows it in the key")
+                raise EventFieldError(
+                    f,
+                    values[f],
+                    "contains_delimiter",
+                    f"contains {t!r}, the delimiter that follows it in the key",
+                )
         first = segs[0]
         if isinstance(first, KeySalt):
             rest = b"".join(parts[1:])
@@ -167,7 +178,7 @@ class RowKey:
         chunks: list[bytes] = []
         for seg, span in zip(self.segments, spans, strict=True):
             assert span is not None
-            chunk = key[span[0]:span[1]]
+            chunk = key[span[0] : span[1]]
             chunks.append(chunk)
             for f, v in seg.decode(chunk).items():
                 if f in out and out[f] != v:
@@ -186,14 +197,15 @@ class RowKey:
             else:
                 continue
             if expected != chunk:
-                raise KeyDecodeError(f"{seg.source} is {chunk!r} but the decoded fields give "
-                                     f"{expected!r}")
+                raise KeyDecodeError(
+                    f"{seg.source} is {chunk!r} but the decoded fields give {expected!r}"
+                )
         return out
 
     def sort_key(self, key: bytes) -> bytes:
         """``key`` without its leading salt/hash/mod/random segments: the logical order used to
         merge fanned-out scans (byte order of the remaining segments)."""
-        return key[self._lead_width():]
+        return key[self._lead_width() :]
 
     def _lead_width(self) -> int:
         return sum(s.width or 0 for s in self.segments[: self._lead_end])
@@ -201,8 +213,11 @@ class RowKey:
     @property
     def fanout_size(self) -> int:
         """Number of distinct leading salt/hash/bucket prefixes (1 when the key has none)."""
-        return math.prod(s.value_count or 1 for s in self.segments[: self._lead_end]
-                         if not isinstance(s, Literal))
+        return math.prod(
+            s.value_count or 1
+            for s in self.segments[: self._lead_end]
+            if not isinstance(s, Literal)
+        )
 
     @property
     def fanout(self) -> list[bytes] | None:
@@ -234,8 +249,10 @@ class RowKey:
         tf = time_field or self.time_field
         if time_range is not None:
             if tf is None or tf not in self.fields:
-                raise PlanError("time_range needs a time field: pass time_field= (the spec does not "
-                                "make it clear)")
+                raise PlanError(
+                    "time_range needs a time field: pass time_field= (the spec does not "
+                    "make it clear)"
+                )
             t0, t1 = time_range
             if tf in where:
                 inside = t0 <= where[tf] < t1
@@ -246,13 +263,24 @@ class RowKey:
                 return ScanPlan([], False, True, self.order())
         if max_ranges < 1:
             raise PlanError("max_ranges must be at least 1")
-        return make_plan(self.segments, self.layout, self._lead_end, where, time_range, tf,
-                         max_ranges, self.order())
+        return make_plan(
+            self.segments,
+            self.layout,
+            self._lead_end,
+            where,
+            time_range,
+            tf,
+            max_ranges,
+            self.order(),
+        )
 
     def order(self) -> str:
         """The logical order of keys (by ``sort_key``)."""
-        parts = [f"{s.source}: {s.order}" for s in self.segments[self._lead_end:]
-                 if not isinstance(s, Literal)]
+        parts = [
+            f"{s.source}: {s.order}"
+            for s in self.segments[self._lead_end :]
+            if not isinstance(s, Literal)
+        ]
         text = "; ".join(parts) or "none"
         if self._lead_end:
             return f"fan-out over {self.fanout_size} prefixes, merge ranges by sort_key: {text}"
@@ -282,7 +310,9 @@ class RowKey:
 
         return explain(self)
 
-    def split_points(self, n_regions: int, sample_keys: Iterable[bytes] | None = None) -> list[bytes]:
+    def split_points(
+        self, n_regions: int, sample_keys: Iterable[bytes] | None = None
+    ) -> list[bytes]:
         """Split keys that pre-split the table into ``n_regions`` regions (see ``splits``)."""
         from pipeline.rowkey.splits import split_points
 
@@ -305,9 +335,11 @@ def _infer_time_field(segments: tuple[Segment, ...]) -> str | None:
         return strong.pop()
     if strong:
         return None
-    named = {f for s in segments for f in s.fields
-             if _TIMEISH.search(f) and not isinstance(s, Salt)}
-    typed = {f for f in named
-             if any(isinstance(s, Binary | Dec) and s.fields == (f,) for s in segments)}
+    named = {
+        f for s in segments for f in s.fields if _TIMEISH.search(f) and not isinstance(s, Salt)
+    }
+    typed = {
+        f for f in named if any(isinstance(s, Binary | Dec) and s.fields == (f,) for s in segments)
+    }
     pick = typed or named
     return pick.pop() if len(pick) == 1 else None

@@ -1,4 +1,5 @@
-"""The segment base class: what every segment kind tells the compiler, decoder, planner and explainer.
+"""The segment base class: what every segment kind tells the compiler, decoder, planner and
+explainer.
 
 A compiled spec is a tuple of :class:`Segment` objects. Each one knows its byte layout (``width``:
 fixed byte count, or None for variable width), its sort order (``order``), how to encode field
@@ -31,10 +32,10 @@ class RandomLike(Protocol):
 class Segment:
     """One bracketed part of a rowkey spec.
 
-    Class attributes describe the kind: ``invertible`` (decode recovers the fields), ``distributing``
-    (salt, hash prefix, mod bucket, random: values spread keys over the table), ``computable`` (the
-    bytes follow from field values alone), ``time_ordered`` (the bytes order like the field's number,
-    ascending or descending, so a time range maps to a byte interval).
+    Class attributes describe the kind: ``invertible`` (decode recovers the fields),
+    ``distributing`` (salt, hash prefix, mod bucket, random: values spread keys over the table),
+    ``computable`` (the bytes follow from field values alone), ``time_ordered`` (the bytes order
+    like the field's number, ascending or descending, so a time range maps to a byte interval).
     """
 
     kind = "segment"
@@ -105,7 +106,8 @@ class Segment:
         return True
 
     def time_of(self, chunk: bytes) -> tuple[int, int] | None:
-        """``[lo, hi)`` of field values that encode to ``chunk`` (for time filters), None if unknown."""
+        """``[lo, hi)`` of field values that encode to ``chunk`` (for time filters), None if
+        unknown."""
         return None
 
     def bad(self, chunk: bytes, why: str) -> KeyDecodeError:

@@ -7,8 +7,8 @@ joined by ``0x00`` when there are several fields.
 - ``salt(f1, f2, ..., N[, hash])``: one byte ``hash(input) % N``, N in 1..256, hash ``murmur3``
   (default: MurmurHash3 x86 32-bit, seed 0, unsigned), ``md5`` (first 4 digest bytes, big-endian) or
   ``phoenix`` (Java ``31*h + b`` over signed bytes from 1, ``abs(h % N)``, as Phoenix's
-  ``SaltingUtil``). ``salt(N[, hash])`` without fields hashes the rest of the key after the salt byte,
-  which with ``phoenix`` reproduces Phoenix's salt byte over the encoded primary key.
+  ``SaltingUtil``). ``salt(N[, hash])`` without fields hashes the rest of the key after the salt
+  byte, which with ``phoenix`` reproduces Phoenix's salt byte over the encoded primary key.
 - ``md5(f, n)`` (also ``md5(f).subStr(0, n)``): the first ``n`` lowercase hex characters of
   ``md5(input)``; ``md5("abc001")`` starts with ``9bf0``.
 - ``mod(v, n)`` (also ``[v % n]``): ``v % n`` (Python's non-negative remainder) as one byte for

@@ -5,8 +5,8 @@ Byte layouts and sort orders (``v`` is the field's integer value; bools are neve
 - ``long(v)`` / ``int(v)``: 8 / 4 bytes big-endian two's complement, exactly Java's
   ``Bytes.toBytes(long|int)``. Ascending for ``v >= 0``; negative values sort after every
   non-negative value.
-- ``long(v, ordered)`` (alias ``olong(v)``) / ``int(v, ordered)``: the same with the sign bit flipped,
-  ascending numeric order over the whole range (Phoenix's BIGINT/INTEGER encoding).
+- ``long(v, ordered)`` (alias ``olong(v)``) / ``int(v, ordered)``: the same with the sign bit
+  flipped, ascending numeric order over the whole range (Phoenix's BIGINT/INTEGER encoding).
 - ``long(v, desc)`` / ``int(v, desc)``: every bit of the ordered form inverted, descending numeric
   order (Phoenix DESC columns). For ``v >= 0``, ``long(v, desc)`` equals ``reverse_ts(v)``.
 - ``dec(v, w)``: ``%0{w}d`` ASCII digits, ``0 <= v < 10**w``; ascending numeric order. A value with
@@ -14,8 +14,8 @@ Byte layouts and sort orders (``v`` is the field's integer value; bools are neve
 - ``reverse_ts(v)`` (also ``[Long.MAX_VALUE - v]``): ``Long.MAX_VALUE - v`` as 8 bytes big-endian
   (``Bytes.toBytes(long)``), ``0 <= v <= Long.MAX_VALUE``; descending (newest first).
   ``reverse_ts(v, text)``: the same number as 19 zero-padded digits.
-- ``time_bucket(v, 15m)``: ``v // width_ms`` (``v`` epoch milliseconds, ``v >= 0``) as ``%010d`` text
-  (the guide's ``metricRowKey``); ``time_bucket(v, 15m, long)`` / ``int`` give 8 / 4 bytes
+- ``time_bucket(v, 15m)``: ``v // width_ms`` (``v`` epoch milliseconds, ``v >= 0``) as ``%010d``
+  text (the guide's ``metricRowKey``); ``time_bucket(v, 15m, long)`` / ``int`` give 8 / 4 bytes
   big-endian. Ascending by bucket. Not invertible: the bucket, not the timestamp, is stored.
 """
 
@@ -60,7 +60,7 @@ class Binary(Segment):
     invertible = True
     time_ordered = True
     time_readable = True
-    __slots__ = ("lo", "hi", "variant")
+    __slots__ = ("hi", "lo", "variant")
 
     def __init__(self, source: str, field: str, variant: str, pos: int) -> None:
         super().__init__(source, (field,), self.bits // 8, pos)

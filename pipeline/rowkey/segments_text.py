@@ -5,13 +5,14 @@ Byte layouts and sort orders:
 - ``literal`` (``[_]``, ``['#']``): the literal's UTF-8 bytes; constant.
 - ``text`` (``[user_id]``): the field's UTF-8 text (integers in decimal); variable width; sorts in
   byte order, which for UTF-8 is code point order.
-- ``rpad(f, 'x', 20)`` / ``lpad(f, '0', 10)``: the text padded on the right / left with one ASCII pad
-  byte to exactly ``width`` bytes; a longer value is an error (``too_long``), never truncated. Sorts as
-  the padded bytes: the value order when the pad byte sorts below every value byte (rpad with
-  ``'\\x00'``), numeric order for digit strings left-padded with ``'0'``. Decoding strips the pad, so a
-  value that itself ends (rpad) or starts (lpad) with the pad character does not round-trip.
-- ``reverse(f)``: the text reversed by code point (phone numbers, increasing ids); variable width; the
-  natural order is lost on purpose.
+- ``rpad(f, 'x', 20)`` / ``lpad(f, '0', 10)``: the text padded on the right / left with one ASCII
+  pad byte to exactly ``width`` bytes; a longer value is an error (``too_long``), never truncated.
+  Sorts as the padded bytes: the value order when the pad byte sorts below every value byte (rpad
+  with ``'\\x00'``), numeric order for digit strings left-padded with ``'0'``. Decoding strips the
+  pad, so a value that itself ends (rpad) or starts (lpad) with the pad character does not
+  round-trip.
+- ``reverse(f)``: the text reversed by code point (phone numbers, increasing ids); variable width;
+  the natural order is lost on purpose.
 - ``code(f, {Taobao: tb, ...}, default=xx)``: the short code's UTF-8 bytes; fixed width when every
   code has the same length. A value outside the dictionary is ``unmapped_code`` unless a default is
   given. Sorts in the codes' byte order.
@@ -197,7 +198,9 @@ class Code(Segment):
     def __init__(
         self, source: str, field: str, codes: dict[str, bytes], default: bytes | None, pos: int
     ) -> None:
-        lengths = {len(c) for c in codes.values()} | ({len(default)} if default is not None else set())
+        lengths = {len(c) for c in codes.values()} | (
+            {len(default)} if default is not None else set()
+        )
         super().__init__(source, (field,), lengths.pop() if len(lengths) == 1 else None, pos)
         self.codes = codes
         self.default = default

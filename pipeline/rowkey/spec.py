@@ -111,7 +111,7 @@ class _Parser:
             raise self.error("empty segment: expected a field, a literal or a function")
         node = self.expr(start)
         self.ws()
-        self.expect("]", "to close the segment opened at position %d" % start)
+        self.expect("]", f"to close the segment opened at position {start}")
         return replace(node, text=self.s[start + 1 : self.i - 1].strip())
 
     def name(self) -> str:

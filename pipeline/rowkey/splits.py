@@ -8,8 +8,8 @@
 - Leading md5 hex prefix of ``w`` characters: evenly spaced points ``i * 16**w // n`` written as
   lowercase hex (trailing zeros dropped), so every region gets keys; splitting the whole byte range
   instead would leave the regions between ``9`` and ``a`` empty.
-- Anything else (including leading time buckets) needs ``sample_keys``: the split points are then the
-  sample's quantiles. A sample is also used when ``n_regions`` exceeds the bucket count.
+- Anything else (including leading time buckets) needs ``sample_keys``: the split points are then
+  the sample's quantiles. A sample is also used when ``n_regions`` exceeds the bucket count.
 """
 
 from __future__ import annotations
@@ -73,8 +73,12 @@ def split_points(rk: RowKey, n_regions: int, sample_keys: Iterable[bytes] | None
     if sample_keys is not None:
         return sample_quantiles(sample_keys, n_regions)
     if lead is not None and (lead.distributing or isinstance(lead, Md5)):
-        raise PlanError(f"{n_regions} regions exceed the {lead.value_count} values of "
-                        f"{lead.source}; pass sample_keys= to split inside buckets")
-    raise PlanError("the key has no leading salt/hash/bucket segment, so its keyspace is unknown: "
-                    "pass sample_keys= (e.g. keys built from a sample of events) to split at "
-                    "their quantiles")
+        raise PlanError(
+            f"{n_regions} regions exceed the {lead.value_count} values of "
+            f"{lead.source}; pass sample_keys= to split inside buckets"
+        )
+    raise PlanError(
+        "the key has no leading salt/hash/bucket segment, so its keyspace is unknown: "
+        "pass sample_keys= (e.g. keys built from a sample of events) to split at "
+        "their quantiles"
+    )

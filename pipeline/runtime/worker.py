@@ -223,29 +223,35 @@ class Worker:
                     if end is not None and rec.offset >= end:
                         consumer.pause(ktp)
                         break
-                    await self._process(tp, rec, now)
+                    error = self._process(tp, rec, now)
+                    if error is not None:
+                        origin = Origin(tp, rec.offset)
+                        await self._dead_letter(origin, rec.key, rec.value, error.reason, str(error))
+                        self.tracker.ack(origin)
                 self.observer.consumed(tp, len(records))
                 if self.rate_limit is not None:
                     await self.rate_limit(len(records))
             self.observer.in_flight(self.in_flight)
 
-    async def _process(self, tp: TopicPartition, rec: Any, now: int) -> None:
+    def _process(self, tp: TopicPartition, rec: Any, now: int) -> EventError | None:
+        """Route one record and queue its mutations (synchronous: the hot path creates no coroutine).
+        Returns the error when the record must go to the dead-letter topic (registered, not yet acked)."""
         origin = Origin(tp, rec.offset)
         self.stats.consumed += 1
         try:
             mutations = self.router.route(rec.topic, rec.value, origin)
         except EventError as exc:
             self.tracker.register(origin, 1)
-            await self._dead_letter(origin, rec.key, rec.value, exc.reason, str(exc))
-            self.tracker.ack(origin)
-            return
+            return exc
         self.tracker.register(origin, len(mutations))
         self.stats.mutations += len(mutations)
+        maps, batcher = self.maps, self.batcher
         for m in mutations:
-            region = self.maps[m.table].locate(m.row)
-            self.in_flight += m.size
-            for ready in self.batcher.add(m, region, now):
-                self._submit(ready)
+            size = m.size
+            self.in_flight += size
+            for ready in batcher.add(m, maps[m.table].locate(m.row), now):
+                self._send.send_nowait(ready)
+        return None
 
     def _submit(self, batch: Batch) -> None:
         self._send.send_nowait(batch)

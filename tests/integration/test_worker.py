@@ -168,7 +168,7 @@ async def test_kill_9_then_restart_loses_nothing_and_adds_no_versions(
     settings = order_settings(unique, max_batch_rows=50, commit_interval_ms=300)
     topic = await setup(settings, hbase)
     try:
-        events = [order_event(i) for i in range(3000)]
+        events = [order_event(i) for i in range(20_000)]
         await produce(settings, topic, [orjson.dumps(e) for e in events])
         proc = _spawn(write_config(tmp_path / "w.toml", settings))
         try:
