@@ -49,8 +49,8 @@ def load_idl(path: Path | None = None) -> ModuleType:
 def open_client(host: str, port: int, timeout_ms: int, *, framed: bool = False, compact: bool = False) -> Any:
     """A blocking THBaseService client; the caller closes it (``client.close()``)."""
     idl = load_idl()
-    proto = TCompactProtocolFactory(decode_response=False) if compact else TBinaryProtocolFactory(
-        decode_response=False)
+    factory: Any = TCompactProtocolFactory if compact else TBinaryProtocolFactory
+    proto = factory(decode_response=False)
     trans = TFramedTransportFactory() if framed else TBufferedTransportFactory()
     return make_client(idl.THBaseService, host, port, proto_factory=proto, trans_factory=trans,
                        timeout=timeout_ms)

@@ -6,6 +6,7 @@ translated into :class:`~pipeline.errors.KafkaError` at this edge.
 
 from __future__ import annotations
 
+import contextlib
 import ssl
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -86,10 +87,8 @@ async def create_topics(s: KafkaSettings, topics: Mapping[str, int], replication
         existing = set(await admin.list_topics())
         new = [NewTopic(t, n, replication) for t, n in topics.items() if t not in existing]
         if new:
-            try:
+            with contextlib.suppress(TopicAlreadyExistsError):  # created concurrently elsewhere
                 await admin.create_topics(new)
-            except TopicAlreadyExistsError:
-                pass
         return [t.name for t in new]
     except _AioKafkaError as exc:
         raise KafkaError(f"creating topics {sorted(topics)} failed: {exc!r}") from exc

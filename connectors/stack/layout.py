@@ -14,8 +14,15 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["HBASE_VERSION", "HBASE_THRIFT_VERSION", "KAFKA_VERSION", "StackLayout", "default_cache_dir",
-           "default_state_dir", "infra_dir"]
+__all__ = [
+    "HBASE_THRIFT_VERSION",
+    "HBASE_VERSION",
+    "KAFKA_VERSION",
+    "StackLayout",
+    "default_cache_dir",
+    "default_state_dir",
+    "infra_dir",
+]
 
 # Pinned to what Maven Central serves: hbase-thrift exists there only as 2.6.1 (see infra/hbase/pom.xml).
 KAFKA_VERSION = "4.2.1"

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 import time
@@ -52,10 +53,8 @@ async def _kafka_once(bootstrap: str, timeout_s: float) -> None:
     await admin.start()
     try:
         if PROBE_TOPIC not in await admin.list_topics():
-            try:
+            with contextlib.suppress(TopicAlreadyExistsError):
                 await admin.create_topics([NewTopic(PROBE_TOPIC, 1, 1)])
-            except TopicAlreadyExistsError:
-                pass
     finally:
         await admin.close()
     token = uuid.uuid4().bytes

@@ -76,8 +76,8 @@ async def _demo(settings: Settings, count: int, partitions: int) -> None:
 
         router = Router(settings.routes)
         for route in router.routes:
-            rows = await hbase.scan_page(route.table, limit=2)
-            for key, cells in rows:
+            sample_rows = await hbase.scan_page(route.table, limit=2)
+            for key, cells in sample_rows:
                 try:
                     fields: Any = route.rowkey.decode(key)
                 except Exception as exc:

@@ -12,13 +12,14 @@ __all__ = ["configure_logging"]
 
 def configure_logging(level: str = "INFO") -> None:
     lvl = getattr(logging, level.upper(), logging.INFO)
-    logging.basicConfig(level=max(lvl, logging.WARNING), stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=max(lvl, logging.WARNING), stream=sys.stderr,
+                        format="%(levelname)s %(name)s: %(message)s")
     structlog.configure(
         processors=[
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.dev.ConsoleRenderer(colors=False) if sys.stderr.isatty() else structlog.processors.KeyValueRenderer(
-                key_order=["timestamp", "level", "event"]),
+            structlog.dev.ConsoleRenderer(colors=False) if sys.stderr.isatty()
+            else structlog.processors.KeyValueRenderer(key_order=["timestamp", "level", "event"]),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(lvl),
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),

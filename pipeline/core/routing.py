@@ -186,8 +186,9 @@ class CompiledRoute:
         if self._amount is not None:
             amount = self._amount(event)
             if amount is _MISSING or not isinstance(amount, int) or isinstance(amount, bool):
+                shown = "nothing" if amount is _MISSING else repr(amount)
                 raise EventError("bad_type", f"route {self.name!r}: counter amount field {c.amount_field!r} "
-                                             f"must be an integer, got {amount if amount is not _MISSING else 'nothing'!r}")
+                                             f"must be an integer, got {shown}")
         if c.mode == "increment":
             return Mutation(self.table, row, MutationKind.INCREMENT, {self._counter_column: b""}, None, origin,
                             amount=amount)

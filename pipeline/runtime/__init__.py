@@ -1,1 +1,2 @@
-"""Async orchestration: worker, reader, backfill, metrics. Drives the pure logic in pipeline.core and pipeline.rowkey through connectors."""
+"""Async orchestration: worker, reader, backfill, metrics. Drives the pure logic in pipeline.core and
+pipeline.rowkey through connectors."""

@@ -100,7 +100,7 @@ async def test_errors_are_translated(hbase: HBaseClient, unique: str) -> None:
     table = f"t_err_{unique}"
     await hbase.create_table(table, {"d": FamilySpec()})
     try:
-        with pytest.raises(HBaseRequestError, match="NoSuchColumnFamily|Column family zz"):
+        with pytest.raises(HBaseRequestError, match=r"NoSuchColumnFamily|Column family zz"):
             await hbase.write(table, [Mutation(table, b"r", MutationKind.PUT, {b"zz:x": b"1"}, 1, ORIGIN)])
     finally:
         await hbase.delete_table(table)

@@ -150,7 +150,8 @@ async def test_config_that_cannot_work_fails_at_start(hbase: HBaseClient, unique
 
 
 def _spawn(config: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-m", "pipeline", "run", "--config", str(config), "--log-level", "WARNING"],
+    return subprocess.Popen([sys.executable, "-m", "pipeline", "run", "--config", str(config),
+                             "--log-level", "WARNING"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
 
@@ -242,8 +243,8 @@ async def test_two_workers_in_one_group_split_partitions_exactly_once(hbase: HBa
             tg.start_soon(a.run)
             tg.start_soon(b.run)
             with anyio.fail_after(60):  # a stable group of two: the six partitions split between them
-                while not (a._assigned and b._assigned and len(a._assigned | b._assigned) == 6  # noqa: SLF001
-                           and not a._assigned & b._assigned):  # noqa: SLF001
+                while not (a._assigned and b._assigned and len(a._assigned | b._assigned) == 6
+                           and not a._assigned & b._assigned):
                     await anyio.sleep(0.1)
             await produce(settings, topic, [orjson.dumps(e) for e in events])
             ends = await stop_offsets(settings, topic)
