@@ -24,6 +24,7 @@ class WorkerStats:
     retries: int = 0
     commits: int = 0
     region_refreshes: int = 0
+    pauses: int = 0
     dead_by_reason: Counter[str] = field(default_factory=Counter)
     rows_by_table: Counter[str] = field(default_factory=Counter)
     committed: dict[TopicPartition, int] = field(default_factory=dict)

@@ -262,6 +262,7 @@ class Worker:
             if parts:
                 self._consumer.pause(*parts)
             self._paused = True
+            self.stats.pauses += 1
             log.info("fetch_paused", in_flight_bytes=self.in_flight)
 
     def _resume(self) -> None:

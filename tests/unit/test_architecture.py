@@ -39,7 +39,7 @@ def test_every_public_module_declares_all() -> None:
     missing = []
     for pkg in ("pipeline", "connectors"):
         for path in (ROOT / pkg).rglob("*.py"):
-            if path.name in ("__main__.py",) or path.stem.startswith("_") and path.name != "__init__.py":
+            if path.name in ("__main__.py",) or (path.stem.startswith("_") and path.name != "__init__.py"):
                 continue
             tree = ast.parse(path.read_text())
             has_defs = any(isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) for n in tree.body)

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from connectors.stack.layout import StackLayout, infra_dir
 from connectors.stack.processes import OwnedProcess, port_in_use
 from connectors.stack.provision import render_configs
-from connectors.stack.layout import StackLayout, infra_dir
 from pipeline.errors import StackError
 
 
@@ -63,3 +63,48 @@ def test_render_configs_fills_every_placeholder(tmp_path: Path) -> None:
     site = (layout.conf / "hbase" / "hbase-site.xml").read_text()
     assert "PLAINTEXT://127.0.0.1:19092" in server and f"log.dirs={tmp_path}/state/kafka/data" in server
     assert "<value>12181</value>" in site and "${" not in site and "${" not in server
+
+
+def test_missing_java_or_maven_is_explained(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from connectors.stack.provision import ensure_tools
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(StackError, match="`java` was not found on PATH: install a JDK 17"):
+        ensure_tools()
+    (tmp_path / "java").write_text("#!/bin/sh\n")
+    (tmp_path / "java").chmod(0o755)
+    with pytest.raises(StackError, match="`mvn` was not found on PATH: install Maven"):
+        ensure_tools()
+
+
+def test_port_taken_by_a_stranger_is_named(tmp_path: Path) -> None:
+    import socket
+
+    from connectors.stack import LocalStack
+    from pipeline.settings import StackSettings
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        stack = LocalStack(StackSettings(state_dir=tmp_path / "state", cache_dir=tmp_path / "cache",
+                                         kafka_port=port, kafka_controller_port=port + 1 if port < 65535 else 1,
+                                         zookeeper_port=1, master_port=1, regionserver_port=1, thrift_port=1,
+                                         thrift2_port=1))
+        with pytest.raises(StackError, match=rf"port {port} \(kafka\) is already in use"):
+            stack._check_ports()
+
+
+def test_unreachable_maven_central_is_explained(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from connectors.stack import provision
+    from connectors.stack.layout import StackLayout, infra_dir
+
+    class Done:
+        returncode = 1
+        stdout = ""
+        stderr = "[ERROR] Could not transfer artifact junit:junit:pom:4.13.2: Unknown host repo.maven.apache.org"
+
+    monkeypatch.setattr(provision.subprocess, "run", lambda *a, **k: Done())
+    monkeypatch.setattr(provision, "ensure_tools", lambda: None)
+    with pytest.raises(StackError, match="Maven Central is unreachable"):
+        provision.ensure_classpaths(StackLayout(tmp_path / "c", tmp_path / "s", infra_dir()))

@@ -1,0 +1,87 @@
+"""Worker behaviour under pressure and failure: counters on replay, the in-flight memory bound, and
+HBase refusing writes for a while (a disabled table)."""
+
+from __future__ import annotations
+
+import anyio
+import orjson
+
+from connectors.hbase import HBaseClient
+from connectors.kafka import create_topics
+from pipeline.runtime.tables import create_tables
+from pipeline.runtime.worker import Worker
+from pipeline.settings import load_settings
+
+from .worker_support import drop_tables, order_event, order_settings, produce, setup, stop_offsets
+
+
+async def test_tally_counters_are_replay_safe_and_increments_are_not(hbase: HBaseClient, unique: str) -> None:
+    topic = f"logins-{unique}"
+    routes = [
+        {"name": "tally", "topic": topic, "table": f"tally_{unique}", "rowkey": "[user_id][_][day]",
+         "timestamp_field": "timestamp", "counter": {"column": "c:n", "mode": "tally", "id_field": "login_id"}},
+        {"name": "atomic", "topic": topic, "table": f"atomic_{unique}", "rowkey": "[user_id][_][day]",
+         "counter": {"column": "c:n", "mode": "increment"}},
+    ]
+    settings = load_settings(None, routes=routes, writer={"max_batch_age_ms": 50, "commit_interval_ms": 200},
+                             kafka={"group_id": f"g-{unique}", "dead_letter_topic": f"dlq-{unique}"})
+    await create_topics(settings.kafka, {topic: 2})
+    await create_tables(hbase, settings, recreate=True)
+    try:
+        logins = [{"login_id": f"L{i}", "user_id": f"u{i % 3}", "day": "20240315", "timestamp": 1_700_000_000_000 + i}
+                  for i in range(30)]
+        await produce(settings, topic, [orjson.dumps(e) for e in logins])
+        stop = await stop_offsets(settings, topic)
+        for group in (f"first-{unique}", f"replay-{unique}"):  # the second run replays the whole topic
+            with anyio.fail_after(60):
+                await Worker(settings, hbase, group_id=group, stop_at=stop).run()
+        for user in ("u0", "u1", "u2"):
+            tally = await hbase.get(f"tally_{unique}", f"{user}_20240315".encode())
+            assert len(tally) == 10  # one cell per login id: the replay rewrote the same cells
+            assert all(v == (1).to_bytes(8, "big") for v in tally.values())
+            assert await hbase.counter(f"atomic_{unique}", f"{user}_20240315".encode(), b"c:n") == 20  # counted twice
+    finally:
+        await drop_tables(hbase, settings)
+
+
+async def test_in_flight_bound_pauses_fetching_and_nothing_is_lost(hbase: HBaseClient, unique: str) -> None:
+    settings = order_settings(unique, max_in_flight_bytes=4096, max_batch_rows=10, concurrency=1)
+    topic = await setup(settings, hbase)
+    try:
+        events = [order_event(i) for i in range(800)]
+        await produce(settings, topic, [orjson.dumps(e) for e in events])
+        worker = Worker(settings, hbase, stop_at=await stop_offsets(settings, topic))
+        with anyio.fail_after(120):
+            summary = await worker.run()
+        assert worker.stats.pauses > 0
+        assert summary.rows_written == 3 * len(events)
+        for r in settings.routes:
+            assert await hbase.count(r.table) == len(events)
+    finally:
+        await drop_tables(hbase, settings)
+
+
+async def test_writes_retry_while_a_table_is_disabled(hbase: HBaseClient, unique: str) -> None:
+    settings = order_settings(unique, retry_initial_ms=50, retry_max_ms=500)
+    topic = await setup(settings, hbase)
+    index = settings.routes[2].table
+    try:
+        await hbase.disable_table(index)
+        events = [order_event(i) for i in range(300)]
+        await produce(settings, topic, [orjson.dumps(e) for e in events])
+        worker = Worker(settings, hbase, stop_at=await stop_offsets(settings, topic))
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(worker.run)
+            with anyio.fail_after(60):
+                while worker._writer is None or worker._writer.retries < 3:
+                    await anyio.sleep(0.1)
+            assert not worker._done()
+            assert sum(worker.stats.committed.values()) == 0
+            await hbase.enable_table(index)
+            with anyio.fail_after(120):
+                while not worker._done():
+                    await anyio.sleep(0.2)
+        for r in settings.routes:
+            assert await hbase.count(r.table) == len(events)
+    finally:
+        await drop_tables(hbase, settings)
