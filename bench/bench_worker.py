@@ -29,8 +29,8 @@ import happybase
 import orjson
 
 from connectors.hbase import HBaseClient
-from connectors.kafka import create_topics, delete_topics, end_offsets, make_consumer
 from connectors.kafka import TopicPartition as KafkaTP
+from connectors.kafka import create_topics, delete_topics, end_offsets, make_consumer
 from connectors.stack import LocalStack
 from pipeline.core.examples import generate
 from pipeline.core.model import Origin, TopicPartition
@@ -102,7 +102,7 @@ async def ceiling_kafka(settings: Settings, total: int) -> float:
                              max_poll_records=settings.kafka.max_poll_records)
     await consumer.start()
     try:
-        parts = sorted((await end_offsets(settings.kafka, TOPIC)))
+        parts = sorted(await end_offsets(settings.kafka, TOPIC))
         tps = [KafkaTP(TOPIC, p) for p in parts]
         consumer.assign(tps)
         await consumer.seek_to_beginning(*tps)

@@ -22,7 +22,7 @@ from pipeline.core.backoff import Backoff
 from pipeline.core.model import Mutation, Origin
 from pipeline.rowkey import format_key
 
-__all__ = ["DeadLetters", "HEADER_PREFIX"]
+__all__ = ["HEADER_PREFIX", "DeadLetters"]
 
 HEADER_PREFIX = "hbase-ingest."
 log = structlog.get_logger("hbase_ingest.deadletter")

@@ -1,0 +1,179 @@
+"""``hbase-ingest scan``: read a route's rows back through the fan-out reader.
+
+::
+
+    hbase-ingest scan --config FILE --route NAME [--where field=value ...] [--from T] [--to T]
+                      [--newest-first] [--limit N] [--format table|jsonl] [--explain]
+
+``--from``/``--to`` take epoch milliseconds or ISO-8601 (a time without a zone is UTC) and select
+``[from, to)`` on the design's time field. A ``--where`` value is an integer when the key stores the
+field in a numeric segment (``long``, ``dec``, ``reverse_ts``, ...), text otherwise (text whose
+digits matter, such as ``007``, stays text). ``--explain`` prints the plan and scans nothing.
+``jsonl`` streams one object per row; ``table`` renders at the end. Statistics go to stderr.
+Errors (:class:`~pipeline.errors.HBaseIngestError`) propagate to the command root.
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import anyio
+import orjson
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from connectors.hbase import HBaseClient
+from pipeline.errors import ConfigError
+from pipeline.rowkey import RowKey, compile_rowkey, format_key
+from pipeline.rowkey.segments_dist import Mod
+from pipeline.rowkey.segments_num import Binary, Dec, ReverseTs, TimeBucket
+from pipeline.runtime.reader import Reader, ReadRow
+from pipeline.runtime.reader_plan import explain_lines
+from pipeline.settings import RouteSpec, load_settings
+
+__all__ = ["parse_time", "parse_where", "register"]
+
+_NUMERIC = (Binary, Dec, ReverseTs, TimeBucket, Mod)
+_LONG_MAX = (1 << 63) - 1
+
+
+def parse_time(text: str, option: str) -> int:
+    """Epoch milliseconds from ``text``: an integer, or ISO-8601 (naive times are UTC)."""
+    text = text.strip()
+    if text.lstrip("-").isdigit():
+        return int(text)
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise ConfigError(f"{option} {text!r}: expected epoch milliseconds or ISO-8601 such as "
+                          "2024-05-01T12:00:00Z") from exc
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1000)
+
+
+def _numeric_fields(rowkey: RowKey) -> set[str]:
+    return {f for seg in rowkey.segments if isinstance(seg, _NUMERIC) for f in seg.fields}
+
+
+def parse_where(items: list[str], rowkey: RowKey) -> dict[str, Any]:
+    """``field=value`` pairs -> a ``where`` mapping typed by the key's segments (see the module)."""
+    numeric = _numeric_fields(rowkey)
+    out: dict[str, Any] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise ConfigError(f"--where {item!r}: expected field=value")
+        if name not in rowkey.fields:
+            raise ConfigError(f"--where {item!r}: {name!r} is not a key field; the key has "
+                              f"{', '.join(rowkey.fields)}")
+        if name in numeric:
+            try:
+                out[name] = int(value)
+            except ValueError as exc:
+                raise ConfigError(f"--where {item!r}: {name!r} is numeric in the key") from exc
+        else:
+            out[name] = value
+    return out
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return format_key(value)
+    raise TypeError
+
+
+def _jsonl(row: ReadRow) -> bytes:
+    body = {"key": format_key(row.key), "fields": row.fields, "columns": row.columns,
+            "range": row.range_label}
+    return orjson.dumps(body, default=_plain, option=orjson.OPT_NON_STR_KEYS)
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, bytes):
+        return format_key(value)
+    if isinstance(value, str):
+        return value
+    return orjson.dumps(value, default=_plain).decode()
+
+
+async def _run(config: Path, route_name: str, where_items: list[str], t_from: str | None,
+               t_to: str | None, newest_first: bool, limit: int | None, fmt: str, explain: bool,
+               timeout: float | None, page_size: int) -> None:
+    settings = load_settings(config)
+    route: RouteSpec = settings.route(route_name)
+    rowkey = compile_rowkey(route.rowkey)
+    where = parse_where(where_items, rowkey)
+    time_range: tuple[int, int] | None = None
+    if t_from is not None or t_to is not None:
+        lo = parse_time(t_from, "--from") if t_from is not None else 0
+        hi = parse_time(t_to, "--to") if t_to is not None else _LONG_MAX
+        time_range = (lo, hi)
+    out = Console(soft_wrap=True)
+    err = Console(stderr=True)
+    async with HBaseClient(settings.hbase) as hb, Reader(hb, page_size=page_size,
+                                                         timeout_s=timeout) as reader:
+        if explain:
+            plan = await reader.plan(route, where=where, time_range=time_range,
+                                     newest_first=newest_first, limit=limit)
+            for line in explain_lines(plan):
+                out.print(line, markup=False, highlight=False)
+            return
+        query = reader.scan(route, where=where, time_range=time_range, newest_first=newest_first,
+                            limit=limit)
+        async with query:
+            if fmt == "jsonl":
+                async for row in query:
+                    sys.stdout.buffer.write(_jsonl(row) + b"\n")
+                sys.stdout.flush()
+            else:
+                rows = [row async for row in query]
+                table = Table(show_lines=False)
+                names = list(rowkey.fields)
+                cols = sorted({c for r in rows for c in r.columns})
+                for name in ["key", *names, *cols, "range"]:
+                    table.add_column(name, overflow="fold")
+                for r in rows:
+                    table.add_row(format_key(r.key), *(_cell(r.fields.get(n, "")) for n in names),
+                                  *(_cell(r.columns.get(c, "")) for c in cols), r.range_label)
+                out.print(table)
+        s = query.stats
+        err.print(f"{s.rows_returned} row(s); {s.ranges_planned} range(s)"
+                  f"{' per region' if s.per_region else ''}; "
+                  f"{s.scanners_opened} scanner(s) opened; "
+                  f"{s.rows_scanned} row(s) scanned; {s.elapsed_s * 1000:.1f} ms",
+                  markup=False, highlight=False)
+
+
+def scan(
+    config: Annotated[Path, typer.Option("--config", help="TOML settings file.")],
+    route: Annotated[str, typer.Option("--route", help="Route name (table, rowkey, columns).")],
+    where: Annotated[list[str] | None, typer.Option(
+        "--where", help="field=value on a key field (repeatable).")] = None,
+    t_from: Annotated[str | None, typer.Option(
+        "--from", help="Start time, inclusive (epoch ms or ISO-8601).")] = None,
+    t_to: Annotated[str | None, typer.Option(
+        "--to", help="End time, exclusive (epoch ms or ISO-8601).")] = None,
+    newest_first: Annotated[bool, typer.Option("--newest-first", help="Newest first.")] = False,
+    limit: Annotated[int | None, typer.Option("--limit", min=0, help="At most N rows.")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="table or jsonl.")] = "table",
+    explain: Annotated[bool, typer.Option("--explain", help="Print the plan only.")] = False,
+    timeout: Annotated[float | None, typer.Option(
+        "--timeout", min=0.001, help="Per-query timeout in seconds.")] = None,
+    page_size: Annotated[int, typer.Option("--page-size", min=1, help="Rows per page.")] = 1000,
+) -> None:
+    """Read a route's rows: parallel scans over every salt bucket, merged in key order."""
+    if fmt not in ("table", "jsonl"):
+        raise ConfigError(f"--format {fmt!r}: expected table or jsonl")
+    anyio.run(_run, config, route, where or [], t_from, t_to, newest_first, limit, fmt, explain,
+              timeout, page_size)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``scan`` command to ``app``."""
+    app.command("scan")(scan)

@@ -1,0 +1,567 @@
+"""The fan-out reader: one logical query over a salted/bucketed table as one ordered row stream.
+
+Use::
+
+    async with HBaseClient(settings.hbase) as hb, Reader(hb) as reader:
+        rows = reader.scan(route, where={"hostname": "web1"}, newest_first=True, limit=100)
+        async for row in rows:
+            print(row.fields, row.columns)
+
+How a query runs:
+
+1. **Plan** (:mod:`pipeline.runtime.reader_plan`): the route's rowkey design turns ``where`` and
+   ``time_range`` into key ranges, one per salt/bucket value, or one when the salt is computable
+   from ``where``. A huge fan-out set (a 4-hex-char md5 prefix has 65,536 values) is planned per
+   region instead. :meth:`Reader.plan` returns the plan; ``explain_lines`` prints it.
+2. **Scan**: every range is one producer task in the reader's task group, paging with
+   ``HBaseClient.scan_page`` (a scanner is opened and closed per page, in a worker thread) into a
+   bounded memory stream of ``read_ahead`` pages. At most ``concurrency`` pages are being fetched at
+   once per query (a ``CapacityLimiter``, default ``HBaseSettings.pool_size``).
+3. **Merge**: a k-way heap merge (:class:`pipeline.core.merge.MergeHeap`) holds one head row per
+   range, so memory is bounded by ranges x (read_ahead + 2) pages, never by bucket size.
+
+Order contract. Rows come out in the design's *logical order*: the key without its leading
+salt/hash/bucket prefix (``RowKey.sort_key``), ascending, or descending for ``newest_first`` when
+the design stores time ascending (then every range is scanned in reverse and merged descending).
+When the design stores time descending (``reverse_ts``, ``long(ts, desc)``), a forward scan already
+gives newest first, so ``newest_first`` changes nothing. Plans made per region cannot stream the
+logical order (a region holds many hash prefixes): without a limit they stream in table order;
+with a limit they return the first ``limit`` rows in logical order (a bounded top-k over the scan).
+
+Limits are pushed down: a range never fetches more than ``limit`` matching rows (page size =
+min(page_size, rows still allowed)), and the merge stops at ``limit`` rows, cancelling the scans
+still running. An error in any range fails the query at once with a :class:`QueryError` naming the
+range; so does the per-query timeout. Nothing waits on a failed range.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import (
+    AsyncGenerator,
+    Callable,
+    Coroutine,
+    Mapping,
+    Sequence,
+)
+from dataclasses import dataclass, field, replace
+from types import TracebackType
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from connectors.hbase import HBaseClient
+from pipeline.errors import HBaseIngestError
+from pipeline.rowkey import RowKey, compile_rowkey
+from pipeline.runtime.reader_columns import ColumnDecoder, compile_columns
+from pipeline.runtime.reader_errors import QueryError
+from pipeline.runtime.reader_merge import merge_runs, top_k
+from pipeline.runtime.reader_plan import QueryPlan, ScanRange, plan_query
+from pipeline.settings import RouteSpec
+
+__all__ = [
+    "QueryError", "QueryPlan", "QueryStats", "RangeStats", "ReadRow", "Reader", "ReaderStats",
+    "Scan", "ScanRange",
+]
+
+Row = tuple[bytes, dict[bytes, bytes]]
+
+
+@dataclass(frozen=True, slots=True)
+class ReadRow:
+    """One row of a query: its key, the key's fields decoded by the rowkey design, its cells
+    decoded by the route's column mapping (keyed ``family:qualifier``) and the label of the range
+    it came from."""
+
+    key: bytes
+    fields: dict[str, Any]
+    columns: dict[str, Any]
+    range_label: str
+
+
+@dataclass(slots=True)
+class RangeStats:
+    """One range of one query. ``state`` is ``pending``, ``scanning``, ``done`` (exhausted or its
+    share of the limit reached), ``failed`` or ``cancelled``."""
+
+    label: str
+    pages: int = 0
+    rows_scanned: int = 0
+    rows_matched: int = 0
+    state: str = "pending"
+
+
+@dataclass(slots=True)
+class QueryStats:
+    """A live snapshot of one query. ``scanners_opened`` counts ``scan_page`` calls (each opens and
+    closes one HBase scanner); ``rows_scanned`` counts rows fetched from HBase, ``rows_returned``
+    rows yielded. ``outcome`` is ``running``, ``done``, ``limit``, ``closed`` (the caller stopped
+    early), ``failed`` or ``timeout``."""
+
+    table: str
+    ranges_planned: int = 0
+    per_region: bool = False
+    scanners_opened: int = 0
+    rows_scanned: int = 0
+    rows_returned: int = 0
+    elapsed_s: float = 0.0
+    first_row_s: float | None = None
+    outcome: str = "running"
+    ranges: list[RangeStats] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class ReaderStats:
+    """Totals over the reader's life."""
+
+    queries_started: int
+    queries_active: int
+    queries_failed: int
+    scanners_opened: int
+    rows_scanned: int
+    rows_returned: int
+
+
+def reverse_lower_bound(start: bytes) -> bytes:
+    """The exclusive lower bound of a reverse scan that must include ``start`` itself.
+
+    HBase's reverse stop row is exclusive, and the key just below ``start`` has no finite spelling
+    unless ``start`` ends in ``0x00``. Otherwise this returns ``start`` with its last byte decreased
+    and 16 ``0xFF`` bytes appended: only keys in ``(bound, start)`` are over-scanned (keys beginning
+    with that many ``0xFF`` bytes), and the caller drops any row below ``start``.
+    """
+    if not start:
+        return b""
+    if start[-1] == 0:
+        return start[:-1]
+    return start[:-1] + bytes((start[-1] - 1,)) + b"\xff" * 16
+
+
+class Reader:
+    """Runs fan-out queries through one :class:`HBaseClient`. Use as ``async with Reader(hb) as r``;
+    its task group owns every producer task, and leaving it cancels queries still running and waits
+    for their in-flight pages (each bounded by the client's socket timeout).
+
+    ``page_size`` rows per ``scan_page`` call (the first page of a range is ``first_page`` rows,
+    growing 4x per page, so a small limit or an early stop costs little); ``read_ahead`` pages
+    buffered per range; ``concurrency`` pages fetched at once per query (default the pool size);
+    ``timeout_s`` the default per-query timeout (None: none).
+    """
+
+    def __init__(self, hbase: HBaseClient, *, page_size: int = 1000, first_page: int = 100,
+                 read_ahead: int = 1, concurrency: int | None = None,
+                 timeout_s: float | None = None) -> None:
+        if page_size < 1 or first_page < 1 or read_ahead < 0:
+            raise ValueError("page_size and first_page must be >= 1, read_ahead >= 0")
+        self.hbase = hbase
+        self.page_size = page_size
+        self.first_page = min(first_page, page_size)
+        self.read_ahead = read_ahead
+        self.concurrency = concurrency or hbase.settings.pool_size
+        self.timeout_s = timeout_s
+        self._tg: TaskGroup | None = None
+        self._designs: dict[str, tuple[RowKey, ColumnDecoder]] = {}
+        self._started = self._failed = self._active = 0
+        self._scanners = self._scanned = self._returned = 0
+
+    def __repr__(self) -> str:
+        return (f"Reader(page_size={self.page_size}, read_ahead={self.read_ahead}, "
+                f"concurrency={self.concurrency}, active={self._active})")
+
+    async def __aenter__(self) -> Reader:
+        tg = anyio.create_task_group()
+        await tg.__aenter__()
+        self._tg = tg
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> bool | None:
+        tg, self._tg = self._tg, None
+        assert tg is not None
+        tg.cancel_scope.cancel()
+        try:
+            return await tg.__aexit__(exc_type, exc, tb)
+        except BaseExceptionGroup as group:
+            # producers never raise, so the group only wraps the body's own exception: let that
+            # propagate unchanged (``except QueryError`` around the block keeps working)
+            if exc is not None and list(group.exceptions) == [exc]:
+                return False
+            raise
+
+    def statistics(self) -> ReaderStats:
+        return ReaderStats(self._started, self._active, self._failed, self._scanners, self._scanned,
+                           self._returned)
+
+    def design(self, route: RouteSpec) -> tuple[RowKey, ColumnDecoder]:
+        """The compiled rowkey and column decoder of ``route`` (compiled once per route)."""
+        cache_key = f"{route.name}\x00{route.rowkey}"
+        found = self._designs.get(cache_key)
+        if found is None:
+            found = (compile_rowkey(route.rowkey), compile_columns(route))
+            self._designs[cache_key] = found
+        return found
+
+    async def plan(self, route: RouteSpec, *, where: Mapping[str, Any] | None = None,
+                   time_range: tuple[int, int] | None = None, newest_first: bool = False,
+                   limit: int | None = None) -> QueryPlan:
+        """The ranges a query would scan (reads the region list only for per-region plans).
+
+        Raises :class:`QueryError` (from the rowkey's ``PlanError`` or an HBase error)."""
+        rowkey, _ = self.design(route)
+        try:
+            return await plan_query(self.hbase, rowkey, route, where=where, time_range=time_range,
+                                    newest_first=newest_first, limit=limit)
+        except HBaseIngestError as exc:
+            if isinstance(exc, QueryError):
+                raise
+            raise QueryError(f"cannot plan the query on route {route.name!r}: {exc}",
+                             table=route.table) from exc
+
+    def scan(self, route: RouteSpec, *, where: Mapping[str, Any] | None = None,
+             time_range: tuple[int, int] | None = None, newest_first: bool = False,
+             limit: int | None = None, columns: Sequence[str] | None = None,
+             timeout_s: float | None = None) -> Scan:
+        """One query: an async iterator of :class:`ReadRow` (the module docstring gives the order).
+
+        ``where`` maps rowkey field names to values; ``time_range`` is ``[t0, t1)`` in epoch ms on
+        the design's time field; ``columns`` restricts the cells fetched (``family:qualifier`` or
+        ``family``); ``timeout_s`` overrides the reader's per-query timeout. Iterating raises
+        :class:`QueryError`. Breaking out early is fine; ``aclose()`` (or ``async with``) releases
+        the scans at once rather than at garbage collection.
+        """
+        if limit is not None and limit < 0:
+            raise ValueError(f"limit must be >= 0, got {limit}")
+        return Scan(self, route, where=dict(where or {}), time_range=time_range,
+                    newest_first=newest_first, limit=limit,
+                    columns=[c.encode() for c in columns] if columns else None,
+                    timeout_s=self.timeout_s if timeout_s is None else timeout_s)
+
+    def _spawn(self, fn: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        if self._tg is None:
+            raise RuntimeError("use the Reader as 'async with Reader(hbase) as reader:'")
+        self._tg.start_soon(fn)
+
+
+class Scan:
+    """One running query: an async iterator of :class:`ReadRow` with live :attr:`stats`.
+
+    The producers run in the reader's task group, never in the caller's task, so a ``yield`` never
+    crosses a cancel scope; the caller's waits are the only place where a failure or the timeout
+    reaches it.
+    """
+
+    def __init__(self, reader: Reader, route: RouteSpec, *, where: dict[str, Any],
+                 time_range: tuple[int, int] | None, newest_first: bool, limit: int | None,
+                 columns: list[bytes] | None, timeout_s: float | None) -> None:
+        self.reader = reader
+        self.route = route
+        self.where = where
+        self.time_range = time_range
+        self.newest_first = newest_first
+        self.limit = limit
+        self.columns = columns
+        self.timeout_s = timeout_s
+        self.plan: QueryPlan | None = None
+        self.stats = QueryStats(table=route.table)
+        self._gen: AsyncGenerator[list[ReadRow], None] | None = None
+        self._buf: deque[ReadRow] = deque()
+        self._finished = False
+        self._error: BaseException | None = None
+        self._waiting: anyio.CancelScope | None = None
+        self._runner = anyio.CancelScope()
+        self._done: list[bool] = []
+        self._t0 = 0.0
+        self._deadline = float("inf")
+
+    def __repr__(self) -> str:
+        s = self.stats
+        return (f"Scan(route={self.route.name!r}, ranges={s.ranges_planned}, "
+                f"returned={s.rows_returned}, outcome={s.outcome})")
+
+    def statistics(self) -> QueryStats:
+        """A snapshot of :attr:`stats` (which keeps changing while the query runs)."""
+        s = self.stats
+        elapsed = s.elapsed_s if s.outcome != "running" or not self._t0 else (
+            time.monotonic() - self._t0)
+        return replace(s, elapsed_s=elapsed, ranges=[replace(r) for r in s.ranges])
+
+    def __aiter__(self) -> Scan:
+        return self
+
+    async def __anext__(self) -> ReadRow:
+        buf = self._buf
+        if not buf:
+            if self._gen is None:
+                self._gen = self._batches()
+            while not buf:
+                buf.extend(await self._gen.__anext__())
+        if self.stats.first_row_s is None:
+            self.stats.first_row_s = time.monotonic() - self._t0
+        self.stats.rows_returned += 1
+        self.reader._returned += 1
+        return buf.popleft()
+
+    async def aclose(self) -> None:
+        """Stop the query: cancel the scans still running and release the read-ahead buffers."""
+        self._buf.clear()
+        if self._gen is None:
+            self._gen = self._batches()
+        await self._gen.aclose()
+
+    async def __aenter__(self) -> Scan:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def collect(self) -> list[ReadRow]:
+        """Every row of the query, as a list."""
+        async with self:
+            return [row async for row in self]
+
+    # -- failure ----------------------------------------------------------------------------------
+
+    def _fail(self, exc: BaseException) -> None:
+        """Record the query's first failure and wake the caller if it is waiting for a page."""
+        if self._error is None:
+            self._error = exc
+        self._runner.cancel()
+        if self._waiting is not None:
+            self._waiting.cancel()
+
+    # -- producers (reader's task group) ---------------------------------------------------------
+
+    async def _run(self, plan: QueryPlan, sends: list[MemoryObjectSendStream[list[Row]]]) -> None:
+        limiter = anyio.CapacityLimiter(self.reader.concurrency)
+        with self._runner:
+            async with anyio.create_task_group() as tg:
+                for i, send in enumerate(sends):
+                    tg.start_soon(self._produce, plan, i, send, limiter)
+        for send in sends:  # when cancelled before the producers started
+            send.close()
+
+    async def _produce(self, plan: QueryPlan, i: int, send: MemoryObjectSendStream[list[Row]],
+                       limiter: anyio.CapacityLimiter) -> None:
+        rng = plan.ranges[i]
+        st = self.stats.ranges[i]
+        hb, reader = self.reader.hbase, self.reader
+        reverse = plan.reverse
+        matches = plan.matches
+        low = rng.start
+        # reverse: start = upper bound (inclusive, so a row equal to it is dropped), stop = lower
+        cursor = rng.stop if reverse else rng.start
+        stop = reverse_lower_bound(rng.start) if reverse else rng.stop
+        skip: bytes | None = (rng.stop or None) if reverse else None
+        # a range never needs more matching rows than the limit, except for a top-k selection
+        want_total = None if plan.order == "top-k" else self.limit
+        size = reader.first_page
+        async with send:
+            try:
+                st.state = "scanning"
+                while True:
+                    want = min(size, reader.page_size)
+                    if want_total is not None and matches is None:
+                        # exact ranges: every row counts toward the limit (a filtered range keeps
+                        # its pages, since most of what it scans may be dropped)
+                        want = min(want, want_total - st.rows_matched)
+                    ask = want + (1 if skip is not None else 0)
+                    async with limiter:
+                        self.stats.scanners_opened += 1
+                        reader._scanners += 1
+                        page = await hb.scan_page(plan.table, start=cursor, stop=stop, limit=ask,
+                                                  reverse=reverse, columns=self.columns)
+                    st.pages += 1
+                    exhausted = len(page) < ask
+                    if skip is not None and page and page[0][0] >= skip:
+                        page = page[1:]  # the previous page's last row, or the range's stop key
+                    elif len(page) > want:
+                        page = page[:want]
+                    last = page[-1][0] if page else b""
+                    self.stats.rows_scanned += len(page)
+                    reader._scanned += len(page)
+                    st.rows_scanned += len(page)
+                    if reverse and low and page and page[-1][0] < low:
+                        page = [r for r in page if r[0] >= low]
+                        exhausted = True
+                    if matches is not None:
+                        page = [r for r in page if matches(r[0])]
+                    st.rows_matched += len(page)
+                    if page:
+                        await send.send(page)
+                    if exhausted or (want_total is not None and st.rows_matched >= want_total):
+                        break
+                    if reverse:
+                        cursor = skip = last
+                    else:
+                        cursor = last + b"\x00"
+                    size *= 4
+                st.state = "done"
+                self._done[i] = True
+            except anyio.BrokenResourceError:
+                st.state = "cancelled"  # the caller stopped reading
+            except HBaseIngestError as exc:
+                st.state = "failed"
+                err = QueryError(f"range {rng.label} failed: {exc}", table=plan.table,
+                                 range_label=rng.label)
+                err.__cause__ = exc
+                self._fail(err)
+            except Exception as exc:
+                st.state = "failed"
+                self._fail(exc)
+            except BaseException:
+                st.state = "cancelled"
+                raise
+
+    # -- the merge (caller's task) -----------------------------------------------------------------
+
+    async def _receive(self, plan: QueryPlan, i: int,
+                       recv: MemoryObjectReceiveStream[list[Row]]) -> list[Row] | None:
+        """The next page of range ``i``; None when the range is exhausted. Raises the query's
+        failure, or a timeout naming the range waited on."""
+        page: list[Row] | None = None
+        waited_out = False
+        if self._error is None:
+            try:
+                page = recv.receive_nowait()
+            except anyio.WouldBlock:
+                with anyio.CancelScope(deadline=self._deadline) as scope:
+                    self._waiting = scope
+                    try:
+                        page = await recv.receive()
+                    except anyio.EndOfStream:
+                        page = None
+                    finally:
+                        self._waiting = None
+                waited_out = scope.cancelled_caught
+            except anyio.EndOfStream:
+                page = None
+        if waited_out and self._error is None:
+            raise self._timeout(plan, i)
+        if self._error is not None:
+            raise self._error
+        if page is None and not self._done[i]:
+            if anyio.current_time() >= self._deadline:
+                raise self._timeout(plan, i)
+            raise QueryError("the scan was cancelled (the reader is closing)", table=plan.table,
+                             range_label=plan.ranges[i].label)
+        return page
+
+    def _timeout(self, plan: QueryPlan, i: int) -> QueryError:
+        label = plan.ranges[i].label
+        self._fail(QueryError(f"query timed out after {self.timeout_s} s waiting for range {label}",
+                              table=plan.table, range_label=label, timed_out=True))
+        assert isinstance(self._error, QueryError)
+        return self._error
+
+    async def _batches(self) -> AsyncGenerator[list[ReadRow], None]:
+        """Plan, start the producers, merge; yield decoded runs of rows (the limit applied)."""
+        reader = self.reader
+        self._t0 = time.monotonic()
+        reader._started += 1
+        reader._active += 1
+        try:
+            if self.timeout_s is not None:
+                self._deadline = anyio.current_time() + self.timeout_s
+            with anyio.fail_after(self.timeout_s):
+                plan = await reader.plan(self.route, where=self.where, time_range=self.time_range,
+                                         newest_first=self.newest_first, limit=self.limit)
+        except TimeoutError as exc:
+            self._finish("timeout")
+            raise QueryError(f"query timed out after {self.timeout_s} s while planning",
+                             table=self.route.table, timed_out=True) from exc
+        except BaseException:
+            self._finish("failed")
+            raise
+        self.plan = plan
+        self.stats.ranges_planned = len(plan.ranges)
+        self.stats.per_region = plan.per_region
+        self.stats.ranges = [RangeStats(r.label) for r in plan.ranges]
+        self._done = [False] * len(plan.ranges)
+        if self.limit == 0 or not plan.ranges:
+            self._finish("done")
+            return
+        sends: list[MemoryObjectSendStream[list[Row]]] = []
+        recvs: list[MemoryObjectReceiveStream[list[Row]]] = []
+        for _ in plan.ranges:
+            s, r = anyio.create_memory_object_stream[list[Row]](reader.read_ahead)
+            sends.append(s)
+            recvs.append(r)
+        try:
+            reader._spawn(lambda: self._run(plan, sends))
+        except BaseException:
+            for s in sends:
+                s.close()
+            self._finish("failed")
+            raise
+
+        def stop() -> None:
+            self._runner.cancel()
+            for r in recvs:
+                r.close()
+
+        async def receive(i: int) -> list[Row] | None:
+            return await self._receive(plan, i, recvs[i])
+
+        if plan.order == "top-k":
+            assert self.limit is not None
+            runs = top_k(recvs, receive, plan.sort_key, plan.reverse, self.limit)
+        else:
+            runs = merge_runs(len(recvs), receive, plan.sort_key, plan.reverse)
+        rowkey, decode_cells = reader.design(self.route)
+        decode_key = rowkey.decode
+        left = self.limit
+        outcome = "closed"
+        try:
+            async for i, run in runs:
+                if left is not None:
+                    run = run[:left]
+                    left -= len(run)
+                label = plan.ranges[i].label
+                try:
+                    batch = [ReadRow(k, decode_key(k), decode_cells(c), label) for k, c in run]
+                except HBaseIngestError as exc:
+                    raise self._undecodable(plan, i, run, exc) from exc
+                if left == 0:
+                    outcome = "limit"
+                    stop()  # before handing over the last rows: nothing keeps scanning
+                    yield batch
+                    return
+                yield batch
+            outcome = "done"
+        except QueryError as exc:
+            outcome = "timeout" if exc.timed_out else "failed"
+            raise
+        except Exception:
+            outcome = "failed"
+            raise
+        finally:
+            stop()
+            self._finish(outcome)
+            await runs.aclose()
+
+    def _undecodable(self, plan: QueryPlan, i: int, run: list[Row],
+                     exc: HBaseIngestError) -> QueryError:
+        rowkey, decode_cells = self.reader.design(self.route)
+        bad = run[0][0]
+        for key, cells in run:  # find the row at fault, for the message
+            try:
+                rowkey.decode(key)
+                decode_cells(cells)
+            except HBaseIngestError:
+                bad = key
+                break
+        return QueryError(f"row {plan.format_key(bad)} does not decode: {exc}", table=plan.table,
+                          range_label=plan.ranges[i].label)
+
+    def _finish(self, outcome: str) -> None:
+        if self._finished:
+            return
+        self._finished = True
+        self.stats.outcome = outcome
+        self.stats.elapsed_s = time.monotonic() - self._t0
+        self.reader._active -= 1
+        if outcome in ("failed", "timeout"):
+            self.reader._failed += 1

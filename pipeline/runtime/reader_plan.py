@@ -1,0 +1,209 @@
+"""From a query to the ranges the reader scans, the scan direction and the merge order.
+
+The rowkey design plans the key ranges (``RowKey.plan``): one range when the salt/hash/bucket is
+computable from ``where``, one per salt/bucket value otherwise. When that set would be huge (a
+4-hex-char md5 prefix has 65,536 values) the design returns a ``per_region`` plan and this module
+cuts its ranges at the table's region boundaries instead, with ``matches`` as a client-side filter:
+the number of scanners is then the number of regions, never the size of the fan-out set.
+
+Direction rule for ``newest_first``: find the first segment that stores the design's time field in
+an ordered form. When it stores time descending (``reverse_ts``, ``long(ts, desc)``, ``int(ts,
+desc)``), a forward scan already yields newest first; otherwise every range is scanned in reverse
+and merged descending. Without ``newest_first`` every scan is forward and the merge ascending.
+
+Merge order (``QueryPlan.order``):
+
+- ``logical``: each range holds one salt/bucket value, so it is sorted by ``RowKey.sort_key``
+  (the key without its leading salt); a streaming k-way merge by that key.
+- ``table``: per-region ranges without a limit: regions are disjoint and sorted, and a region mixes
+  hash prefixes, so the rows stream in table (byte) order.
+- ``top-k``: per-region ranges with a limit: the first ``limit`` rows in logical order, kept in a
+  heap of ``limit`` rows while every region is read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from connectors.hbase import HBaseClient, RegionInfo
+from pipeline.rowkey import RowKey, format_key
+from pipeline.rowkey.segments_num import Binary, ReverseTs
+from pipeline.runtime.reader_errors import QueryError
+from pipeline.settings import RouteSpec
+
+__all__ = ["QueryPlan", "ScanRange", "clip_to_regions", "explain_lines", "plan_query",
+           "time_descending"]
+
+
+@dataclass(frozen=True, slots=True)
+class ScanRange:
+    """Keys ``start <= k < stop`` (``stop == b""``: the end of the table), scanned as one stream."""
+
+    start: bytes
+    stop: bytes
+    label: str
+
+
+@dataclass(frozen=True, eq=False)
+class QueryPlan:
+    """Everything the reader needs to run one query, and what ``--explain`` prints.
+
+    ``matches`` is None when every key in the ranges answers the query (an exact plan).
+    ``sort_key`` is the merge key: ``RowKey.sort_key`` for ``logical`` and ``top-k``, the key itself
+    for ``table``. ``reverse``: scan every range in reverse and merge descending.
+    """
+
+    route: str
+    table: str
+    spec: str
+    where: Mapping[str, Any]
+    time_range: tuple[int, int] | None
+    time_field: str | None
+    newest_first: bool
+    limit: int | None
+    ranges: tuple[ScanRange, ...]
+    reverse: bool
+    order: str
+    per_region: bool
+    exact: bool
+    fanout_size: int
+    key_order: str
+    notes: tuple[str, ...]
+    matches: Callable[[bytes], bool] | None
+    sort_key: Callable[[bytes], bytes]
+
+    @staticmethod
+    def format_key(key: bytes) -> str:
+        return format_key(key)
+
+
+def time_descending(rowkey: RowKey, time_field: str | None) -> bool:
+    """True when the first ordered segment of ``time_field`` stores time descending."""
+    if time_field is None:
+        return False
+    for seg in rowkey.segments:
+        if seg.fields != (time_field,) or not seg.time_ordered:
+            continue
+        return isinstance(seg, ReverseTs) or (isinstance(seg, Binary) and seg.variant == "desc")
+    return False
+
+
+def _identity(key: bytes) -> bytes:
+    return key
+
+
+def clip_to_regions(ranges: Sequence[ScanRange], regions: Sequence[RegionInfo]) -> list[ScanRange]:
+    """Every non-empty intersection of a range with a region, in key order, labelled by region."""
+    out: list[ScanRange] = []
+    n = len(regions)
+    for idx, region in enumerate(regions):
+        for rng in ranges:
+            start = max(rng.start, region.start_key)
+            if not rng.stop:
+                stop = region.end_key
+            elif not region.end_key:
+                stop = rng.stop
+            else:
+                stop = min(rng.stop, region.end_key)
+            if stop and start >= stop:
+                continue
+            bounds = f"[{format_key(region.start_key)}, {format_key(region.end_key)})"
+            label = f"region {idx + 1}/{n} {bounds}"
+            out.append(ScanRange(start, stop, label))
+    out.sort(key=lambda r: r.start)
+    return out
+
+
+def time_field_of(rowkey: RowKey, route: RouteSpec) -> str | None:
+    """The design's time field, or the route's ``timestamp_field`` when the key holds it."""
+    if rowkey.time_field is not None:
+        return rowkey.time_field
+    if route.timestamp_field is not None and route.timestamp_field in rowkey.fields:
+        return route.timestamp_field
+    return None
+
+
+async def plan_query(hbase: HBaseClient, rowkey: RowKey, route: RouteSpec, *,
+                     where: Mapping[str, Any] | None, time_range: tuple[int, int] | None,
+                     newest_first: bool, limit: int | None) -> QueryPlan:
+    """Plan one query on ``route`` (reads the region list only for a per-region plan).
+
+    Raises the rowkey's ``PlanError`` for a query the design cannot answer, :class:`QueryError` for
+    ``newest_first`` on a design without a time field, and HBase errors from the region list."""
+    where = dict(where or {})
+    tf = time_field_of(rowkey, route)
+    if newest_first and tf is None:
+        raise QueryError(f"newest_first needs a time field, and the key {route.rowkey!r} has none "
+                         "that the design or the route's timestamp_field names", table=route.table)
+    sp = rowkey.plan(where, time_range, time_field=tf)
+    reverse = newest_first and not time_descending(rowkey, tf)
+    # the planner's generic labels (prefix, point, time, all) get the range's start key
+    ranges = [ScanRange(r.start, r.stop,
+                        r.label if "=" in r.label else f"{r.label} {format_key(r.start)}".rstrip())
+              for r in sp.ranges]
+    notes = list(sp.notes)
+    if sp.per_region:
+        regions = await hbase.regions(route.table)
+        ranges = clip_to_regions(ranges, regions)
+        order = "top-k" if limit is not None else "table"
+        notes.append(f"the fan-out set ({rowkey.fanout_size} prefixes) is too large to enumerate: "
+                     f"scanning {len(ranges)} region range(s) with a client-side filter")
+    else:
+        order = "logical"
+    matches = None if sp.exact and not sp.per_region else sp.matches
+    return QueryPlan(
+        route=route.name, table=route.table, spec=route.rowkey, where=where, time_range=time_range,
+        time_field=tf, newest_first=newest_first, limit=limit, ranges=tuple(ranges),
+        reverse=reverse, order=order, per_region=sp.per_region,
+        exact=sp.exact and not sp.per_region,
+        fanout_size=rowkey.fanout_size, key_order=sp.order, notes=tuple(notes), matches=matches,
+        sort_key=_identity if order == "table" else rowkey.sort_key)
+
+
+def _order_text(plan: QueryPlan) -> str:
+    direction = "descending" if plan.reverse else "ascending"
+    if plan.order == "table":
+        return f"table (byte) order, {direction}: regions mix hash prefixes, so no logical order"
+    what = "logical order (key without its salt/bucket prefix)"
+    if plan.order == "top-k":
+        return f"first {plan.limit} rows in {what}, {direction}, selected over full region scans"
+    return f"{what}, {direction}, by a streaming k-way merge"
+
+
+def explain_lines(plan: QueryPlan) -> list[str]:
+    """The plan as readable lines: ranges with labels and escaped keys, per-region or not, exact
+    or filtered, the scan direction and the expected order."""
+    where = ", ".join(f"{k}={v!r}" for k, v in plan.where.items()) or "(none)"
+    lines = [
+        f"route {plan.route!r} -> table {plan.table!r}, rowkey {plan.spec}",
+        f"query: where {where}; time "
+        + (f"[{plan.time_range[0]}, {plan.time_range[1]}) on {plan.time_field!r}"
+           if plan.time_range else "(any)")
+        + f"; newest first: {'yes' if plan.newest_first else 'no'}; limit: {plan.limit}",
+    ]
+    if plan.per_region:
+        kind = f"per region ({len(plan.ranges)} region range(s))"
+    elif len(plan.ranges) == 1:
+        kind = "single range" + (" (salt/bucket computed from the query)" if plan.fanout_size > 1
+                                 else "")
+    else:
+        kind = f"fan-out over {len(plan.ranges)} ranges (design has {plan.fanout_size} prefix(es))"
+    lines.append(f"plan: {kind}")
+    lines.append("rows: " + ("exact (every key in the ranges matches)" if plan.matches is None
+                             else "filtered client-side (the ranges also hold non-matching keys)"))
+    scan = "reverse" if plan.reverse else "forward"
+    why = ""
+    if plan.newest_first:
+        why = (" (time is stored ascending)" if plan.reverse
+               else " (time is stored descending: forward is newest first)")
+    lines.append(f"scan: {scan}{why}")
+    lines.append(f"order: {_order_text(plan)}")
+    lines.append(f"key order: {plan.key_order}")
+    lines.extend(f"note: {n}" for n in plan.notes)
+    lines.append(f"ranges ({len(plan.ranges)}):")
+    for r in plan.ranges:
+        stop = format_key(r.stop) if r.stop else "(end of table)"
+        lines.append(f"  {r.label}: [{format_key(r.start)}, {stop})")
+    return lines

@@ -1,0 +1,102 @@
+"""Pure helpers of the reader: reverse bounds, region clipping, the newest-first rule, explain
+output, cell decoding and the scan command's argument parsing."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from connectors.hbase import RegionInfo
+from pipeline.cli.scan import parse_time, parse_where
+from pipeline.errors import ConfigError
+from pipeline.rowkey import compile_rowkey
+from pipeline.runtime.reader import Reader, reverse_lower_bound
+from pipeline.runtime.reader_columns import CellDecodeError, compile_columns, decode_long
+from pipeline.runtime.reader_plan import ScanRange, clip_to_regions, explain_lines, time_descending
+from pipeline.settings import RouteSpec
+
+from .test_reader_fake import FakeHBase
+
+
+@pytest.mark.parametrize(("start", "bound"), [
+    (b"", b""), (b"\x00", b""), (b"ab\x00", b"ab"), (b"\x05", b"\x04" + b"\xff" * 16),
+])
+def test_reverse_lower_bound(start: bytes, bound: bytes) -> None:
+    assert reverse_lower_bound(start) == bound
+    assert bound < start or not start
+
+
+def region(start: bytes, end: bytes) -> RegionInfo:
+    return RegionInfo("t", start, end, "rs", 1, 0, "n")
+
+
+def test_clip_to_regions() -> None:
+    regions = [region(b"", b"4"), region(b"4", b"8"), region(b"8", b"")]
+    whole = clip_to_regions([ScanRange(b"", b"", "all")], regions)
+    assert [(r.start, r.stop) for r in whole] == [(b"", b"4"), (b"4", b"8"), (b"8", b"")]
+    assert whole[1].label.startswith("region 2/3")
+    part = clip_to_regions([ScanRange(b"5", b"9", "x")], regions)
+    assert [(r.start, r.stop) for r in part] == [(b"5", b"8"), (b"8", b"9")]
+    assert clip_to_regions([ScanRange(b"5", b"6", "x")], regions)[0].stop == b"6"
+
+
+@pytest.mark.parametrize(("spec", "desc"), [
+    ("[salt(host, 4)][host][_][long(ts)]", False),
+    ("[salt(host, 4)][host][_][reverse_ts(ts)]", True),
+    ("[host][_][Long.MAX_VALUE - ts]", True),
+    ("[host][_][long(ts, desc)]", True),
+    ("[mod(ts, 8)][long(ts)][host]", False),
+])
+def test_newest_first_direction_rule(spec: str, desc: bool) -> None:
+    rk = compile_rowkey(spec)
+    assert time_descending(rk, rk.time_field) is desc
+
+
+async def test_explain_per_region_plan() -> None:
+    spec = "[md5(user, 4)][user][_][long(ts)]"
+    route = RouteSpec(name="r", topic="t", table="t", rowkey=spec, columns={"d:u": "user"})
+    async with Reader(FakeHBase(splits=[b"4", b"8"])) as reader:  # type: ignore[arg-type]
+        plan = await reader.plan(route, time_range=(0, 10), newest_first=True, limit=5)
+        text = "\n".join(explain_lines(plan))
+        assert plan.per_region and len(plan.ranges) == 3 and plan.reverse
+        assert "per region (3 region range(s))" in text
+        assert "filtered client-side" in text
+        assert "first 5 rows in logical order" in text
+        one = await reader.plan(route, where={"user": "u1"})
+        assert not one.per_region and len(one.ranges) == 1
+        assert "salt/bucket computed from the query" in "\n".join(explain_lines(one))
+
+
+def test_columns_decode_by_route_mapping() -> None:
+    route = RouteSpec(name="r", topic="t", table="t", rowkey="[a]", columns={
+        "d:t": {"field": "t"}, "d:j": {"field": "j", "encoding": "json"},
+        "d:n": {"field": "n", "encoding": "long"}})
+    decode = compile_columns(route)
+    cells = {b"d:t": "é".encode(), b"d:j": orjson.dumps({"a": [1]}),
+             b"d:n": (-5).to_bytes(8, "big", signed=True), b"d:other": b"\x00"}
+    assert decode(cells) == {"d:t": "é", "d:j": {"a": [1]}, "d:n": -5, "d:other": b"\x00"}
+    with pytest.raises(CellDecodeError, match="d:n"):
+        decode({b"d:n": b"\x01"})
+    with pytest.raises(ValueError):
+        decode_long(b"123")
+
+
+def test_tally_counter_sums_the_family() -> None:
+    route = RouteSpec(name="r", topic="t", table="t", rowkey="[a]",
+                      counter={"column": "c:n", "mode": "tally"})
+    decode = compile_columns(route)
+    assert decode({b"c:e1": (2).to_bytes(8, "big"), b"c:e2": b"3"}) == {"c:n": 5}
+
+
+def test_parse_time_and_where() -> None:
+    assert parse_time("1700000000000", "--from") == 1_700_000_000_000
+    assert parse_time("2023-11-14T22:13:20Z", "--from") == 1_700_000_000_000
+    assert parse_time("2023-11-14T22:13:20", "--from") == 1_700_000_000_000
+    with pytest.raises(ConfigError, match="--to"):
+        parse_time("yesterday", "--to")
+    rk = compile_rowkey("[salt(host, 4)][host][_][dec(code, 3)][long(ts)]")
+    assert parse_where(["host=007", "code=7", "ts=12"], rk) == {"host": "007", "code": 7, "ts": 12}
+    with pytest.raises(ConfigError, match="not a key field"):
+        parse_where(["nope=1"], rk)
+    with pytest.raises(ConfigError, match="numeric"):
+        parse_where(["ts=abc"], rk)
