@@ -85,3 +85,23 @@ async def test_writes_retry_while_a_table_is_disabled(hbase: HBaseClient, unique
             assert await hbase.count(r.table) == len(events)
     finally:
         await drop_tables(hbase, settings)
+
+
+async def test_partition_with_an_empty_slice_does_not_block_completion(hbase: HBaseClient, unique: str) -> None:
+    settings = order_settings(unique)
+    topic = await setup(settings, hbase, partitions=2)
+    try:
+        from pipeline.core.model import TopicPartition
+
+        events = [order_event(i) for i in range(40)]
+        await produce(settings, topic, [orjson.dumps(e) for e in events])
+        stop = await stop_offsets(settings, topic)
+        # partition 1 is replayed from its end: an empty slice with no commit in the group
+        start = {TopicPartition(topic, 1): stop[TopicPartition(topic, 1)]}
+        worker = Worker(settings, hbase, stop_at=stop, start_offsets=start)
+        with anyio.fail_after(60):
+            summary = await worker.run()
+        assert summary.consumed == stop[TopicPartition(topic, 0)]
+        assert worker.stats.committed[TopicPartition(topic, 1)] == stop[TopicPartition(topic, 1)]
+    finally:
+        await drop_tables(hbase, settings)

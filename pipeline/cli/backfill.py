@@ -1,0 +1,244 @@
+"""``hbase-ingest backfill``: replay a bounded slice of a topic.
+
+See :mod:`pipeline.runtime.backfill` for the slice, resume and rate semantics."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import anyio
+import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TaskProgressColumn,
+    TextColumn,
+    TimeRemainingColumn,
+)
+
+from connectors.hbase import HBaseClient
+from pipeline.cli.logsetup import configure_logging
+from pipeline.errors import ConfigError
+from pipeline.runtime.backfill import (
+    Backfill,
+    BackfillSummary,
+    SliceArgs,
+    parse_offsets,
+    parse_time,
+)
+from pipeline.settings import Settings, load_settings
+
+__all__ = ["register", "run_backfill"]
+
+_console = Console(stderr=True)
+#: exit status of a backfill stopped by a signal before it finished (run it again to resume)
+EXIT_INTERRUPTED = 130
+
+
+class _ProgressView:
+    """One bar for the slice (events/s, ETA) and one per partition, by committed offsets."""
+
+    def __init__(self, backfill: Backfill, progress: Progress) -> None:
+        self.backfill = backfill
+        self.progress = progress
+        self.overall: TaskID | None = None
+        self.per_partition: dict[int, TaskID] = {}
+
+    def update(self) -> None:
+        snap = self.backfill.progress()
+        if not snap.partitions:
+            return
+        progress = self.progress
+        rate = f"{snap.events_per_s:,.0f} ev/s"
+        if self.overall is None:
+            self.overall = progress.add_task(self.backfill.args.topic, total=snap.total or 1, rate=rate)
+            for p in snap.partitions:
+                self.per_partition[p.partition] = progress.add_task(
+                    f"  partition {p.partition}", total=p.total or 1, rate=""
+                )
+        progress.update(self.overall, completed=snap.done if snap.total else 1, rate=rate)
+        for p in snap.partitions:
+            progress.update(self.per_partition[p.partition], completed=p.done if p.total else 1)
+
+    async def run(self) -> None:
+        while True:
+            self.update()
+            await anyio.sleep(0.25)
+
+
+async def run_backfill(
+    settings: Settings,
+    args: SliceArgs,
+    *,
+    group: str | None = None,
+    rate: float | None = None,
+    restart: bool = False,
+    state_dir: Path | None = None,
+    metrics: bool = False,
+    show_progress: bool = True,
+) -> BackfillSummary | None:
+    """Run one backfill until it finishes or SIGINT/SIGTERM arrives (then drain, commit, return).
+    A second signal cancels at once and returns None (the next run resumes from the last commit)."""
+    summary: BackfillSummary | None = None
+    async with HBaseClient(settings.hbase) as hbase:
+        backfill = Backfill(settings, hbase, args, group=group, rate=rate, state_dir=state_dir, restart=restart)
+        async with anyio.create_task_group() as tg:
+
+            async def on_signal() -> None:
+                with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                    async for sig in signals:
+                        if backfill.stop_requested:
+                            _console.print(f"received {signal.Signals(sig).name} again: stopping now")
+                            tg.cancel_scope.cancel()
+                            return
+                        _console.print(
+                            f"received {signal.Signals(sig).name}: draining and committing; "
+                            "run the same command again to resume"
+                        )
+                        backfill.request_stop()
+
+            tg.start_soon(on_signal)
+            slice_ = await backfill.prepare()
+            if not backfill.already_complete:
+                _console.print(
+                    f"backfill {args.topic!r} in group {backfill.group!r}: {slice_.total:,} events "
+                    f"in {len(slice_.start)} partitions"
+                    + (" (resuming)" if backfill.resumed else "")
+                    + (f", at most {rate:,.0f} events/s" if rate else "")
+                )
+            if metrics and backfill.worker is not None:
+                from pipeline.runtime.metrics import serve_metrics
+
+                port = await tg.start(serve_metrics, settings.metrics, backfill.worker)
+                _console.print(f"metrics on http://{settings.metrics.host}:{port}/metrics")
+            progress = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TaskProgressColumn(),
+                TextColumn("{task.fields[rate]}"),
+                TimeRemainingColumn(),
+                console=_console,
+                disable=not show_progress or backfill.already_complete,
+            )
+            view = _ProgressView(backfill, progress)
+            with progress:
+                tg.start_soon(view.run)
+                summary = await backfill.run()
+                view.update()
+            tg.cancel_scope.cancel()
+        return summary
+
+
+def backfill(
+    config: Annotated[Path, typer.Option("--config", "-c", help="TOML profile with tables and routes")],
+    topic: Annotated[str, typer.Option("--topic", "-t", help="the topic to replay")],
+    from_time: Annotated[
+        str | None,
+        typer.Option(
+            "--from-time",
+            help="ISO-8601 time (UTC when no zone) or epoch ms: start at the first offset whose timestamp is >= it",
+        ),
+    ] = None,
+    from_offset: Annotated[str | None, typer.Option("--from-offset", help="P:O,... start offsets (inclusive)")] = None,
+    to_time: Annotated[
+        str | None,
+        typer.Option(
+            "--to-time",
+            help="ISO-8601 time or epoch ms (exclusive); default: the log end offsets when "
+            "the backfill is first started",
+        ),
+    ] = None,
+    to_offset: Annotated[str | None, typer.Option("--to-offset", help="P:O,... end offsets (exclusive)")] = None,
+    rate: Annotated[float | None, typer.Option("--rate", min=0.001, help="at most this many events per second")] = None,
+    group: Annotated[
+        str | None,
+        typer.Option(
+            "--group",
+            help="consumer group (default: <group_id>.backfill.<topic>.<hash of the slice arguments>)",
+        ),
+    ] = None,
+    restart: Annotated[
+        bool,
+        typer.Option(
+            "--restart",
+            help="forget stored progress: resolve the slice again, replay from its start",
+        ),
+    ] = False,
+    state_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--state-dir",
+            help="where resolved slices are kept (default: $XDG_STATE_HOME/hbase-ingest/backfill)",
+        ),
+    ] = None,
+    metrics: Annotated[
+        bool | None,
+        typer.Option("--metrics/--no-metrics", help="serve Prometheus metrics (default: [metrics].enabled)"),
+    ] = None,
+    metrics_port: Annotated[int | None, typer.Option("--metrics-port", help="metrics port (0: any free port)")] = None,
+    show_progress: Annotated[bool, typer.Option("--progress/--no-progress", help="show a progress bar")] = True,
+    log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING")] = "WARNING",
+) -> None:
+    """Replay a bounded slice of a topic into HBase, resumably, in a consumer group of its own."""
+    configure_logging(log_level)
+    settings = load_settings(config)
+    if metrics_port is not None:
+        settings = settings.model_copy(update={"metrics": settings.metrics.model_copy(update={"port": metrics_port})})
+    try:
+        args = SliceArgs(
+            topic,
+            from_time_ms=parse_time(from_time) if from_time else None,
+            from_offsets=parse_offsets(from_offset) if from_offset else None,
+            to_time_ms=parse_time(to_time) if to_time else None,
+            to_offsets=parse_offsets(to_offset) if to_offset else None,
+        )
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    except ConfigError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    use_metrics = metrics if metrics is not None else settings.metrics.enabled
+    summary = anyio.run(
+        lambda: run_backfill(
+            settings,
+            args,
+            group=group,
+            rate=rate,
+            restart=restart,
+            state_dir=state_dir,
+            metrics=use_metrics,
+            show_progress=show_progress,
+        )
+    )
+    if summary is None:
+        _console.print("stopped without draining; run the same command again to resume from the last commit")
+        sys.exit(EXIT_INTERRUPTED)
+    if summary.already_complete:
+        _console.print(
+            f"backfill of {summary.slice.total:,} events in group {summary.group!r} is already "
+            "complete (pass --restart to replay it again)"
+        )
+        return
+    rate_s = summary.events / summary.duration_s if summary.duration_s > 0 else 0.0
+    _console.print(
+        f"{'done' if summary.complete else 'stopped'}: {summary.events:,} events, "
+        f"{summary.rows_written:,} rows, {summary.dead_lettered:,} dead letters, "
+        f"{summary.retries} retries in {summary.duration_s:.1f} s ({rate_s:,.0f} events/s)"
+    )
+    if not summary.complete:
+        left = summary.slice.total - sum(
+            min(max(0, summary.committed.get(p, s) - s), summary.slice.end[p] - s)
+            for p, s in summary.slice.start.items()
+        )
+        _console.print(f"{left:,} events left; run the same command again to resume")
+        sys.exit(EXIT_INTERRUPTED)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("backfill")(backfill)

@@ -1,0 +1,229 @@
+"""``hbase-ingest top``: a live terminal view of a worker's (or backfill's) ``/metrics`` endpoint:
+throughput, lag per partition, and the write distribution over each table's regions (one bar per
+region, over the skew window), so a hotspot shows at a glance.
+
+Parsing (:func:`parse_snapshot`) and drawing (:func:`render`) are pure; rates come from two
+snapshots.
+"""
+
+from __future__ import annotations
+
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Annotated
+
+import typer
+from prometheus_client.parser import text_string_to_metric_families
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+__all__ = ["RegionBar", "Snapshot", "parse_snapshot", "register", "render", "scrape"]
+
+_P = "hbase_ingest_"
+_BAR_WIDTH = 40
+
+
+@dataclass(frozen=True)
+class RegionBar:
+    start_key: str
+    region: str
+    rows: float
+
+
+@dataclass
+class Snapshot:
+    """The figures ``top`` shows, from one scrape taken at ``at_s`` (monotonic seconds)."""
+
+    at_s: float
+    consumed: float = 0.0
+    rows: float = 0.0
+    dead: dict[str, float] = field(default_factory=dict)
+    retries: float = 0.0
+    in_flight_bytes: float = 0.0
+    ready: float = 0.0
+    committed: dict[tuple[str, str], float] = field(default_factory=dict)
+    log_end: dict[tuple[str, str], float] = field(default_factory=dict)
+    lag: dict[tuple[str, str], float] = field(default_factory=dict)
+    remaining: dict[tuple[str, str], float] = field(default_factory=dict)
+    regions: dict[str, list[RegionBar]] = field(default_factory=dict)
+    skew: dict[str, float] = field(default_factory=dict)
+    flush_count: float = 0.0
+    flush_sum: float = 0.0
+
+
+def parse_snapshot(text: str, at_s: float) -> Snapshot:
+    """Read the exposition text of :mod:`pipeline.runtime.metrics`; unknown series are ignored."""
+    snap = Snapshot(at_s)
+    regions: dict[str, list[RegionBar]] = defaultdict(list)
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            name, labels, value = s.name, s.labels, float(s.value)
+            tp = (labels.get("topic", ""), labels.get("partition", ""))
+            if name == _P + "events_consumed_total":
+                snap.consumed += value
+            elif name == _P + "rows_written_total":
+                snap.rows += value
+            elif name == _P + "dead_lettered_total":
+                snap.dead[labels.get("reason", "")] = value
+            elif name == _P + "retries_total":
+                snap.retries += value
+            elif name == _P + "in_flight_bytes":
+                snap.in_flight_bytes = value
+            elif name == _P + "ready":
+                snap.ready = value
+            elif name == _P + "committed_offset":
+                snap.committed[tp] = value
+            elif name == _P + "log_end_offset":
+                snap.log_end[tp] = value
+            elif name == _P + "consumer_lag":
+                snap.lag[tp] = value
+            elif name == _P + "backfill_remaining":
+                snap.remaining[tp] = value
+            elif name == _P + "region_window_rows":
+                regions[labels["table"]].append(RegionBar(labels.get("start_key", ""), labels["region"], value))
+            elif name == _P + "region_skew":
+                snap.skew[labels["table"]] = value
+            elif name == _P + "flush_seconds_count":
+                snap.flush_count += value
+            elif name == _P + "flush_seconds_sum":
+                snap.flush_sum += value
+    snap.regions = {t: sorted(bars, key=lambda b: b.start_key) for t, bars in regions.items()}
+    return snap
+
+
+def _rate(prev: Snapshot | None, cur: Snapshot, attr: str) -> float | None:
+    if prev is None or cur.at_s <= prev.at_s:
+        return None
+    delta = float(getattr(cur, attr)) - float(getattr(prev, attr))
+    return max(0.0, delta) / (cur.at_s - prev.at_s)
+
+
+def _fmt_rate(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}/s"
+
+
+def render(prev: Snapshot | None, cur: Snapshot, url: str = "") -> RenderableType:
+    """One frame: a header of totals and rates, the lag table, and a bar per region per table."""
+    head = Table.grid(padding=(0, 3))
+    head.add_row(
+        Text(f"events {cur.consumed:,.0f} ({_fmt_rate(_rate(prev, cur, 'consumed'))})", style="bold"),
+        Text(f"rows {cur.rows:,.0f} ({_fmt_rate(_rate(prev, cur, 'rows'))})", style="bold"),
+        Text(f"dead letters {sum(cur.dead.values()):,.0f}"),
+        Text(f"retries {cur.retries:,.0f}"),
+        Text(f"in flight {cur.in_flight_bytes / 1024:,.0f} KiB"),
+        Text("ready" if cur.ready else "not ready", style="green" if cur.ready else "red"),
+    )
+    if cur.flush_count:
+        head.add_row(Text(f"mean flush {1000 * cur.flush_sum / cur.flush_count:.1f} ms"), "", "", "", "", "")
+    parts: list[RenderableType] = [Text(f"hbase-ingest top  {url}", style="dim"), head]
+
+    lag = Table(title="lag", title_justify="left", show_edge=False)
+    for col in ("topic", "partition", "committed", "log end", "lag"):
+        lag.add_column(col, justify="right" if col != "topic" else "left")
+    if cur.remaining:
+        lag.add_column("backfill left", justify="right")
+    keys = sorted(set(cur.committed) | set(cur.lag), key=lambda k: (k[0], int(k[1]) if k[1].isdigit() else 0))
+    for key in keys:
+        lag_v = cur.lag.get(key)
+        row: list[RenderableType] = [
+            key[0],
+            key[1],
+            f"{cur.committed.get(key, 0):,.0f}",
+            f"{cur.log_end.get(key, 0):,.0f}",
+            Text("-" if lag_v is None else f"{lag_v:,.0f}", style="red" if lag_v else "green"),
+        ]
+        if cur.remaining:
+            row.append(f"{cur.remaining.get(key, 0):,.0f}")
+        lag.add_row(*row)
+    if keys:
+        lag.add_row("total", "", "", "", f"{sum(cur.lag.values()):,.0f}", *([""] if cur.remaining else []))
+    parts.append(lag)
+
+    for table, bars in sorted(cur.regions.items()):
+        total = sum(b.rows for b in bars)
+        top = max((b.rows for b in bars), default=0.0)
+        mean = total / len(bars) if bars else 0.0
+        skew = cur.skew.get(table, 0.0)
+        grid = Table(
+            title=f"{table}: rows per region (window)  skew {skew:.2f}",
+            title_justify="left",
+            show_edge=False,
+            show_header=False,
+        )
+        grid.add_column("start key", max_width=24, overflow="ellipsis", no_wrap=True)
+        grid.add_column("bar", no_wrap=True)
+        grid.add_column("rows", justify="right")
+        grid.add_column("share", justify="right")
+        for b in bars:
+            width = round(_BAR_WIDTH * b.rows / top) if top else 0
+            hot = mean > 0 and b.rows > 2 * mean
+            grid.add_row(
+                b.start_key or "(first)",
+                Text("█" * width + "·" * (_BAR_WIDTH - width), style="red" if hot else "cyan"),
+                f"{b.rows:,.0f}",
+                f"{100 * b.rows / total:.0f}%" if total else "-",
+            )
+        parts.append(grid)
+    return Group(*parts)
+
+
+def scrape(url: str, timeout_s: float = 5.0) -> str:
+    """The exposition text at ``url``. Raises ``OSError`` (``URLError``) when unreachable."""
+    with urllib.request.urlopen(url, timeout=timeout_s) as resp:
+        body: bytes = resp.read()
+    return body.decode("utf-8")
+
+
+def _metrics_url(url: str) -> str:
+    parsed = urllib.parse.urlsplit(url if "://" in url else f"http://{url}")
+    if parsed.scheme not in ("http", "https"):
+        raise typer.BadParameter(f"{url!r} is not an http(s) URL", param_hint="--url")
+    if parsed.path in ("", "/"):
+        parsed = parsed._replace(path="/metrics")
+    return urllib.parse.urlunsplit(parsed)
+
+
+def top(
+    url: Annotated[
+        str, typer.Option("--url", "-u", help="a worker's or backfill's /metrics URL")
+    ] = "http://127.0.0.1:9108/metrics",
+    interval: Annotated[float, typer.Option("--interval", "-i", min=0.1, help="seconds between scrapes")] = 1.0,
+    once: Annotated[
+        bool,
+        typer.Option("--once", help="print one frame (two scrapes, --interval apart) and exit"),
+    ] = False,
+) -> None:
+    """Live view of throughput, lag and the write distribution across regions."""
+    target = _metrics_url(url)
+    console = Console()
+
+    def take() -> Snapshot:
+        try:
+            return parse_snapshot(scrape(target), time.monotonic())
+        except (urllib.error.URLError, OSError) as exc:
+            raise typer.BadParameter(f"cannot scrape {target}: {exc}", param_hint="--url") from exc
+
+    prev = take()
+    if once:
+        time.sleep(interval)
+        console.print(render(prev, take(), target))
+        return
+    with Live(render(None, prev, target), console=console, refresh_per_second=4, screen=False) as live:
+        try:
+            while True:
+                time.sleep(interval)
+                cur = take()
+                live.update(render(prev, cur, target))
+                prev = cur
+        except KeyboardInterrupt:
+            pass
+
+
+def register(app: typer.Typer) -> None:
+    app.command("top")(top)

@@ -1,0 +1,516 @@
+"""Prometheus metrics, ``/healthz`` and ``/readyz`` for a worker (the live worker and backfill).
+
+Each :class:`Metrics` owns a dedicated ``CollectorRegistry`` (never the global one), so several
+workers can run in one process. It is fed by a :class:`MetricsObserver` installed on the worker
+*before* ``worker.run`` starts (:func:`attach_metrics`; the batch writer captures the observer when
+the run begins). Offsets, lag and skew are computed when scraped.
+
+Exported series (prefix ``hbase_ingest_``):
+
+=====================================  =========  ==================================================
+name                                   type       labels / meaning
+=====================================  =========  ==================================================
+events_consumed_total                  counter    topic, partition: records routed (also dead)
+rows_written_total                     counter    table: rows acknowledged by HBase
+region_rows_written_total              counter    table, region, server
+dead_lettered_total                    counter    reason
+retries_total                          counter    table, reason (exception type)
+batch_rows / batch_bytes               histogram  table
+flush_seconds                          histogram  table, server: one ``write`` round trip
+reader_query_seconds                   histogram  table: the reader calls ``observe_query``
+in_flight_bytes                        gauge      bytes consumed but not yet acknowledged
+committed_offset                       gauge      topic, partition: the group's next offset
+log_end_offset                         gauge      topic, partition: refreshed every few seconds
+consumer_lag                           gauge      topic, partition: log end - committed (>= 0)
+backfill_remaining                     gauge      topic, partition: stop offset - committed
+region_window_rows                     gauge      table, region, start_key: rows in the skew window
+region_skew                            gauge      table: max / mean rows per region over the window
+                                                  (idle regions count; 1 even, N: one hot)
+assigned_partitions / ready            gauge      the worker's assignment size; 1 when ready
+=====================================  =========  ==================================================
+
+HTTP (one small anyio server, ``Connection: close``): ``GET /metrics`` (Prometheus text format),
+``GET /healthz`` (200 while the process serves), ``GET /readyz`` (200 when the worker joined its
+group, the assignment is known and HBase answered a cheap call within the last few seconds; 503
+with the failing checks otherwise).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+import anyio
+import structlog
+from anyio.abc import SocketAttribute, SocketStream, TaskStatus
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.exposition import generate_latest
+
+from connectors.kafka import TopicPartition as KafkaTP
+from connectors.kafka import make_consumer
+from pipeline.core.model import TopicPartition
+from pipeline.core.skew import SkewWindow
+from pipeline.rowkey import format_key
+from pipeline.runtime.observer import Observer
+from pipeline.runtime.worker import Worker
+from pipeline.settings import MetricsSettings
+
+__all__ = [
+    "Metrics",
+    "MetricsObserver",
+    "MetricsServer",
+    "attach_metrics",
+    "serve_metrics",
+]
+
+log = structlog.get_logger("hbase_ingest.metrics")
+
+_ROW_BUCKETS = (1, 5, 10, 50, 100, 250, 500, 1000, 2500, 5000, 10_000)
+_BYTE_BUCKETS = (1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20)
+_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+_SKEW_SLOTS = 12
+_MAX_REQUEST = 16 * 1024
+
+
+class Metrics:
+    """Every metric of one worker, in its own registry. Hooks are cheap and never block."""
+
+    def __init__(
+        self,
+        worker: Worker,
+        *,
+        skew_window_s: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.worker = worker
+        self.clock = clock
+        self.skew_window_s = skew_window_s
+        self.registry = CollectorRegistry()
+        r = self.registry
+        p = "hbase_ingest_"
+        self.events = Counter(
+            p + "events_consumed",
+            "Kafka records routed (dead-lettered ones too)",
+            ["topic", "partition"],
+            registry=r,
+        )
+        self.rows = Counter(p + "rows_written", "Rows acknowledged by HBase", ["table"], registry=r)
+        self.region_rows = Counter(
+            p + "region_rows_written",
+            "Rows acknowledged by HBase, per region",
+            ["table", "region", "server"],
+            registry=r,
+        )
+        self.dead = Counter(
+            p + "dead_lettered",
+            "Records or mutations sent to the dead-letter topic",
+            ["reason"],
+            registry=r,
+        )
+        self.retries = Counter(p + "retries", "Batch write retries", ["table", "reason"], registry=r)
+        self.batch_rows = Histogram(
+            p + "batch_rows", "Rows per written batch", ["table"], buckets=_ROW_BUCKETS, registry=r
+        )
+        self.batch_bytes = Histogram(
+            p + "batch_bytes",
+            "Estimated bytes per written batch",
+            ["table"],
+            buckets=_BYTE_BUCKETS,
+            registry=r,
+        )
+        self.flush_seconds = Histogram(
+            p + "flush_seconds",
+            "Latency of one batch write to HBase",
+            ["table", "server"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.query_seconds = Histogram(
+            p + "reader_query_seconds",
+            "Latency of one reader query",
+            ["table"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.in_flight = Gauge(p + "in_flight_bytes", "Bytes consumed but not yet acknowledged by HBase", registry=r)
+        # read when scraped: the worker reports in-flight bytes only after a fetch, not as writes drain
+        self.in_flight.set_function(lambda: float(worker.in_flight))
+        self.windows: dict[str, SkewWindow] = {}
+        self.assigned: set[TopicPartition] = set()
+        self.assignment_known = False
+        self.end_offsets: dict[TopicPartition, int] = {}
+        self.start_offsets: dict[TopicPartition, int] = {}
+        self.hbase_ok = False
+        self.hbase_error: str | None = "not checked yet"
+        self._seen_consumed = worker.stats.consumed
+        r.register(_OffsetsCollector(self))
+
+    def __repr__(self) -> str:
+        return f"Metrics(group={self.worker.group_id!r}, assigned={len(self.assigned)}, tables={sorted(self.windows)})"
+
+    # -- fed by the observer ----------------------------------------------------------------------
+
+    def on_consumed(self, tp: TopicPartition, n: int) -> None:
+        # The worker reports the chunk size, which can include records past its stop offset that it
+        # skipped; the delta of its own counter is what it actually processed.
+        done = self.worker.stats.consumed
+        processed = done - self._seen_consumed
+        self._seen_consumed = done
+        if processed > 0:
+            self.events.labels(tp.topic, str(tp.partition)).inc(processed)
+
+    def on_batch(self, table: str, region: str, server: str, rows: int, size: int, seconds: float) -> None:
+        self.rows.labels(table).inc(rows)
+        self.region_rows.labels(table, region, server).inc(rows)
+        self.batch_rows.labels(table).observe(rows)
+        self.batch_bytes.labels(table).observe(size)
+        self.flush_seconds.labels(table, server).observe(seconds)
+        window = self.windows.get(table)
+        if window is None:
+            window = self.windows[table] = SkewWindow(self.skew_window_s, _SKEW_SLOTS)
+        window.record(region, rows, self.clock())
+
+    def on_assigned(self, tps: Iterable[TopicPartition]) -> None:
+        self.assigned.update(tps)
+        self.assignment_known = True
+
+    def on_revoked(self, tps: Iterable[TopicPartition]) -> None:
+        self.assigned.difference_update(tps)
+
+    # -- for the reader ---------------------------------------------------------------------------
+
+    def observe_query(self, table: str, seconds: float) -> None:
+        """Record one reader query's latency (the reader calls this; any thread is fine)."""
+        self.query_seconds.labels(table).observe(seconds)
+
+    @contextmanager
+    def time_query(self, table: str) -> Iterator[None]:
+        """``with metrics.time_query("t"): ...`` observes the block's duration."""
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.observe_query(table, time.perf_counter() - t0)
+
+    # -- derived, computed when scraped -----------------------------------------------------------
+
+    def committed(self) -> dict[TopicPartition, int]:
+        """The group's next offset per assigned partition; for a partition with no commit yet, where
+        the worker starts (its start offset, else the log start)."""
+        out: dict[TopicPartition, int] = {}
+        known = self.worker.stats.committed
+        for tp in self.assigned:
+            if tp in known:
+                out[tp] = known[tp]
+            elif tp in self.worker.start_offsets:
+                out[tp] = self.worker.start_offsets[tp]
+            elif tp in self.start_offsets:
+                out[tp] = self.start_offsets[tp]
+        return out
+
+    def lag(self) -> dict[TopicPartition, int]:
+        committed = self.committed()
+        return {tp: max(0, end - committed[tp]) for tp, end in self.end_offsets.items() if tp in committed}
+
+    def region_rows_in_window(self, table: str) -> dict[str, int]:
+        """Rows per region name over the skew window; regions of the table that got none are 0."""
+        window = self.windows.get(table)
+        counts = window.counts(self.clock()) if window is not None else {}
+        region_map = self.worker.maps.get(table)
+        names = [r.name for r in region_map.regions] if region_map is not None else []
+        return {**dict.fromkeys(names, 0), **counts}
+
+    def skew(self, table: str) -> float:
+        window = self.windows.get(table)
+        if window is None:
+            return 0.0
+        region_map = self.worker.maps.get(table)
+        population = [r.name for r in region_map.regions] if region_map is not None else None
+        return window.skew(self.clock(), population)
+
+    def ready(self) -> tuple[bool, dict[str, str]]:
+        """Readiness and the state of each check (``ok`` or why not)."""
+        checks = {
+            "worker": "ok" if self.worker.ready else "not running",
+            "assignment": "ok" if self.assignment_known else "no assignment yet",
+            "hbase": "ok" if self.hbase_ok else f"unreachable: {self.hbase_error}",
+        }
+        return all(v == "ok" for v in checks.values()), checks
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class _OffsetsCollector:
+    """Scrape-time series: offsets, lag, backfill progress, per-region window rows and skew."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self.m = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        m = self.m
+        p = "hbase_ingest_"
+        committed = m.committed()
+        g = GaugeMetricFamily(
+            p + "committed_offset",
+            "Next offset to read, committed by the group",
+            labels=["topic", "partition"],
+        )
+        for tp, off in sorted(committed.items()):
+            g.add_metric([tp.topic, str(tp.partition)], off)
+        yield g
+        g = GaugeMetricFamily(
+            p + "log_end_offset",
+            "Log end offset (refreshed periodically)",
+            labels=["topic", "partition"],
+        )
+        for tp, off in sorted(m.end_offsets.items()):
+            g.add_metric([tp.topic, str(tp.partition)], off)
+        yield g
+        g = GaugeMetricFamily(
+            p + "consumer_lag",
+            "Log end offset minus committed offset",
+            labels=["topic", "partition"],
+        )
+        for tp, lag in sorted(m.lag().items()):
+            g.add_metric([tp.topic, str(tp.partition)], lag)
+        yield g
+        stop_at = m.worker.stop_at
+        if stop_at:
+            g = GaugeMetricFamily(
+                p + "backfill_remaining",
+                "Records left before the stop offset",
+                labels=["topic", "partition"],
+            )
+            for tp, end in sorted(stop_at.items()):
+                base = committed.get(tp, m.worker.stats.committed.get(tp))
+                if base is not None:
+                    g.add_metric([tp.topic, str(tp.partition)], max(0, end - base))
+            yield g
+        rows = GaugeMetricFamily(
+            p + "region_window_rows",
+            "Rows written per region over the skew window",
+            labels=["table", "region", "start_key"],
+        )
+        skew = GaugeMetricFamily(
+            p + "region_skew",
+            "Max over mean rows per region over the skew window",
+            labels=["table"],
+        )
+        for table in sorted(set(m.windows) | set(m.worker.maps)):
+            region_map = m.worker.maps.get(table)
+            starts = {r.name: r.start_key for r in region_map.regions} if region_map is not None else {}
+            for name, n in m.region_rows_in_window(table).items():
+                rows.add_metric([table, name, format_key(starts.get(name, b""))], n)
+            skew.add_metric([table], m.skew(table))
+        yield rows
+        yield skew
+        yield GaugeMetricFamily(p + "assigned_partitions", "Partitions assigned to this worker", value=len(m.assigned))
+        yield GaugeMetricFamily(p + "ready", "1 when /readyz would answer 200", value=1 if m.ready()[0] else 0)
+
+
+class MetricsObserver(Observer):
+    """Feeds :class:`Metrics`, then forwards every event to ``inner`` (the observer it replaced)."""
+
+    def __init__(self, metrics: Metrics, inner: Observer | None = None) -> None:
+        self.metrics = metrics
+        self.inner = inner or Observer()
+
+    def consumed(self, tp: TopicPartition, n: int) -> None:
+        self.metrics.on_consumed(tp, n)
+        self.inner.consumed(tp, n)
+
+    def batch_written(self, table: str, region: str, server: str, rows: int, size: int, seconds: float) -> None:
+        self.metrics.on_batch(table, region, server, rows, size, seconds)
+        self.inner.batch_written(table, region, server, rows, size, seconds)
+
+    def retried(self, table: str, reason: str) -> None:
+        self.metrics.retries.labels(table, reason).inc()
+        self.inner.retried(table, reason)
+
+    def dead_lettered(self, reason: str) -> None:
+        self.metrics.dead.labels(reason).inc()
+        self.inner.dead_lettered(reason)
+
+    def committed(self, tp: TopicPartition, offset: int) -> None:
+        self.inner.committed(tp, offset)
+
+    def in_flight(self, nbytes: int) -> None:
+        self.inner.in_flight(nbytes)  # the gauge reads worker.in_flight when scraped
+
+    def assigned(self, tps: list[TopicPartition]) -> None:
+        self.metrics.on_assigned(tps)
+        self.inner.assigned(tps)
+
+    def revoked(self, tps: list[TopicPartition]) -> None:
+        self.metrics.on_revoked(tps)
+        self.inner.revoked(tps)
+
+
+def attach_metrics(worker: Worker, *, skew_window_s: float = 60.0) -> Metrics:
+    """Create the worker's :class:`Metrics` and install its observer (wrapping the current one).
+    Call before ``worker.run`` starts: the batch writer keeps the observer it was given."""
+    if isinstance(worker.observer, MetricsObserver):
+        return worker.observer.metrics
+    metrics = Metrics(worker, skew_window_s=skew_window_s)
+    worker.observer = MetricsObserver(metrics, worker.observer)
+    return metrics
+
+
+# -- HTTP ----------------------------------------------------------------------------------------
+
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    431: "Request Header Fields Too Large",
+    503: "Service Unavailable",
+}
+
+
+class MetricsServer:
+    """``/metrics``, ``/healthz`` and ``/readyz`` over a plain anyio TCP listener."""
+
+    def __init__(self, metrics: Metrics, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.metrics = metrics
+        self.host = host
+        self.requested_port = port
+        self.port: int | None = None
+        self.requests = 0
+
+    def __repr__(self) -> str:
+        return f"MetricsServer({self.host}:{self.port}, requests={self.requests})"
+
+    def respond(self, method: str, target: str) -> tuple[int, str, bytes]:
+        """(status, content type, body) for one request; pure apart from reading the metrics."""
+        path = target.split("?", 1)[0]
+        if method not in ("GET", "HEAD"):
+            return 405, "text/plain", b"only GET\n"
+        if path == "/metrics":
+            return 200, CONTENT_TYPE_LATEST, self.metrics.render()
+        if path == "/healthz":
+            return 200, "text/plain", b"ok\n"
+        if path == "/readyz":
+            ok, checks = self.metrics.ready()
+            body = "".join(f"{k}: {v}\n" for k, v in checks.items()).encode()
+            return (200 if ok else 503), "text/plain", body
+        return 404, "text/plain", b"try /metrics, /healthz or /readyz\n"
+
+    async def _handle(self, stream: SocketStream) -> None:
+        async with stream:
+            try:
+                with anyio.fail_after(10):
+                    data = b""
+                    while b"\r\n\r\n" not in data and b"\n\n" not in data:
+                        data += await stream.receive(4096)
+                        if len(data) > _MAX_REQUEST:
+                            await stream.send(_response(431, "text/plain", b"request too large\n"))
+                            return
+                    parts = data.split(b"\n", 1)[0].decode("latin-1").split()
+                    if len(parts) < 2:
+                        await stream.send(_response(400, "text/plain", b"bad request line\n"))
+                        return
+                    self.requests += 1
+                    status, ctype, body = self.respond(parts[0], parts[1])
+                    await stream.send(_response(status, ctype, b"" if parts[0] == "HEAD" else body, len(body)))
+            except (
+                anyio.EndOfStream,
+                anyio.BrokenResourceError,
+                anyio.ClosedResourceError,
+                TimeoutError,
+                OSError,
+            ):
+                pass
+
+    async def serve(self, *, task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Listen and serve until cancelled; ``task_status.started(port)`` gives the bound port."""
+        listener = await anyio.create_tcp_listener(local_host=self.host, local_port=self.requested_port)
+        async with listener:
+            self.port = int(listener.listeners[0].extra(SocketAttribute.local_port))
+            log.info("metrics_listening", host=self.host, port=self.port)
+            task_status.started(self.port)
+            await listener.serve(self._handle)
+
+
+def _response(status: int, ctype: str, body: bytes, length: int | None = None) -> bytes:
+    head = (
+        f"HTTP/1.1 {status} {_REASONS.get(status, 'OK')}\r\nContent-Type: {ctype}\r\n"
+        f"Content-Length: {len(body) if length is None else length}\r\nConnection: close\r\n\r\n"
+    )
+    return head.encode("latin-1") + body
+
+
+# -- background refreshers -----------------------------------------------------------------------
+
+
+async def _probe_hbase(metrics: Metrics, interval_s: float) -> None:
+    while True:
+        try:
+            with anyio.fail_after(max(interval_s, 1.0) * 3):
+                await metrics.worker.hbase.tables()
+        except Exception as exc:  # any failure means "not ready"; the reason goes to /readyz
+            metrics.hbase_ok = False
+            metrics.hbase_error = str(exc) or type(exc).__name__
+        else:
+            metrics.hbase_ok = True
+            metrics.hbase_error = None
+        await anyio.sleep(interval_s)
+
+
+async def _refresh_offsets(metrics: Metrics, interval_s: float) -> None:
+    """Log end (and, for partitions without a commit, log start) offsets through a group-less
+    consumer of its own, so the worker's consumer is never shared."""
+    consumer: Any = None
+    try:
+        while True:
+            tps = sorted(metrics.assigned | set(metrics.worker.stop_at or {}))
+            if tps:
+                try:
+                    if consumer is None:
+                        consumer = make_consumer(metrics.worker.settings.kafka, group_id=None)
+                        await consumer.start()
+                    ktps = [KafkaTP(tp.topic, tp.partition) for tp in tps]
+                    ends: Mapping[Any, int] = await consumer.end_offsets(ktps)
+                    metrics.end_offsets = {TopicPartition(k.topic, k.partition): v for k, v in ends.items()}
+                    missing = [
+                        k
+                        for k, tp in zip(ktps, tps, strict=True)
+                        if tp not in metrics.worker.stats.committed and tp not in metrics.start_offsets
+                    ]
+                    if missing:
+                        starts: Mapping[Any, int] = await consumer.beginning_offsets(missing)
+                        metrics.start_offsets.update(
+                            {TopicPartition(k.topic, k.partition): v for k, v in starts.items()}
+                        )
+                except Exception as exc:  # a broker hiccup must not take the metrics down
+                    log.warning("end_offsets_refresh_failed", error=repr(exc))
+            await anyio.sleep(interval_s)
+    finally:
+        if consumer is not None:
+            with anyio.CancelScope(shield=True):
+                await consumer.stop()
+
+
+async def serve_metrics(
+    settings: MetricsSettings,
+    worker: Worker,
+    *,
+    task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
+    lag_interval_s: float = 3.0,
+    probe_interval_s: float = 3.0,
+) -> None:
+    """Install the metrics observer on ``worker`` (call before ``worker.run``), serve ``/metrics``,
+    ``/healthz`` and ``/readyz`` on ``settings.host:settings.port`` (0: an ephemeral port), refresh
+    lag and the HBase probe in the background, until cancelled. ``task_status.started(port)``
+    reports the bound port."""
+    metrics = attach_metrics(worker, skew_window_s=settings.skew_window_s)
+    server = MetricsServer(metrics, settings.host, settings.port)
+    async with anyio.create_task_group() as tg:
+        port = await tg.start(server.serve)
+        tg.start_soon(_refresh_offsets, metrics, lag_interval_s, name="metrics-offsets")
+        tg.start_soon(_probe_hbase, metrics, probe_interval_s, name="metrics-hbase-probe")
+        task_status.started(port)

@@ -1,0 +1,161 @@
+"""The Prometheus exporter without Kafka or HBase: observer hooks -> series, lag, skew, readiness, HTTP."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import anyio
+from prometheus_client.parser import text_string_to_metric_families
+
+from connectors.hbase import HBaseClient
+from pipeline.core.model import TopicPartition
+from pipeline.core.regions import Region, RegionMap
+from pipeline.runtime.metrics import Metrics, MetricsObserver, MetricsServer, attach_metrics
+from pipeline.runtime.observer import Observer
+from pipeline.runtime.worker import Worker
+from pipeline.settings import load_settings
+
+TP0 = TopicPartition("t", 0)
+TP1 = TopicPartition("t", 1)
+
+
+def _worker() -> Worker:
+    settings = load_settings(None, routes=[{"name": "r", "topic": "t", "table": "tbl", "rowkey": "[id]",
+                                            "columns": {"d:v": "v"}}])
+    worker = Worker(settings, cast(HBaseClient, object()))  # __init__ does no I/O
+    worker.maps["tbl"] = RegionMap(Region("tbl", s, e, "rs1:16020", f"tbl,{s.decode()},1.")
+                                   for s, e in ((b"", b"b"), (b"b", b"c"), (b"c", b"d"), (b"d", b"")))
+    return worker
+
+
+def _samples(metrics: Metrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    out = {}
+    for family in text_string_to_metric_families(metrics.render().decode()):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = float(s.value)
+    return out
+
+
+class _Recorder(Observer):
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def consumed(self, tp: TopicPartition, n: int) -> None:
+        self.calls.append("consumed")
+
+    def dead_lettered(self, reason: str) -> None:
+        self.calls.append("dead_lettered")
+
+
+def test_attach_wraps_the_existing_observer_once() -> None:
+    worker = _worker()
+    inner = _Recorder()
+    worker.observer = inner
+    metrics = attach_metrics(worker)
+    assert isinstance(worker.observer, MetricsObserver) and worker.observer.inner is inner
+    assert attach_metrics(worker) is metrics
+    worker.observer.dead_lettered("undecodable")
+    worker.stats.consumed += 1
+    worker.observer.consumed(TP0, 1)
+    assert inner.calls == ["dead_lettered", "consumed"]
+
+
+def test_hooks_become_series_and_consumed_counts_processed_records() -> None:
+    clock = [100.0]
+    worker = _worker()
+    metrics = Metrics(worker, skew_window_s=60, clock=lambda: clock[0])
+    obs = MetricsObserver(metrics)
+    # the worker reports a chunk of 10 but processed only 7 (the rest lay past its stop offset)
+    worker.stats.consumed += 7
+    obs.consumed(TP0, 10)
+    worker.stats.consumed += 5
+    obs.consumed(TP1, 5)
+    obs.batch_written("tbl", "tbl,,1.", "rs1:16020", 30, 3000, 0.02)
+    obs.batch_written("tbl", "tbl,b,1.", "rs1:16020", 10, 1000, 0.01)
+    obs.retried("tbl", "HBaseTimeout")
+    obs.dead_lettered("undecodable")
+    obs.dead_lettered("undecodable")
+    obs.dead_lettered("missing_field")
+    worker.in_flight = 1234
+    metrics.observe_query("tbl", 0.005)
+    with metrics.time_query("tbl"):
+        pass
+    s = _samples(metrics)
+    assert s[("hbase_ingest_events_consumed_total", (("partition", "0"), ("topic", "t")))] == 7
+    assert s[("hbase_ingest_events_consumed_total", (("partition", "1"), ("topic", "t")))] == 5
+    assert s[("hbase_ingest_rows_written_total", (("table", "tbl"),))] == 40
+    assert s[("hbase_ingest_dead_lettered_total", (("reason", "undecodable"),))] == 2
+    assert s[("hbase_ingest_dead_lettered_total", (("reason", "missing_field"),))] == 1
+    assert s[("hbase_ingest_retries_total", (("reason", "HBaseTimeout"), ("table", "tbl")))] == 1
+    assert s[("hbase_ingest_batch_rows_count", (("table", "tbl"),))] == 2
+    assert s[("hbase_ingest_flush_seconds_sum", (("server", "rs1:16020"), ("table", "tbl")))] == 0.03
+    assert s[("hbase_ingest_in_flight_bytes", ())] == 1234
+    assert s[("hbase_ingest_reader_query_seconds_count", (("table", "tbl"),))] == 2
+    window = {dict(k[1])["start_key"]: v for k, v in s.items() if k[0] == "hbase_ingest_region_window_rows"}
+    assert window == {"": 30, "b": 10, "c": 0, "d": 0}  # idle regions show as 0
+    # 4 regions, 40 rows: max 30 over mean 10
+    assert s[("hbase_ingest_region_skew", (("table", "tbl"),))] == 3.0
+    clock[0] += 120  # the window slides past every write
+    assert metrics.skew("tbl") == 0.0
+
+
+def test_lag_uses_commits_then_start_offsets_and_never_goes_negative() -> None:
+    worker = _worker()
+    worker.start_offsets = {TP1: 40}
+    metrics = Metrics(worker)
+    obs = MetricsObserver(metrics)
+    obs.assigned([TP0, TP1])
+    worker.stats.committed[TP0] = 90
+    metrics.end_offsets = {TP0: 100, TP1: 50}
+    assert metrics.lag() == {TP0: 10, TP1: 10}
+    worker.stats.committed[TP1] = 50
+    metrics.end_offsets = {TP0: 80, TP1: 50}  # an end offset older than the commit
+    assert metrics.lag() == {TP0: 0, TP1: 0}
+    obs.revoked([TP1])
+    assert metrics.lag() == {TP0: 0}
+    s = _samples(metrics)
+    assert s[("hbase_ingest_committed_offset", (("partition", "0"), ("topic", "t")))] == 90
+    assert s[("hbase_ingest_assigned_partitions", ())] == 1
+
+
+def test_readiness_needs_worker_assignment_and_hbase() -> None:
+    worker = _worker()
+    metrics = Metrics(worker)
+    server = MetricsServer(metrics)
+    assert server.respond("GET", "/healthz")[0] == 200
+    status, _, body = server.respond("GET", "/readyz")
+    assert status == 503 and b"worker: not running" in body and b"hbase: unreachable" in body
+    worker.ready = True
+    MetricsObserver(metrics).assigned([])
+    metrics.hbase_ok = True
+    assert server.respond("GET", "/readyz?verbose=1")[0] == 200
+    assert server.respond("GET", "/metrics")[1].startswith("text/plain; version=")
+    assert server.respond("POST", "/metrics")[0] == 405
+    assert server.respond("GET", "/nope")[0] == 404
+
+
+async def _get(port: int, path: str, raw: bytes | None = None) -> tuple[int, bytes]:
+    async with await anyio.connect_tcp("127.0.0.1", port) as stream:
+        await stream.send(raw or f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        data = b""
+        try:
+            while True:
+                data += await stream.receive()
+        except anyio.EndOfStream:
+            pass
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split()[1]), body
+
+
+async def test_http_server_on_an_ephemeral_port() -> None:
+    metrics = Metrics(_worker())
+    server = MetricsServer(metrics, "127.0.0.1", 0)
+    async with anyio.create_task_group() as tg:
+        port: Any = await tg.start(server.serve)
+        assert port > 0 and server.port == port
+        status, body = await _get(port, "/metrics")
+        assert status == 200 and b"hbase_ingest_rows_written" in body
+        assert (await _get(port, "/healthz")) == (200, b"ok\n")
+        assert (await _get(port, "/readyz"))[0] == 503
+        assert (await _get(port, "", raw=b"garbage\r\n\r\n"))[0] == 400
+        tg.cancel_scope.cancel()
