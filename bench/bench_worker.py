@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -25,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import anyio
 import happybase
 import orjson
 
@@ -40,6 +42,33 @@ from pipeline.runtime.tables import create_tables
 from pipeline.settings import Settings, load_settings
 
 RESULTS = Path(__file__).resolve().parent / "results"
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_s(pid: int | None) -> float:
+    """User + system CPU seconds of a process so far (0 when unknown)."""
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+class CpuMeter:
+    """CPU seconds used by the HBase and Kafka JVMs and by this process between two points."""
+
+    def __init__(self, stack: LocalStack) -> None:
+        self.pids = {"hbase_jvm": stack.hbase.pid(), "kafka_jvm": stack.kafka.pid(), "bench": os.getpid()}
+        self.start = {k: _cpu_s(p) for k, p in self.pids.items()}
+        self.t0 = time.perf_counter()
+
+    def stop(self, extra: dict[str, float] | None = None) -> dict[str, float]:
+        out = {k: round(_cpu_s(p) - self.start[k], 1) for k, p in self.pids.items()}
+        out.update(extra or {})
+        out["wall"] = round(time.perf_counter() - self.t0, 1)
+        return out
 TOPIC = "bench-worker-events"
 TABLE = "bench_worker"
 
@@ -53,7 +82,7 @@ def bench_settings(partitions: int) -> Settings:
                  "timestamp_field": "timestamp",
                  "columns": {"l:v": "value", "l:lv": "level", "l:m": "message"}}],
         writer={"max_batch_rows": 2000, "max_batch_bytes": 4 * 1024 * 1024, "max_batch_age_ms": 200,
-                "concurrency": 8, "commit_interval_ms": 1000, "max_in_flight_bytes": 64 * 1024 * 1024},
+                "concurrency": 8, "commit_interval_ms": 1000},
         kafka={"max_poll_records": 5000, "dead_letter_topic": "bench-worker-dlq"},
         hbase={"pool_size": 8},
     )
@@ -144,18 +173,34 @@ async def _child(partitions: int) -> dict[str, Any]:
 
     settings = bench_settings(partitions)
     stop_at = {TopicPartition(TOPIC, p): e for p, e in (await end_offsets(settings.kafka, TOPIC)).items()}
+    timeline: list[tuple[float, float, int, int]] = []  # (s, RSS MB, in-flight bytes, consumed)
+
+    async def sample(worker: Worker, t0: float) -> None:
+        while True:
+            rss = next(int(line.split()[1]) / 1024 for line in Path("/proc/self/status").read_text().splitlines()
+                       if line.startswith("VmRSS:"))
+            timeline.append((round(time.perf_counter() - t0, 1), round(rss), worker.in_flight, worker.stats.consumed))
+            await anyio.sleep(1.0)
+
     async with HBaseClient(settings.hbase) as hb:
         worker = Worker(settings, hb, group_id=f"bench-{time.time_ns()}", stop_at=stop_at)
         t0 = time.perf_counter()
-        summary = await worker.run()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(sample, worker, t0)
+            summary = await worker.run()
+            tg.cancel_scope.cancel()
         wall = time.perf_counter() - t0
+    usage = resource.getrusage(resource.RUSAGE_SELF)
     return {"events": summary.consumed, "rows": summary.rows_written, "wall_s": wall,
             "events_per_s": summary.consumed / wall, "batches": summary.batches_written,
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+            "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
+            "peak_rss_mb": usage.ru_maxrss / 1024, "timeline_s_rssmb_inflight_consumed": timeline}
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
-    LocalStack().up()
+    stack = LocalStack()
+    stack.up()
+    cpu: dict[str, dict[str, float]] = {}
     settings = bench_settings(args.partitions)
     await delete_topics(settings.kafka, [TOPIC])
     await create_topics(settings.kafka, {TOPIC: args.partitions, "bench-worker-dlq": 1})
@@ -167,23 +212,33 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
 
     rows = _prebuilt(settings, args.events)
     await _recreate_table(settings)
+    meter = CpuMeter(stack)
     a = ceiling_hbase(settings, rows, args.threads)
+    cpu["a"] = meter.stop()
     del rows
     print(f"(a) HBase write ceiling: {a:,.0f} rows/s", flush=True)
+    meter = CpuMeter(stack)
     b = await ceiling_kafka(settings, sent)
+    cpu["b"] = meter.stop()
     print(f"(b) Kafka read ceiling:  {b:,.0f} records/s", flush=True)
     await _recreate_table(settings)
     c = naive(settings, args.naive_events)
     print(f"(c) naive one put/event: {c:,.0f} events/s (on {args.naive_events} events)", flush=True)
     await _recreate_table(settings)
+    meter = CpuMeter(stack)
     d = worker_child(args.partitions)
+    cpu["d"] = meter.stop({"worker": d["cpu_s"]})
     print(f"(d) worker:              {d['events_per_s']:,.0f} events/s, peak RSS {d['peak_rss_mb']:.0f} MB", flush=True)
+    peak = max(d["timeline_s_rssmb_inflight_consumed"], key=lambda x: x[1], default=None)
+    print(f"    RSS peak sample (s, MB, in-flight bytes, consumed): {peak}", flush=True)
     result = {
         "events": sent, "partitions": args.partitions, "mean_event_bytes": sum(sizes) / len(sizes),
         "a_hbase_ceiling_rows_per_s": a, "b_kafka_ceiling_per_s": b, "c_naive_per_s": c, "d_worker": d,
         "ratio_d_over_min_ab": d["events_per_s"] / min(a, b), "ratio_d_over_c": d["events_per_s"] / c,
         "targets": {"d_over_min_ab": 0.8, "d_over_c": 10, "peak_rss_mb": 300},
+        "cpu_seconds_by_phase": cpu, "cores": os.cpu_count(),
     }
+    print(f"CPU seconds (2 cores = 2 CPU-s per wall second): (a) {cpu['a']}  (d) {cpu['d']}")
     print(f"ratios: d/min(a,b) = {result['ratio_d_over_min_ab']:.2f} (target >= 0.8), "
           f"d/c = {result['ratio_d_over_c']:.1f} (target >= 10), peak RSS {d['peak_rss_mb']:.0f} MB (<= 300)")
     return result

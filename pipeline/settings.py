@@ -84,7 +84,10 @@ class WriterSettings(_Section):
     max_batch_bytes: int = Field(default=2 * 1024 * 1024, ge=1024)
     max_batch_age_ms: int = Field(default=200, ge=1)
     concurrency: int = Field(default=8, ge=1, description="batches written at once")
-    max_in_flight_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
+    max_in_flight_bytes: int = Field(
+        default=32 * 1024 * 1024, ge=1024,
+        description="memory of mutations read but not yet acknowledged (Python object cost included); "
+                    "fetching pauses at this bound and resumes below half of it")
     retry_initial_ms: int = Field(default=100, ge=1)
     retry_max_ms: int = Field(default=10_000, ge=1)
     retry_deadline_s: float | None = Field(default=None, description="None = retry forever")
