@@ -300,7 +300,7 @@ class HBaseClient:
             it = c.table(self._name(table)).scan(
                 row_start=start or None, row_stop=stop or None, row_prefix=prefix, columns=columns,
                 filter=filter, limit=limit, batch_size=min(limit, 1000), reverse=reverse)
-            return [(k, dict(v)) for k, v in it]
+            return list(it)  # happybase yields (key, a fresh dict of cells) per row: no copy needed
         return await self.call(scan, table=table, what="scan")
 
     async def count(self, table: str) -> int:

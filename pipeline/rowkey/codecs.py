@@ -22,8 +22,12 @@ __all__ = [
     "JAVA_LONG_MIN",
     "PACK_I",
     "PACK_Q",
+    "UNPACK_I",
+    "UNPACK_Q",
     "PACK_i",
     "PACK_q",
+    "UNPACK_i",
+    "UNPACK_q",
     "as_int",
     "as_text",
     "encode_text",
@@ -47,6 +51,11 @@ PACK_q = struct.Struct(">q").pack  # Java Bytes.toBytes(long): 8 bytes, big-endi
 PACK_Q = struct.Struct(">Q").pack
 PACK_i = struct.Struct(">i").pack  # Java Bytes.toBytes(int): 4 bytes
 PACK_I = struct.Struct(">I").pack
+#: ``UNPACK_x(buffer, offset)[0]``: the number stored at ``offset`` (no slice on the read path)
+UNPACK_q = struct.Struct(">q").unpack_from
+UNPACK_Q = struct.Struct(">Q").unpack_from
+UNPACK_i = struct.Struct(">i").unpack_from
+UNPACK_I = struct.Struct(">I").unpack_from
 
 _MISSING = object()
 

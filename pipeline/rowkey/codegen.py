@@ -20,6 +20,27 @@ The result is a straight-line function with no per-event parsing and no branchin
 Guards only decide between this fast path and ``_slow``, the reference interpreter, which builds the
 same bytes or raises the precise :class:`EventFieldError`. Anything unexpected on the fast path
 (a missing key, a wrong type) therefore ends in the reference path's diagnosis.
+
+The read path gets the same treatment (``RowKey.decode(key, verify=False)``): a straight-line
+``decode(key)`` that locates every segment with constant offsets or one ``find`` per delimiter and
+decodes only the fields, skipping the checks of salts, hashes, buckets and literals::
+
+    def decode(key):  # [salt(host, 16)][host][_][reverse_ts(ts)]
+        try:
+            x1 = key.find(_term_2, 1)
+            if not (x1 >= 0):
+                return _slow(key)
+            if not (x1 + 9 == len(key)):
+                return _slow(key)
+            x3 = _unpack_4(key, x1 + 1)[0]
+            if not (x3 >= 0):
+                return _slow(key)
+            return {'host': key[1:x1].decode(), 'ts': 9223372036854775807 - x3}
+        except Exception:
+            return _slow(key)
+
+Its ``_slow`` is the verified decoder: a key that does not fit the layout, or that a segment decoded
+by its own ``decode`` rejects, gets the same :class:`KeyDecodeError` either way.
 """
 
 from __future__ import annotations
@@ -29,9 +50,10 @@ from typing import Any
 
 from pipeline.rowkey.errors import RowKeyError
 
-__all__ = ["BuildFn", "CodeGen"]
+__all__ = ["BuildFn", "CodeGen", "DecodeFn"]
 
 BuildFn = Callable[..., bytes]
+DecodeFn = Callable[[bytes], dict[str, Any]]
 
 
 def _int_text(value: Any) -> bytes:
@@ -42,9 +64,11 @@ def _int_text(value: Any) -> bytes:
 
 
 class CodeGen:
-    """Accumulates the generated function's namespace and statements."""
+    """Accumulates the generated function's namespace and statements. ``fallback`` is the call a
+    failed guard returns (the reference path with the generated function's arguments)."""
 
-    def __init__(self) -> None:
+    def __init__(self, fallback: str = "_slow(event, rng)") -> None:
+        self.fallback = fallback
         self.ns: dict[str, Any] = {"_RowKeyError": RowKeyError, "_text": _int_text}
         self.lines: list[str] = []
         self._values: dict[str, str] = {}
@@ -77,7 +101,7 @@ class CodeGen:
     def guard(self, condition: str) -> None:
         """Leave the fast path for the reference path unless ``condition`` holds."""
         self.lines.append(f"if not ({condition}):")
-        self.lines.append("    return _slow(event, rng)")
+        self.lines.append(f"    return {self.fallback}")
 
     def value(self, field: str, path: tuple[str, ...]) -> str:
         """The variable holding the raw event value of ``field`` (fetched once)."""
@@ -113,9 +137,27 @@ class CodeGen:
             "    except Exception:",
             "        return _slow(event, rng)",
         ]
+        fn: BuildFn = self._compile("build", src, spec)
+        fn.__doc__ = f"Build the row key of {spec!r} from one event (generated).\n\n{fn.__doc__}"
+        return fn
+
+    def finish_decoder(self, result: str, slow: DecodeFn, spec: str) -> DecodeFn:
+        """Compile ``def decode(key)`` returning ``result``; ``slow`` is the verified decoder."""
+        self.ns["_slow"] = slow
+        src = ["def decode(key):", "    try:"]
+        src += [f"        {line}" for line in [*self.lines, f"return {result}"]]
+        src += ["    except Exception:", "        return _slow(key)"]
+        fn: DecodeFn = self._compile("decode", src, spec)
+        fn.__doc__ = (
+            f"Decode a key of {spec!r} without verifying its salt/hash/bucket/literal bytes "
+            f"(generated).\n\n{fn.__doc__}"
+        )
+        return fn
+
+    def _compile(self, name: str, src: list[str], spec: str) -> Any:
         source = "\n".join(src) + "\n"
         code = compile(source, f"<rowkey {spec}>", "exec")
         exec(code, self.ns)
-        fn: BuildFn = self.ns["build"]
-        fn.__doc__ = f"Build the row key of {spec!r} from one event (generated).\n\n{source}"
+        fn = self.ns[name]
+        fn.__doc__ = source
         return fn

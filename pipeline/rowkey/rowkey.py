@@ -1,20 +1,22 @@
 """The compiled rowkey design: :class:`RowKey` and :func:`compile_rowkey`.
 
-A :class:`RowKey` is immutable and compiled once. ``build`` is a generated function specialised for
-the spec (see ``codegen``); everything else (decode, plan, sort_key, split points, explain) reads
-the same segment tuple, so writer, reader and pre-splitter can never disagree about the layout.
+A :class:`RowKey` is immutable and compiled once. ``build`` and the unverified ``decode`` of the
+read path are generated functions specialised for the spec (see ``codegen``); everything else
+(verified decode, plan, sort_key, split points, explain) reads the same segment tuple, so writer,
+reader and pre-splitter can never disagree about the layout.
 """
 
 from __future__ import annotations
 
 import math
+import operator
 import random as _random
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from pipeline.rowkey.codecs import fetch
-from pipeline.rowkey.codegen import BuildFn, CodeGen
+from pipeline.rowkey.codegen import BuildFn, CodeGen, DecodeFn
 from pipeline.rowkey.compiler import compile_segments
 from pipeline.rowkey.errors import EventFieldError, KeyDecodeError, PlanError
 from pipeline.rowkey.layout import Layout
@@ -47,8 +49,11 @@ class RowKey:
 
     __slots__ = (
         "_build",
+        "_decode_fast",
         "_lead_end",
+        "_lead_width",
         "_rng",
+        "_sort_key",
         "fields",
         "layout",
         "segments",
@@ -62,8 +67,11 @@ class RowKey:
     layout: Layout
     time_field: str | None
     _build: BuildFn
+    _decode_fast: DecodeFn
     _lead_end: int
+    _lead_width: int
     _rng: RandomLike
+    _sort_key: Callable[[bytes], bytes]
 
     def __init__(
         self, spec: str, *, time_field: str | None = None, rng: RandomLike | None = None
@@ -82,7 +90,11 @@ class RowKey:
         s(self, "time_field", time_field or _infer_time_field(segments))
         s(self, "_rng", rng if rng is not None else _random.Random())
         s(self, "_lead_end", _lead_end(segments))
+        # every leading salt/hash/mod/random/literal segment is fixed-width
+        s(self, "_lead_width", sum(seg.width or 0 for seg in segments[: self._lead_end]))
+        s(self, "_sort_key", operator.itemgetter(slice(self._lead_width, None)))
         s(self, "_build", self._generate())
+        s(self, "_decode_fast", self._generate_decoder())
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("RowKey is immutable")
@@ -166,13 +178,23 @@ class RowKey:
         """False when a random segment makes keys unpredictable (a get must try every value)."""
         return not any(isinstance(s, Random) for s in self.segments)
 
-    def decode(self, key: bytes) -> dict[str, Any]:
+    def decode(self, key: bytes, verify: bool = True) -> dict[str, Any]:
         """The logical fields stored recoverably in ``key`` (text as str, numbers as int).
 
         Hash prefixes, salts, buckets and random parts are checked and skipped; salts, md5 prefixes,
         mod and time buckets are verified against the decoded fields when those are present.
         Raises KeyDecodeError when the key does not fit the layout or the design is not decodable.
+
+        ``verify=False`` is the read path for keys this design built (rows read back from its own
+        table): a generated decoder (see :attr:`fast_decoder`) that locates the segments and decodes
+        the fields but does not check the bytes that hold no field (salt, md5, mod, random, time
+        bucket, literals) nor recompute any hash, and when a field is stored twice it does not
+        compare the copies. On any key that ``decode(key)`` accepts it returns the same dict; a key
+        that does not fit the layout (length, delimiters, UTF-8, digits) still raises the same
+        KeyDecodeError. Keep the default for keys from outside.
         """
+        if not verify:
+            return self._decode_fast(key)
         spans = self.layout.locate(key, strict=True)
         out: dict[str, Any] = {}
         chunks: list[bytes] = []
@@ -202,13 +224,68 @@ class RowKey:
                 )
         return out
 
+    @property
+    def fast_decoder(self) -> DecodeFn:
+        """The generated ``decode(key)`` of ``decode(key, verify=False)`` itself (saves a call and
+        the keyword on hot loops). Its ``__doc__`` holds the generated source."""
+        return self._decode_fast
+
+    def _generate_decoder(self) -> DecodeFn:
+        if not self.layout.decodable:
+            return self.decode  # raises the "cannot decode" KeyDecodeError
+        g = CodeGen(fallback="_slow(key)")
+        layout = self.layout
+
+        def at(base: str | None, off: int) -> str:
+            if base is None:
+                return str(off)
+            return base if off == 0 else f"{base} + {off}"
+
+        fixed = self.max_length
+        if fixed is not None:
+            g.guard(f"len(key) == {fixed}")
+        # spans exactly as Layout.locate finds them: a position is a variable plus a constant
+        base: str | None = None
+        off = 0
+        to_end = False
+        spans: list[tuple[str, str]] = []
+        for i, seg in enumerate(self.segments):
+            start = at(base, off)
+            if seg.width is not None:
+                off += seg.width
+            elif (term := layout.terminator[i]) is not None:
+                base, off = g.tmp(), 0
+                g.stmt(f"{base} = key.find({g.const(term, 'term')}, {start})")
+                g.guard(f"{base} >= 0")
+            else:  # the fixed-width tail_width[i] bytes after it end the key
+                tail = layout.tail_width[i]
+                base, off, to_end = g.tmp(), 0, True
+                g.stmt(f"{base} = len(key) - {tail}" if tail else f"{base} = len(key)")
+                g.guard(f"{base} >= {start}")
+            spans.append((start, at(base, off)))
+        if fixed is None and not to_end:
+            g.guard(f"{at(base, off)} == len(key)")
+        items: list[tuple[str | None, str]] = []
+        done: set[str] = set()
+        for seg, (start, end) in zip(self.segments, spans, strict=True):
+            if seg.fields and all(f in done for f in seg.fields):
+                continue  # a copy of fields decoded already (equal in any valid key)
+            pairs = seg.emit_decode(g, "key", start, end)
+            done.update(f for f, _ in pairs if f is not None)
+            items.extend(pairs)
+        body = ", ".join(f"{f!r}: {x}" if f is not None else f"**{x}" for f, x in items)
+        return g.finish_decoder(f"{{{body}}}", self.decode, self.spec)
+
     def sort_key(self, key: bytes) -> bytes:
         """``key`` without its leading salt/hash/mod/random segments: the logical order used to
         merge fanned-out scans (byte order of the remaining segments)."""
-        return key[self._lead_width() :]
+        return key[self._lead_width :]
 
-    def _lead_width(self) -> int:
-        return sum(s.width or 0 for s in self.segments[: self._lead_end])
+    @property
+    def sort_key_fn(self) -> Callable[[bytes], bytes]:
+        """:meth:`sort_key` as a C-level callable (``operator.itemgetter`` of the slice after the
+        fixed-width leading segments): the same result without a Python frame per key."""
+        return self._sort_key
 
     @property
     def fanout_size(self) -> int:

@@ -88,6 +88,15 @@ class Segment:
         bytes and raises KeyDecodeError when they cannot come from this segment."""
         return {}
 
+    def emit_decode(
+        self, g: CodeGen, key: str, start: str, end: str
+    ) -> list[tuple[str | None, str]]:
+        """Emit guards into ``g`` and return ``(field, expression)`` pairs for the fields stored in
+        ``key[start:end]`` (the generated unverified decoder). A ``None`` field means that the
+        expression is a whole ``{field: value}`` mapping. The default calls :meth:`decode`;
+        segments whose bytes hold no field return ``[]`` (their bytes go unchecked)."""
+        return [(None, f"{g.const(self.decode, 'dec')}({key}[{start}:{end}])")]
+
     def label(self, chunk: bytes) -> str:
         """Short label for a fan-out value, e.g. ``salt=3``."""
         return f"{self.kind}={chunk.hex()}"

@@ -97,6 +97,11 @@ class Salt(Segment):
             return f"{table}[{g.const(md5_salt, 'h')}({data}) % {n}]"
         return f"{table}[{g.const(phoenix_salt, 'h')}({data}, {n})]"
 
+    def emit_decode(
+        self, g: CodeGen, key: str, start: str, end: str
+    ) -> list[tuple[str | None, str]]:
+        return []
+
     def decode(self, chunk: bytes) -> dict[str, Any]:
         if chunk[0] >= self.buckets:
             raise self.bad(chunk, f"salt byte outside 0..{self.buckets - 1}")
@@ -139,6 +144,11 @@ class Md5(Segment):
     def emit(self, g: CodeGen) -> str:
         md5 = g.const(hashlib.md5, "md5")
         return f"{md5}({_hash_data(self, g)}).hexdigest()[:{self.width}].encode()"
+
+    def emit_decode(
+        self, g: CodeGen, key: str, start: str, end: str
+    ) -> list[tuple[str | None, str]]:
+        return []
 
     def decode(self, chunk: bytes) -> dict[str, Any]:
         if chunk.strip(b"0123456789abcdef"):
@@ -200,6 +210,11 @@ class Bucketed(Segment):
     def decode(self, chunk: bytes) -> dict[str, Any]:
         self.bucket_of(chunk)
         return {}
+
+    def emit_decode(
+        self, g: CodeGen, key: str, start: str, end: str
+    ) -> list[tuple[str | None, str]]:
+        return []
 
     def label(self, chunk: bytes) -> str:
         return f"{self.kind}={self.bucket_of(chunk)}"

@@ -28,8 +28,12 @@ from pipeline.rowkey.codecs import (
     JAVA_LONG_MAX,
     PACK_I,
     PACK_Q,
+    UNPACK_I,
+    UNPACK_Q,
     PACK_i,
     PACK_q,
+    UNPACK_i,
+    UNPACK_q,
     as_int,
 )
 from pipeline.rowkey.codegen import CodeGen
@@ -117,6 +121,18 @@ class Binary(Segment):
             v = int.from_bytes(chunk, "big", signed=True)
         return {self.fields[0]: v}
 
+    def emit_decode(
+        self, g: CodeGen, key: str, start: str, end: str
+    ) -> list[tuple[str | None, str]]:
+        long = self.bits == 64
+        if self.variant == "plain":
+            return [(self.fields[0], f"{g.const(UNPACK_q if long else UNPACK_i, 'unpack')}"
+                                     f"({key}, {start})[0]")]
+        u = f"{g.const(UNPACK_Q if long else UNPACK_I, 'unpack')}({key}, {start})[0]"
+        if self.variant == "ordered":
+            return [(self.fields[0], f"{u} - {-self.lo}")]
+        return [(self.fields[0], f"{self.hi} - {u}")]
+
     def time_of(self, chunk: bytes) -> tuple[int, int] | None:
         v: int = self.decode(chunk)[self.fields[0]]
         return v, v + 1
@@ -187,6 +203,14 @@ class Dec(Segment):
             raise self.bad(chunk, "expected decimal digits")
         return {self.fields[0]: int(chunk)}
 
+    def emit_decode(
+        self, g: CodeGen, key: str, start: str, end: str
+    ) -> list[tuple[str | None, str]]:
+        x = g.tmp()
+        g.stmt(f"{x} = {key}[{start}:{end}]")
+        g.guard(f"{x}.isdigit()")
+        return [(self.fields[0], f"int({x})")]
+
     def time_of(self, chunk: bytes) -> tuple[int, int] | None:
         v = int(chunk) if chunk.isdigit() else -1
         return (v, v + 1) if v >= 0 else None
@@ -240,6 +264,21 @@ class ReverseTs(Segment):
         if not 0 <= r <= JAVA_LONG_MAX:
             raise self.bad(chunk, "not a reverse timestamp")
         return {self.fields[0]: JAVA_LONG_MAX - r}
+
+    def emit_decode(
+        self, g: CodeGen, key: str, start: str, end: str
+    ) -> list[tuple[str | None, str]]:
+        r = g.tmp()
+        if self.text:
+            x = g.tmp()
+            g.stmt(f"{x} = {key}[{start}:{end}]")
+            g.guard(f"{x}.isdigit()")
+            g.stmt(f"{r} = int({x})")
+            g.guard(f"{r} <= {JAVA_LONG_MAX}")
+        else:
+            g.stmt(f"{r} = {g.const(UNPACK_q, 'unpack')}({key}, {start})[0]")
+            g.guard(f"{r} >= 0")
+        return [(self.fields[0], f"{JAVA_LONG_MAX} - {r}")]
 
     def time_of(self, chunk: bytes) -> tuple[int, int] | None:
         v: int = self.decode(chunk)[self.fields[0]]
@@ -308,6 +347,11 @@ class TimeBucket(Segment):
     def decode(self, chunk: bytes) -> dict[str, Any]:
         self.bucket_of(chunk)
         return {}
+
+    def emit_decode(
+        self, g: CodeGen, key: str, start: str, end: str
+    ) -> list[tuple[str | None, str]]:
+        return []
 
     def label(self, chunk: bytes) -> str:
         return f"bucket={self.bucket_of(chunk)}"

@@ -67,6 +67,11 @@ class Literal(Segment):
     def emit(self, g: CodeGen) -> str:
         return g.const(self.data, "lit")
 
+    def emit_decode(
+        self, g: CodeGen, key: str, start: str, end: str
+    ) -> list[tuple[str | None, str]]:
+        return []
+
     def decode(self, chunk: bytes) -> dict[str, Any]:
         if chunk != self.data:
             raise self.bad(chunk, f"expected literal {self.data!r}")
@@ -95,6 +100,11 @@ class Text(Segment):
 
     def decode(self, chunk: bytes) -> dict[str, Any]:
         return {self.fields[0]: _utf8(self, chunk)}
+
+    def emit_decode(
+        self, g: CodeGen, key: str, start: str, end: str
+    ) -> list[tuple[str | None, str]]:
+        return [(self.fields[0], f"{key}[{start}:{end}].decode()")]
 
     def time_of(self, chunk: bytes) -> tuple[int, int] | None:
         return _digits_time(_utf8(self, chunk))
@@ -146,6 +156,13 @@ class Pad(Segment):
         raw = chunk.rstrip(self.pad) if self.right else chunk.lstrip(self.pad)
         return {self.fields[0]: _utf8(self, raw)}
 
+    def emit_decode(
+        self, g: CodeGen, key: str, start: str, end: str
+    ) -> list[tuple[str | None, str]]:
+        strip = "rstrip" if self.right else "lstrip"
+        pad = g.const(self.pad, "pad")
+        return [(self.fields[0], f"{key}[{start}:{end}].{strip}({pad}).decode()")]
+
     def time_of(self, chunk: bytes) -> tuple[int, int] | None:
         text = _utf8(self, chunk.rstrip(self.pad) if self.right else chunk.lstrip(self.pad))
         return _digits_time(text)
@@ -188,6 +205,11 @@ class Reverse(Segment):
 
     def decode(self, chunk: bytes) -> dict[str, Any]:
         return {self.fields[0]: _utf8(self, chunk)[::-1]}
+
+    def emit_decode(
+        self, g: CodeGen, key: str, start: str, end: str
+    ) -> list[tuple[str | None, str]]:
+        return [(self.fields[0], f"{key}[{start}:{end}].decode()[::-1]")]
 
 
 class Code(Segment):

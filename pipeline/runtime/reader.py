@@ -32,6 +32,12 @@ Limits are pushed down: a range never fetches more than ``limit`` matching rows 
 min(page_size, rows still allowed)), and the merge stops at ``limit`` rows, cancelling the scans
 still running. An error in any range fails the query at once with a :class:`QueryError` naming the
 range; so does the per-query timeout. Nothing waits on a failed range.
+
+Keys are decoded with the design's generated unverified decoder (``RowKey.decode(key,
+verify=False)``): rows read back from the route's own table were built by the same design, so the
+salt/hash/bucket bytes are not recomputed for every row. A key that does not fit the layout still
+fails the query; ``Reader(verify_keys=True)`` checks every key in full (a table written by other
+tools).
 """
 
 from __future__ import annotations
@@ -148,12 +154,14 @@ class Reader:
     ``page_size`` rows per ``scan_page`` call (the first page of a range is ``first_page`` rows,
     growing 4x per page, so a small limit or an early stop costs little); ``read_ahead`` pages
     buffered per range; ``concurrency`` pages fetched at once per query (default the pool size);
-    ``timeout_s`` the default per-query timeout (None: none).
+    ``timeout_s`` the default per-query timeout (None: none); ``verify_keys`` decodes keys with the
+    verified ``RowKey.decode`` (salt/hash/bucket bytes recomputed) instead of the fast unverified
+    one.
     """
 
     def __init__(self, hbase: HBaseClient, *, page_size: int = 1000, first_page: int = 100,
                  read_ahead: int = 1, concurrency: int | None = None,
-                 timeout_s: float | None = None) -> None:
+                 timeout_s: float | None = None, verify_keys: bool = False) -> None:
         if page_size < 1 or first_page < 1 or read_ahead < 0:
             raise ValueError("page_size and first_page must be >= 1, read_ahead >= 0")
         self.hbase = hbase
@@ -162,6 +170,7 @@ class Reader:
         self.read_ahead = read_ahead
         self.concurrency = concurrency or hbase.settings.pool_size
         self.timeout_s = timeout_s
+        self.verify_keys = verify_keys
         self._tg: TaskGroup | None = None
         self._designs: dict[str, tuple[RowKey, ColumnDecoder]] = {}
         self._started = self._failed = self._active = 0
@@ -203,6 +212,10 @@ class Reader:
             found = (compile_rowkey(route.rowkey), compile_columns(route))
             self._designs[cache_key] = found
         return found
+
+    def key_decoder(self, rowkey: RowKey) -> Callable[[bytes], dict[str, Any]]:
+        """The key decoder the reader uses: unverified (generated) unless ``verify_keys``."""
+        return rowkey.decode if self.verify_keys else rowkey.fast_decoder
 
     async def plan(self, route: RouteSpec, *, where: Mapping[str, Any] | None = None,
                    time_range: tuple[int, int] | None = None, newest_first: bool = False,
@@ -511,7 +524,7 @@ class Scan:
         else:
             runs = merge_runs(len(recvs), receive, plan.sort_key, plan.reverse)
         rowkey, decode_cells = reader.design(self.route)
-        decode_key = rowkey.decode
+        decode_key = reader.key_decoder(rowkey)
         left = self.limit
         outcome = "closed"
         try:
@@ -545,10 +558,11 @@ class Scan:
     def _undecodable(self, plan: QueryPlan, i: int, run: list[Row],
                      exc: HBaseIngestError) -> QueryError:
         rowkey, decode_cells = self.reader.design(self.route)
+        decode_key = self.reader.key_decoder(rowkey)
         bad = run[0][0]
         for key, cells in run:  # find the row at fault, for the message
             try:
-                rowkey.decode(key)
+                decode_key(key)
                 decode_cells(cells)
             except HBaseIngestError:
                 bad = key

@@ -76,17 +76,18 @@ def compile_columns(route: RouteSpec) -> ColumnDecoder:
         else:
             plan[route.counter.column.encode()] = (route.counter.column, "long", decode_long)
 
+    plan_get = plan.get  # one bound method for every cell (this runs once per cell read)
+
     def decode(cells: dict[bytes, bytes]) -> dict[str, Any]:
         out: dict[str, Any] = {}
         total: int | None = None
         for raw, value in cells.items():
-            entry = plan.get(raw)
+            entry = plan_get(raw)
             if entry is not None:
-                name, encoding, fn = entry
                 try:
-                    out[name] = fn(value)
+                    out[entry[0]] = entry[2](value)
                 except ValueError as exc:  # UnicodeDecodeError and orjson.JSONDecodeError included
-                    raise CellDecodeError(name, encoding, str(exc)) from exc
+                    raise CellDecodeError(entry[0], entry[1], str(exc)) from exc
             elif tally_family is not None and raw.startswith(tally_family):
                 try:
                     total = (total or 0) + _tally_amount(value)

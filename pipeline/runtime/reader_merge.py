@@ -6,13 +6,16 @@ in the merge direction) or None when the range is exhausted, and raises the quer
 :func:`merge_runs` keeps one head row per range in a :class:`~pipeline.core.merge.MergeHeap`. After
 popping the smallest head it also takes every following row of the same page that still sorts
 strictly before the next head of another range, and yields that run as one list: a heap operation
-per run instead of per row, and the caller decodes a run in one comprehension. Ties go back through
-the heap, which breaks them by range index, so the output is exactly the per-row heap merge.
+per run instead of per row, and the caller decodes a run in one comprehension. The run's end is
+found by binary search (a page is sorted in the merge direction), so computing sort keys costs
+O(log page) per run, not one per row. Ties go back through the heap, which breaks them by range
+index, so the output is exactly the per-row heap merge.
 """
 
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_left
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 
@@ -32,6 +35,13 @@ async def merge_runs(n: int, receive: Receive, sort_key: Callable[[bytes], bytes
     """Yield ``(range index, run of rows)`` in merged order (descending when asked)."""
     heap: MergeHeap[Row] = MergeHeap(descending=descending)
     pages: list[list[Row]] = [[] for _ in range(n)]
+    rank: Callable[[Row], Any]  # what a page is sorted by, ascending
+    if descending:
+        def rank(row: Row) -> Any:
+            return Descending(sort_key(row[0]))
+    else:
+        def rank(row: Row) -> Any:
+            return sort_key(row[0])
     pos = [0] * n  # index of the row after range i's head (the head is in the heap)
 
     async def refill(i: int) -> None:
@@ -53,15 +63,10 @@ async def merge_runs(n: int, receive: Receive, sort_key: Callable[[bytes], bytes
         end = len(page)
         nxt = heap.peek()
         if nxt is not None and start + 1 < end:
-            bound = sort_key(nxt[1][0])
-            j = start + 1
-            if descending:
-                while j < end and sort_key(page[j][0]) > bound:
-                    j += 1
-            else:
-                while j < end and sort_key(page[j][0]) < bound:
-                    j += 1
-            end = j
+            # the run ends at the first row that does not sort strictly before the other head
+            bound: Any = sort_key(nxt[1][0])
+            end = bisect_left(page, Descending(bound) if descending else bound, start + 1, end,
+                              key=rank)
         elif nxt is not None:
             end = start + 1
         pos[i] = end

@@ -51,8 +51,9 @@ class QueryPlan:
     """Everything the reader needs to run one query, and what ``--explain`` prints.
 
     ``matches`` is None when every key in the ranges answers the query (an exact plan).
-    ``sort_key`` is the merge key: ``RowKey.sort_key`` for ``logical`` and ``top-k``, the key itself
-    for ``table``. ``reverse``: scan every range in reverse and merge descending.
+    ``sort_key`` is the merge key: ``RowKey.sort_key`` (as its C-level ``sort_key_fn``) for
+    ``logical`` and ``top-k``, the key itself for ``table``. ``reverse``: scan every range in
+    reverse and merge descending.
     """
 
     route: str
@@ -159,7 +160,7 @@ async def plan_query(hbase: HBaseClient, rowkey: RowKey, route: RouteSpec, *,
         reverse=reverse, order=order, per_region=sp.per_region,
         exact=sp.exact and not sp.per_region,
         fanout_size=rowkey.fanout_size, key_order=sp.order, notes=tuple(notes), matches=matches,
-        sort_key=_identity if order == "table" else rowkey.sort_key)
+        sort_key=_identity if order == "table" else rowkey.sort_key_fn)
 
 
 def _order_text(plan: QueryPlan) -> str:
