@@ -37,6 +37,7 @@ from connectors.stack import LocalStack
 from pipeline.core.examples import generate
 from pipeline.core.model import Origin, TopicPartition
 from pipeline.core.routing import Router
+from pipeline.runtime.gctune import tune_gc
 from pipeline.runtime.produce import produce_events
 from pipeline.runtime.tables import create_tables
 from pipeline.settings import Settings, load_settings
@@ -172,6 +173,7 @@ async def _child(partitions: int) -> dict[str, Any]:
     from pipeline.runtime.worker import Worker
 
     settings = bench_settings(partitions)
+    tune_gc(settings.writer.gc_threshold0)  # as `hbase-ingest run` does
     stop_at = {TopicPartition(TOPIC, p): e for p, e in (await end_offsets(settings.kafka, TOPIC)).items()}
     timeline: list[tuple[float, float, int, int]] = []  # (s, RSS MB, in-flight bytes, consumed)
 
@@ -191,10 +193,14 @@ async def _child(partitions: int) -> dict[str, Any]:
             tg.cancel_scope.cancel()
         wall = time.perf_counter() - t0
     usage = resource.getrusage(resource.RUSAGE_SELF)
+    # VmHWM belongs to this process's own address space; ru_maxrss is not used because Linux carries
+    # it over fork+exec, so it would report the parent's peak (the parent holds 1M prebuilt rows)
+    hwm = next(int(line.split()[1]) / 1024 for line in Path("/proc/self/status").read_text().splitlines()
+               if line.startswith("VmHWM:"))
     return {"events": summary.consumed, "rows": summary.rows_written, "wall_s": wall,
             "events_per_s": summary.consumed / wall, "batches": summary.batches_written,
             "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
-            "peak_rss_mb": usage.ru_maxrss / 1024, "timeline_s_rssmb_inflight_consumed": timeline}
+            "peak_rss_mb": hwm, "timeline_s_rssmb_inflight_consumed": timeline}
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:

@@ -93,6 +93,8 @@ class WriterSettings(_Section):
     retry_deadline_s: float | None = Field(default=None, description="None = retry forever")
     commit_interval_ms: int = Field(default=1000, ge=10)
     shutdown_timeout_s: float = Field(default=30.0, gt=0)
+    gc_threshold0: int = Field(default=50_000, ge=0,
+                               description="CPython generation-0 GC threshold for worker processes (0 = default)")
     max_key_bytes: int = Field(default=32767, ge=1, le=32767)
     max_cell_bytes: int = Field(default=10 * 1024 * 1024, ge=1)
 

@@ -32,6 +32,7 @@ from pipeline.runtime.backfill import (
     parse_offsets,
     parse_time,
 )
+from pipeline.runtime.gctune import tune_gc
 from pipeline.settings import Settings, load_settings
 
 __all__ = ["register", "run_backfill"]
@@ -189,6 +190,7 @@ def backfill(
     """Replay a bounded slice of a topic into HBase, resumably, in a consumer group of its own."""
     configure_logging(log_level)
     settings = load_settings(config)
+    tune_gc(settings.writer.gc_threshold0)
     if metrics_port is not None:
         settings = settings.model_copy(update={"metrics": settings.metrics.model_copy(update={"port": metrics_port})})
     try:

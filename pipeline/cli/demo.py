@@ -25,6 +25,7 @@ from pipeline.core.examples import EXAMPLES, generate
 from pipeline.core.model import TopicPartition
 from pipeline.core.routing import Router, decode_value
 from pipeline.rowkey import format_key
+from pipeline.runtime.gctune import tune_gc
 from pipeline.runtime.produce import produce_events
 from pipeline.runtime.tables import create_tables
 from pipeline.runtime.worker import Worker
@@ -101,6 +102,7 @@ def demo(count: int = typer.Option(5000, "--count", "-n", help="events per examp
     """Run the whole pipeline on embedded defaults against the local stack."""
     configure_logging("WARNING")
     settings = load_settings(config)
+    tune_gc(settings.writer.gc_threshold0)
     stack = LocalStack(settings.stack)
     report = stack.up()
     _console.print(f"stack {'reused' if report.reused else 'started'} ({report.timings_s['total']:.1f} s); "
