@@ -15,6 +15,7 @@ __all__ = ["Observer", "WorkerStats"]
 @dataclass
 class WorkerStats:
     started_s: float = field(default_factory=time.monotonic)
+    first_record_s: float | None = None
     consumed: int = 0
     mutations: int = 0
     rows_written: int = 0

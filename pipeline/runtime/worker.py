@@ -73,6 +73,7 @@ class WorkerSummary:
     retries: int
     elapsed_s: float
     committed: dict[TopicPartition, int]
+    streaming_s: float = 0.0  # from the first record to the end (excludes start-up and group join)
 
     @property
     def events_per_s(self) -> float:
@@ -195,8 +196,10 @@ class Worker:
             with anyio.CancelScope(shield=True):
                 await producer.stop()
         s = self.stats
+        streaming = time.monotonic() - s.first_record_s if s.first_record_s is not None else 0.0
         return WorkerSummary(s.consumed, s.rows_written, s.batches_written, s.dead_lettered,
-                             self._writer.retries if self._writer else 0, s.elapsed_s(), dict(s.committed))
+                             self._writer.retries if self._writer else 0, s.elapsed_s(), dict(s.committed),
+                             streaming)
 
     # -- consume -----------------------------------------------------------------------------------
 
@@ -248,6 +251,8 @@ class Worker:
         """Route one record and queue its mutations (synchronous: the hot path creates no coroutine).
         Returns the error when the record must go to the dead-letter topic (registered, not yet acked)."""
         origin = Origin(tp, rec.offset)
+        if not self.stats.consumed:
+            self.stats.first_record_s = time.monotonic()
         self.stats.consumed += 1
         try:
             mutations = self.router.route(rec.topic, rec.value, origin)
