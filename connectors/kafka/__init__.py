@@ -55,11 +55,14 @@ def common_options(s: KafkaSettings, client_suffix: str = "") -> dict[str, Any]:
     return opts
 
 
-def make_consumer(s: KafkaSettings, *, group_id: str | None = None, topics: Sequence[str] = (),
+def make_consumer(s: KafkaSettings, *, group_id: str | None, topics: Sequence[str] = (),
                   **overrides: Any) -> AIOKafkaConsumer:
-    """A consumer with auto-commit OFF: the caller commits only what HBase acknowledged."""
+    """A consumer with auto-commit OFF: the caller commits only what HBase acknowledged.
+
+    ``group_id`` is explicit: a group name, or None for a consumer outside any group (manual
+    assignment, offset look-ups). Callers wanting the configured group pass ``s.group_id``."""
     opts = common_options(s, "-consumer")
-    opts.update(group_id=group_id if group_id is not None else s.group_id, enable_auto_commit=False,
+    opts.update(group_id=group_id, enable_auto_commit=False,
                 auto_offset_reset=s.auto_offset_reset, max_poll_records=s.max_poll_records,
                 fetch_max_bytes=s.fetch_max_bytes, session_timeout_ms=s.session_timeout_ms,
                 heartbeat_interval_ms=s.heartbeat_interval_ms, isolation_level="read_committed")
