@@ -94,8 +94,8 @@ def write_config(path: Path, settings: Settings) -> Path:
     k, w = settings.kafka, settings.writer
     lines.append(f'[kafka]\ngroup_id = "{k.group_id}"\ndead_letter_topic = "{k.dead_letter_topic}"\n'
                  f"max_poll_records = {k.max_poll_records}\n")
-    lines.append(f"[writer]\nmax_batch_rows = {w.max_batch_rows}\nmax_batch_age_ms = {w.max_batch_age_ms}\n"
-                 f"commit_interval_ms = {w.commit_interval_ms}\nconcurrency = {w.concurrency}\n")
+    writer = "".join(f"{key} = {value}\n" for key, value in w.model_dump().items() if value is not None)
+    lines.append(f"[writer]\n{writer}")
     for t in settings.tables:
         lines.append(f'[[tables]]\nname = "{t.name}"\nfamilies = {{ o = {{ versions = 5 }} }}\n')
     for r in settings.routes:
