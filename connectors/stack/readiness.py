@@ -23,7 +23,7 @@ from aiokafka.errors import TopicAlreadyExistsError
 
 from connectors.hbase.thrift2 import load_idl, open_client
 
-__all__ = ["PROBE_TABLE", "PROBE_TOPIC", "hbase_round_trip", "kafka_round_trip", "run_in_new_loop"]
+__all__ = ["PROBE_TABLE", "PROBE_TOPIC", "hbase_round_trip", "kafka_round_trip", "run_in_new_loop", "wait_until"]
 
 PROBE_TOPIC = "hbase-ingest.ready"
 PROBE_TABLE = "hbase_ingest_ready"

@@ -23,7 +23,7 @@ from connectors.stack import LocalStack
 from pipeline.cli.logsetup import configure_logging
 from pipeline.core.examples import EXAMPLES, generate
 from pipeline.core.model import TopicPartition
-from pipeline.core.routing import Router, decode_value
+from pipeline.core.routing import decode_value
 from pipeline.rowkey import format_key
 from pipeline.runtime.gctune import tune_gc
 from pipeline.runtime.produce import produce_events
@@ -77,8 +77,7 @@ async def _demo(settings: Settings, count: int, partitions: int) -> None:
             table.add_row(f"  {name}", f"{rows} rows")
         _console.print(table)
 
-        router = Router(settings.routes)
-        for route in router.routes:
+        for route in worker.router.routes:  # the worker's compiled routes: no second compilation
             sample_rows = await hbase.scan_page(route.table, limit=2)
             for key, cells in sample_rows:
                 try:
