@@ -13,16 +13,17 @@ batches of 2000. Measured in the same run (ratios matter, not absolute times):
 
 Fairness of the serial baseline. It produces exactly the merged scan's output and does exactly its
 per-row work; only the fetching differs. It pages the 16 buckets with the same page schedule as the
-reader (``first_page`` rows, growing 4x per page up to ``--page-size``), through the same
-``merge_runs`` k-way merge by ``RowKey.sort_key``, and turns every row into a ``ReadRow`` with the
-reader's own key decoder (``Reader.key_decoder``: the unverified generated decoder) and column
-decoder. But it fetches a range's next page only when the merge asks for it, one page at a time,
-with nothing fetched while rows are merged and decoded. The merged scan fetches up to
-``concurrency`` pages at once while ``--read-ahead`` pages per range wait for the merge. (Earlier
-versions compared the merged scan with the buckets read one after another and decoded in bucket
-order, with no merge and no ``ReadRow``: less work per row than the merged scan did.) Both scans'
-row counts and first/last keys are checked equal. One untimed pass over the table precedes every
-measurement (just after a load, the first scan otherwise pays for the memstore flush).
+reader (``first_page`` rows, growing 4x per page up to ``--page-size``) through the same
+``HBaseClient.scan_cells``, merges them with the same ``merge_runs`` k-way merge by
+``RowKey.sort_key``, and decodes every run with the reader's own generated row decoder
+(``Reader.design``). But it fetches a range's next page only when the merge asks for it, one page
+at a time, with nothing fetched while rows are merged and decoded. The merged scan fetches up to
+``concurrency`` pages at once while ``--read-ahead`` pages per range wait for the merge, and is
+consumed through ``Scan.batches()``, the same unit (a run) that the serial loop consumes; the
+per-row ``async for row in scan`` is timed as well (``merged_row_iteration_s``). Both scans' row
+counts and first/last keys are checked equal. One untimed pass over the table precedes every
+measurement (just after a load, the first scan otherwise pays for the memstore flush). The process
+tunes its garbage collector as ``hbase-ingest scan`` does (``[runtime] gc_threshold0``).
 
 Figures go to ``bench/results/reader.json``. Run ``python bench/bench_reader.py --rows 200000``
 for a quick run; the default is 1,000,000 rows. ``raw_scan_no_decode`` pages the 16 buckets without
@@ -49,6 +50,7 @@ import anyio
 from connectors.hbase import HBaseClient
 from pipeline.core.model import Mutation, MutationKind, Origin, TopicPartition
 from pipeline.rowkey import compile_rowkey
+from pipeline.runtime.gctune import tune_gc
 from pipeline.runtime.reader import Reader, ReadRow
 from pipeline.runtime.reader_merge import Row, merge_runs
 from pipeline.settings import FamilySpec, RouteSpec, load_settings
@@ -108,15 +110,15 @@ async def newest_serial(reader: Reader, route: RouteSpec, reps: int) -> dict[str
     """Baseline for the cross-host query: the 16 buckets' newest 100 fetched one after another,
     then merged and decoded (the same rows the reader's 16 concurrent pages return)."""
     hb, table = reader.hbase, route.table
-    rowkey, decode_cells = reader.design(route)
-    decode_key, sort_key = reader.key_decoder(rowkey), rowkey.sort_key_fn
+    rowkey, decode_run = reader.design(route)
+    sort_key = rowkey.sort_key_fn
     times = []
     for _ in range(reps):
         t0 = time.perf_counter()
-        pages = [await hb.scan_page(table, start=bytes((s,)), stop=bytes((s + 1,)), limit=100)
+        pages = [await hb.scan_cells(table, start=bytes((s,)), stop=bytes((s + 1,)), limit=100)
                  for s in range(16)]
         best = heapq.nsmallest(100, (r for p in pages for r in p), key=lambda r: sort_key(r[0]))
-        rows = [ReadRow(k, decode_key(k), decode_cells(c), "") for k, c in best]
+        rows = decode_run(best, "")
         assert len(rows) == 100
         times.append(time.perf_counter() - t0)
     return {"median_ms": round(statistics.median(times) * 1000, 2)}
@@ -131,7 +133,7 @@ async def raw_scans(hb: HBaseClient, table: str, page_size: int, concurrency: in
         start, stop = bytes((salt,)), bytes((salt + 1,))
         async with limiter:
             while True:
-                page = await hb.scan_page(table, start=start, stop=stop, limit=page_size)
+                page = await hb.scan_cells(table, start=start, stop=stop, limit=page_size)
                 if len(page) < page_size:
                     return
                 start = page[-1][0] + b"\x00"
@@ -164,12 +166,17 @@ class FullScan:
         return self
 
 
-async def merged_scan(reader: Reader, route: RouteSpec) -> FullScan:
+async def merged_scan(reader: Reader, route: RouteSpec, per_row: bool = False) -> FullScan:
     out = FullScan()
     scan = reader.scan(route)
     async with scan:
-        async for row in scan:
-            out.row(row)
+        if per_row:
+            async for row in scan:
+                out.row(row)
+        else:
+            async for batch in scan.batches():
+                for row in batch:
+                    out.row(row)
     out.pages = scan.stats.scanners_opened
     return out.stop()
 
@@ -178,8 +185,7 @@ async def serial_scan(reader: Reader, route: RouteSpec) -> FullScan:
     """The merged scan's output and per-row work with one page fetched at a time, on demand (the
     module docstring says why this is the fair baseline)."""
     hb, table = reader.hbase, route.table
-    rowkey, decode_cells = reader.design(route)
-    decode_key = reader.key_decoder(rowkey)
+    rowkey, decode_run = reader.design(route)
     out = FullScan()
     cursors = [bytes((s,)) for s in range(16)]
     stops = [bytes((s + 1,)) for s in range(16)]
@@ -190,7 +196,7 @@ async def serial_scan(reader: Reader, route: RouteSpec) -> FullScan:
         if ended[i]:
             return None
         want = min(sizes[i], reader.page_size)
-        page = await hb.scan_page(table, start=cursors[i], stop=stops[i], limit=want)
+        page = await hb.scan_cells(table, start=cursors[i], stop=stops[i], limit=want)
         out.pages += 1
         sizes[i] *= 4
         if len(page) < want:
@@ -201,8 +207,7 @@ async def serial_scan(reader: Reader, route: RouteSpec) -> FullScan:
 
     runs = merge_runs(16, receive, rowkey.sort_key_fn, False)
     async for i, run in runs:
-        label = f"salt={i}"
-        for row in [ReadRow(k, decode_key(k), decode_cells(c), label) for k, c in run]:
+        for row in decode_run(run, f"salt={i}"):
             out.row(row)
     return out.stop()
 
@@ -216,13 +221,14 @@ async def single_scanner(hb: HBaseClient, table: str) -> tuple[float, int]:
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     settings = load_settings(args.config)
+    tune_gc(settings.runtime.gc_threshold0)  # as `hbase-ingest scan` does
     table = f"bench_reader_{args.rows}"
     route = route_for(table)
     rowkey = compile_rowkey(SPEC)
     out: dict[str, Any] = {
         "design": SPEC, "rows": args.rows, "hosts": args.hosts, "buckets": 16,
         "page_size": args.page_size, "read_ahead": args.read_ahead,
-        "concurrency": settings.hbase.pool_size,
+        "concurrency": args.concurrency or settings.hbase.pool_size,
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                     "note": "HBase (JVM) and this client share the same cores"},
     }
@@ -239,7 +245,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         try:
             # one untimed pass first: the scans that follow all find the data equally warm
             await raw_scans(hb, table, args.page_size, 8)
-            async with Reader(hb, page_size=args.page_size, read_ahead=args.read_ahead) as reader:
+            async with Reader(hb, page_size=args.page_size, read_ahead=args.read_ahead,
+                              concurrency=args.concurrency) as reader:
                 out["newest100_one_host"] = await newest(reader, route, {"host": "host00007"},
                                                          args.reps)
                 out["newest100_all_hosts"] = await newest(reader, route, {}, args.reps)
@@ -258,10 +265,12 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                     "ratio": round(min(raw8) / min(raw1), 3)}
                 print("raw scans:", out["raw_scan_no_decode"])
                 merged: list[FullScan] = []
+                per_row: list[FullScan] = []
                 serial: list[FullScan] = []
                 single: list[float] = []
                 for _ in range(args.full_reps):
                     ms = await merged_scan(reader, route)
+                    per_row.append(await merged_scan(reader, route, per_row=True))
                     ss = await serial_scan(reader, route)
                     h_s, h_n = await single_scanner(hb, table)
                     assert ms.n == ss.n == h_n, (ms.n, ss.n, h_n)
@@ -280,11 +289,13 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 "single_happybase_scanner_s": round(h, 3),
                 "merged_over_serial": round(m / s, 3), "target_merged_over_serial": 0.6,
                 "merged_over_single_scanner": round(m / h, 3),
+                "merged_row_iteration_s": round(statistics.median(x.wall for x in per_row), 3),
                 "merged_rows_per_s": round(rows / m),
                 "merged_client_cpu_s": round(statistics.median(x.cpu for x in merged), 3),
                 "serial_client_cpu_s": round(statistics.median(x.cpu for x in serial), 3),
                 "merged_pages": merged[0].pages, "serial_pages": serial[0].pages,
                 "all_runs_s": {"merged": [round(x.wall, 3) for x in merged],
+                               "merged_row_iteration": [round(x.wall, 3) for x in per_row],
                                "serial": [round(x.wall, 3) for x in serial],
                                "single": [round(x, 3) for x in single]},
                 "runs": args.full_reps,
@@ -301,6 +312,8 @@ def cli() -> None:
     parser.add_argument("--hosts", type=int, default=1000)
     parser.add_argument("--page-size", type=int, default=1000)
     parser.add_argument("--read-ahead", type=int, default=1, help="pages buffered per range")
+    parser.add_argument("--concurrency", type=int, default=None,
+                        help="pages fetched at once per query (default: the HBase pool size)")
     parser.add_argument("--reps", type=int, default=20, help="repetitions of each newest-100 query")
     parser.add_argument("--full-reps", type=int, default=3, help="repetitions of each full scan")
     parser.add_argument("--config", default=None, help="TOML settings ([hbase] section)")

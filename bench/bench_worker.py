@@ -173,7 +173,7 @@ async def _child(partitions: int) -> dict[str, Any]:
     from pipeline.runtime.worker import Worker
 
     settings = bench_settings(partitions)
-    tune_gc(settings.writer.gc_threshold0)  # as `hbase-ingest run` does
+    tune_gc(settings.runtime.gc_threshold0)  # as `hbase-ingest run` does
     stop_at = {TopicPartition(TOPIC, p): e for p, e in (await end_offsets(settings.kafka, TOPIC)).items()}
     timeline: list[tuple[float, float, int, int]] = []  # (s, RSS MB, in-flight bytes, consumed)
 

@@ -29,6 +29,7 @@ __all__ = [
     "KafkaSettings",
     "MetricsSettings",
     "RouteSpec",
+    "RuntimeSettings",
     "Settings",
     "StackSettings",
     "TableSpec",
@@ -93,10 +94,17 @@ class WriterSettings(_Section):
     retry_deadline_s: float | None = Field(default=None, description="None = retry forever")
     commit_interval_ms: int = Field(default=1000, ge=10)
     shutdown_timeout_s: float = Field(default=30.0, gt=0)
-    gc_threshold0: int = Field(default=50_000, ge=0,
-                               description="CPython generation-0 GC threshold for worker processes (0 = default)")
     max_key_bytes: int = Field(default=32767, ge=1, le=32767)
     max_cell_bytes: int = Field(default=10 * 1024 * 1024, ge=1)
+
+
+class RuntimeSettings(_Section):
+    """Process-wide tuning applied by the long-running commands (run, backfill, scan, demo)."""
+
+    gc_threshold0: int = Field(
+        default=50_000, ge=0,
+        description="CPython generation-0 GC threshold, with the start-up heap frozen (0 = Python's defaults); "
+                    "see pipeline.runtime.gctune")
 
 
 class MetricsSettings(_Section):
@@ -206,6 +214,7 @@ class Settings(BaseSettings):
     kafka: KafkaSettings = KafkaSettings()
     hbase: HBaseSettings = HBaseSettings()
     writer: WriterSettings = WriterSettings()
+    runtime: RuntimeSettings = RuntimeSettings()
     metrics: MetricsSettings = MetricsSettings()
     stack: StackSettings = StackSettings()
     tables: list[TableSpec] = Field(default_factory=list)

@@ -2,5 +2,6 @@
 
 from .client import Cells, HBaseClient, RegionInfo, Row
 from .errors import map_exceptions, translate
+from .scanrows import Cell, CellRow
 
-__all__ = ["Cells", "HBaseClient", "RegionInfo", "Row", "map_exceptions", "translate"]
+__all__ = ["Cell", "CellRow", "Cells", "HBaseClient", "RegionInfo", "Row", "map_exceptions", "translate"]

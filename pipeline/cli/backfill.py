@@ -190,7 +190,7 @@ def backfill(
     """Replay a bounded slice of a topic into HBase, resumably, in a consumer group of its own."""
     configure_logging(log_level)
     settings = load_settings(config)
-    tune_gc(settings.writer.gc_threshold0)
+    tune_gc(settings.runtime.gc_threshold0)
     if metrics_port is not None:
         settings = settings.model_copy(update={"metrics": settings.metrics.model_copy(update={"port": metrics_port})})
     try:

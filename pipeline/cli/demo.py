@@ -103,7 +103,7 @@ def demo(count: int = typer.Option(5000, "--count", "-n", help="events per examp
     """Run the whole pipeline on embedded defaults against the local stack."""
     configure_logging("WARNING")
     settings = load_settings(config)
-    tune_gc(settings.writer.gc_threshold0)
+    tune_gc(settings.runtime.gc_threshold0)
     stack = LocalStack(settings.stack)
     report = stack.up()
     _console.print(f"stack {'reused' if report.reused else 'started'} ({report.timings_s['total']:.1f} s); "

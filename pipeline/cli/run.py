@@ -54,7 +54,7 @@ def run(config: Path = typer.Option(..., "--config", "-c", help="TOML profile wi
     """Run the ingest worker in its consumer group until SIGTERM/SIGINT."""
     configure_logging(log_level)
     settings = load_settings(config)
-    tune_gc(settings.writer.gc_threshold0)
+    tune_gc(settings.runtime.gc_threshold0)
     summary = anyio.run(lambda: run_worker(settings, group=group, metrics=metrics))
     _console.print(f"consumed {summary.consumed} events, wrote {summary.rows_written} rows in "
                    f"{summary.batches_written} batches, dead-lettered {summary.dead_lettered}, "

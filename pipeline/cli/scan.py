@@ -31,6 +31,7 @@ from pipeline.errors import ConfigError
 from pipeline.rowkey import RowKey, compile_rowkey, format_key
 from pipeline.rowkey.segments_dist import Mod
 from pipeline.rowkey.segments_num import Binary, Dec, ReverseTs, TimeBucket
+from pipeline.runtime.gctune import tune_gc
 from pipeline.runtime.reader import Reader, ReadRow
 from pipeline.runtime.reader_plan import explain_lines
 from pipeline.settings import RouteSpec, load_settings
@@ -106,6 +107,7 @@ async def _run(config: Path, route_name: str, where_items: list[str], t_from: st
                t_to: str | None, newest_first: bool, limit: int | None, fmt: str, explain: bool,
                timeout: float | None, page_size: int) -> None:
     settings = load_settings(config)
+    tune_gc(settings.runtime.gc_threshold0)  # a full scan allocates ~10 objects per row
     route: RouteSpec = settings.route(route_name)
     rowkey = compile_rowkey(route.rowkey)
     where = parse_where(where_items, rowkey)
@@ -128,8 +130,9 @@ async def _run(config: Path, route_name: str, where_items: list[str], t_from: st
                             limit=limit)
         async with query:
             if fmt == "jsonl":
-                async for row in query:
-                    sys.stdout.buffer.write(_jsonl(row) + b"\n")
+                write = sys.stdout.buffer.write
+                async for batch in query.batches():
+                    write(b"".join(_jsonl(row) + b"\n" for row in batch))
                 sys.stdout.flush()
             else:
                 rows = [row async for row in query]

@@ -26,7 +26,7 @@ from pipeline.core.merge import Descending, MergeHeap
 
 __all__ = ["Receive", "Row", "merge_runs", "top_k"]
 
-Row = tuple[bytes, dict[bytes, bytes]]
+Row = tuple[bytes, dict[bytes, Any]]  # (key, cells): only the key is read here
 Receive = Callable[[int], Awaitable[list[Row] | None]]
 
 

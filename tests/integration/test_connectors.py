@@ -65,6 +65,14 @@ async def test_paged_scans_bounds_prefix_reverse_limit(hbase: HBaseClient, uniqu
         page = await hbase.scan_page(table, start=b"k060", stop=b"k040", reverse=True, limit=100)
         assert [k for k, _ in page] == [b"k%03d" % i for i in range(60, 40, -1)]
         assert len(await hbase.scan_page(table, limit=7)) == 7
+        assert len(await hbase.scan_page(table, limit=2500)) == 100
+        with pytest.raises(ValueError, match="prefix"):
+            await hbase.scan_page(table, start=b"k1", prefix=b"k")
+        # the reader's path: the same rows, cells as objects with the stored value and timestamp
+        cells = await hbase.scan_cells(table, start=b"k048", stop=b"k052", columns=[b"d"])
+        assert [k for k, _ in cells] == [b"k048", b"k049", b"k050", b"k051"]  # across the split
+        assert [(q, c.value, c.timestamp) for q, c in cells[0][1].items()] == [(b"d:v", b"48", 1)]
+        assert await hbase.scan_cells(table, limit=0) == []
         rows = await hbase.rows(table, [b"k001", b"k002", b"missing"])
         assert [k for k, _ in rows] == [b"k001", b"k002"]
     finally:

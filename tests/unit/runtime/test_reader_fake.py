@@ -1,4 +1,4 @@
-"""An in-memory twin of ``HBaseClient.scan_page``/``regions`` for fast reader tests, and checks
+"""An in-memory twin of ``HBaseClient.scan_page``/``scan_cells``/``regions`` for fast reader tests, and checks
 that it keeps the real client's bound conventions (the integration tests hold the reader to the
 real one).
 """
@@ -8,6 +8,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Iterable
 from types import SimpleNamespace
+from typing import NamedTuple
 
 import anyio
 
@@ -15,6 +16,13 @@ from connectors.hbase import RegionInfo
 from pipeline.errors import HBaseUnavailable
 
 Row = tuple[bytes, dict[bytes, bytes]]
+
+
+class Cell(NamedTuple):
+    """A scanned cell, as :class:`connectors.hbase.Cell` carries it."""
+
+    value: bytes
+    timestamp: int = 0
 
 
 class FakeHBase:
@@ -39,6 +47,14 @@ class FakeHBase:
         if key not in self.data:
             bisect.insort(self.keys, key)
         self.data[key] = cells
+
+    async def scan_cells(self, table: str, *, start: bytes = b"", stop: bytes = b"",
+                         prefix: bytes | None = None, limit: int = 1000, reverse: bool = False,
+                         columns: object = None, filter: object = None
+                         ) -> list[tuple[bytes, dict[bytes, Cell]]]:
+        page = await self.scan_page(table, start=start, stop=stop, prefix=prefix, limit=limit,
+                                    reverse=reverse, columns=columns, filter=filter)
+        return [(k, {q: Cell(v) for q, v in cells.items()}) for k, cells in page]
 
     async def scan_page(self, table: str, *, start: bytes = b"", stop: bytes = b"",
                         prefix: bytes | None = None, limit: int = 1000, reverse: bool = False,

@@ -136,3 +136,21 @@ async def test_early_break_releases_the_scans() -> None:
     # bounded: 8 ranges x (current + read-ahead) pages, not the whole table
     assert scan.stats.rows_scanned <= 8 * 3 * 10
     assert reader.statistics().queries_active == 0
+
+
+async def test_batches_yield_the_rows_of_row_iteration_once() -> None:
+    spec = "[salt(host, 4)][host][_][long(ts)]"
+    rowkey = compile_rowkey(spec)
+    hb = FakeHBase([(rowkey.build({"host": h, "ts": t}), cells(h, t)) for h in HOSTS
+                    for t in range(40)])
+    async with Reader(hb, page_size=7, first_page=3) as reader:  # type: ignore[arg-type]
+        want = [r.key for r in await reader.scan(route_for(spec), limit=150).collect()]
+        scan = reader.scan(route_for(spec), limit=150)
+        async with scan:
+            first = [await scan.__anext__(), await scan.__anext__()]  # two rows one by one
+            batches = [batch async for batch in scan.batches()]
+    assert [r.key for r in first] + [r.key for b in batches for r in b] == want
+    assert len(want) == 150 and all(batches)
+    # a batch is a run of one range: consecutive in the merged order, one range label
+    assert all(len({r.range_label for r in b}) == 1 for b in batches)
+    assert scan.stats.rows_returned == 150 and scan.stats.outcome == "limit"

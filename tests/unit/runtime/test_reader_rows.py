@@ -1,0 +1,91 @@
+"""The generated row decoder of a route: it must decode exactly what the general column decoder
+decodes, name the column of a bad cell, and build ReadRows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pipeline.rowkey import compile_rowkey
+from pipeline.runtime.reader_columns import CellDecodeError, compile_columns
+from pipeline.runtime.reader_rows import ReadRow, compile_row_decoder
+from pipeline.settings import RouteSpec
+
+from .test_reader_fake import Cell
+
+ROUTE = RouteSpec(name="r", topic="t", table="t", rowkey="[host][_][long(ts)]", columns={
+    "d:t": {"field": "t"}, "d:j": {"field": "j", "encoding": "json"},
+    "d:n": {"field": "n", "encoding": "long"}})
+KEY = compile_rowkey(ROUTE.rowkey).build({"host": "web1", "ts": 7})
+
+
+GENERAL = compile_columns(ROUTE)
+
+
+def cells(raw: dict[bytes, bytes]) -> dict[bytes, Cell]:
+    return {q: Cell(v, 1) for q, v in raw.items()}
+
+
+def decoder(route: RouteSpec = ROUTE) -> Any:
+    return compile_row_decoder(route, compile_rowkey(route.rowkey).decode)
+
+
+def test_mapped_unmapped_and_missing_cells() -> None:
+    raw = {b"d:j": orjson.dumps({"a": [1]}), b"d:n": (-5).to_bytes(8, "big", signed=True),
+           b"d:other": b"\x00", b"d:t": "é".encode()}
+    [row] = decoder()([(KEY, cells(raw))], "salt=3")
+    assert row == ReadRow(KEY, {"host": "web1", "ts": 7},
+                          {"d:t": "é", "d:j": {"a": [1]}, "d:n": -5, "d:other": b"\x00"}, "salt=3")
+    assert (row.key, row.range_label) == (KEY, "salt=3")
+    assert list(row.columns) == ["d:t", "d:j", "d:n", "d:other"]  # mapping order, then the rest
+    [only] = decoder()([(KEY, cells({b"d:n": (9).to_bytes(8, "big")}))], "")
+    assert only.columns == {"d:n": 9}  # a scan restricted to some columns
+    assert decoder()([], "x") == []
+    assert "def decode_run" in (decoder().__doc__ or "")
+
+
+@pytest.mark.parametrize(("column", "value", "encoding"), [
+    (b"d:n", b"\x01", "long"), (b"d:t", b"\xff\xfe", "text"), (b"d:j", b"{nope", "json")])
+def test_a_bad_cell_names_its_column(column: bytes, value: bytes, encoding: str) -> None:
+    raw = {b"d:t": b"ok", column: value}
+    with pytest.raises(CellDecodeError, match=f"'{column.decode()}' \\({encoding}\\)"):
+        decoder()([(KEY, cells({b"d:t": b"fine"})), (KEY, cells(raw))], "")
+
+
+def test_counters_in_both_modes() -> None:
+    tally = RouteSpec(name="r", topic="t", table="t", rowkey="[host]",
+                      counter={"column": "c:n", "mode": "tally"}, columns={"d:h": "host"})
+    [row] = decoder(tally)([(b"web1", cells({b"c:e1": (2).to_bytes(8, "big"), b"c:e2": b"3",
+                                              b"d:h": b"web1"}))], "")
+    assert row.columns == {"d:h": "web1", "c:n": 5}
+    incr = RouteSpec(name="r", topic="t", table="t", rowkey="[host]",
+                     counter={"column": "c:n", "mode": "increment"})
+    [row] = decoder(incr)([(b"web1", cells({b"c:n": (41).to_bytes(8, "big")}))], "")
+    assert row.columns == {"c:n": 41}
+
+
+DECODE = decoder()
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.dictionaries(st.sampled_from([b"d:t", b"d:j", b"d:n", b"d:x", b"e:y"]),
+                       st.one_of(st.integers(-(2**63), 2**63 - 1), st.text(max_size=8)),
+                       max_size=5))
+def test_generated_decoder_agrees_with_the_general_one(values: dict[bytes, Any]) -> None:
+    raw = {q: (v.to_bytes(8, "big", signed=True) if q == b"d:n" and isinstance(v, int)
+               else orjson.dumps(v) if q == b"d:j" else str(v).encode())
+           for q, v in values.items()}
+    try:
+        expected: Any = GENERAL(raw)
+    except CellDecodeError as exc:
+        expected = exc.column
+    try:
+        [row] = DECODE([(KEY, cells(raw))], "")
+        got: Any = row.columns
+    except CellDecodeError as exc:
+        got = exc.column
+    assert got == expected
