@@ -23,7 +23,8 @@ consumed through ``Scan.batches()``, the same unit (a run) that the serial loop 
 per-row ``async for row in scan`` is timed as well (``merged_row_iteration_s``). Both scans' row
 counts and first/last keys are checked equal. One untimed pass over the table precedes every
 measurement (just after a load, the first scan otherwise pays for the memstore flush). The process
-tunes its garbage collector as ``hbase-ingest scan`` does (``[runtime] gc_threshold0``).
+tunes its garbage collector and CPU affinity as ``hbase-ingest scan`` does (``[runtime]``; the
+machine entry of the figures records the CPUs used).
 
 Figures go to ``bench/results/reader.json``. Run ``python bench/bench_reader.py --rows 200000``
 for a quick run; the default is 1,000,000 rows. ``raw_scan_no_decode`` pages the 16 buckets without
@@ -50,6 +51,7 @@ import anyio
 from connectors.hbase import HBaseClient
 from pipeline.core.model import Mutation, MutationKind, Origin, TopicPartition
 from pipeline.rowkey import compile_rowkey
+from pipeline.runtime.affinity import pin_cpus
 from pipeline.runtime.gctune import tune_gc
 from pipeline.runtime.reader import Reader, ReadRow
 from pipeline.runtime.reader_merge import Row, merge_runs
@@ -222,6 +224,7 @@ async def single_scanner(hb: HBaseClient, table: str) -> tuple[float, int]:
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     settings = load_settings(args.config)
     tune_gc(settings.runtime.gc_threshold0)  # as `hbase-ingest scan` does
+    pin_cpus(settings.runtime.cpu_affinity)  # HBASE_INGEST_RUNTIME__CPU_AFFINITY='[1]' pins, as scan does
     table = f"bench_reader_{args.rows}"
     route = route_for(table)
     rowkey = compile_rowkey(SPEC)
@@ -229,7 +232,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         "design": SPEC, "rows": args.rows, "hosts": args.hosts, "buckets": 16,
         "page_size": args.page_size, "read_ahead": args.read_ahead,
         "concurrency": args.concurrency or settings.hbase.pool_size,
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+        "machine": {"cpus": os.cpu_count(), "cpu_affinity": sorted(os.sched_getaffinity(0)),
+                    "python": platform.python_version(),
                     "note": "HBase (JVM) and this client share the same cores"},
     }
     async with HBaseClient(settings.hbase) as hb:

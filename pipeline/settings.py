@@ -105,6 +105,10 @@ class RuntimeSettings(_Section):
         default=50_000, ge=0,
         description="CPython generation-0 GC threshold, with the start-up heap frozen (0 = Python's defaults); "
                     "see pipeline.runtime.gctune")
+    cpu_affinity: list[int] = Field(
+        default_factory=list,
+        description="CPUs the process may run on (empty = any); one CPU suits a process bound by its own "
+                    "CPU, such as a big scan: see pipeline.runtime.affinity")
 
 
 class MetricsSettings(_Section):

@@ -25,6 +25,7 @@ from rich.progress import (
 from connectors.hbase import HBaseClient
 from pipeline.cli.logsetup import configure_logging
 from pipeline.errors import ConfigError
+from pipeline.runtime.affinity import pin_cpus
 from pipeline.runtime.backfill import (
     Backfill,
     BackfillSummary,
@@ -191,6 +192,7 @@ def backfill(
     configure_logging(log_level)
     settings = load_settings(config)
     tune_gc(settings.runtime.gc_threshold0)
+    pin_cpus(settings.runtime.cpu_affinity)
     if metrics_port is not None:
         settings = settings.model_copy(update={"metrics": settings.metrics.model_copy(update={"port": metrics_port})})
     try:

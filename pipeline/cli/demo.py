@@ -25,6 +25,7 @@ from pipeline.core.examples import EXAMPLES, generate
 from pipeline.core.model import TopicPartition
 from pipeline.core.routing import decode_value
 from pipeline.rowkey import format_key
+from pipeline.runtime.affinity import pin_cpus
 from pipeline.runtime.gctune import tune_gc
 from pipeline.runtime.produce import produce_events
 from pipeline.runtime.tables import create_tables
@@ -104,6 +105,7 @@ def demo(count: int = typer.Option(5000, "--count", "-n", help="events per examp
     configure_logging("WARNING")
     settings = load_settings(config)
     tune_gc(settings.runtime.gc_threshold0)
+    pin_cpus(settings.runtime.cpu_affinity)
     stack = LocalStack(settings.stack)
     report = stack.up()
     _console.print(f"stack {'reused' if report.reused else 'started'} ({report.timings_s['total']:.1f} s); "

@@ -12,6 +12,7 @@ from rich.console import Console
 from connectors.hbase import HBaseClient
 from pipeline.cli.logsetup import configure_logging
 from pipeline.core.examples import EXAMPLES, generate
+from pipeline.runtime.affinity import pin_cpus
 from pipeline.runtime.gctune import tune_gc
 from pipeline.runtime.produce import produce_events
 from pipeline.runtime.worker import Worker, WorkerSummary
@@ -55,6 +56,7 @@ def run(config: Path = typer.Option(..., "--config", "-c", help="TOML profile wi
     configure_logging(log_level)
     settings = load_settings(config)
     tune_gc(settings.runtime.gc_threshold0)
+    pin_cpus(settings.runtime.cpu_affinity)
     summary = anyio.run(lambda: run_worker(settings, group=group, metrics=metrics))
     _console.print(f"consumed {summary.consumed} events, wrote {summary.rows_written} rows in "
                    f"{summary.batches_written} batches, dead-lettered {summary.dead_lettered}, "

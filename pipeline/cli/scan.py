@@ -31,6 +31,7 @@ from pipeline.errors import ConfigError
 from pipeline.rowkey import RowKey, compile_rowkey, format_key
 from pipeline.rowkey.segments_dist import Mod
 from pipeline.rowkey.segments_num import Binary, Dec, ReverseTs, TimeBucket
+from pipeline.runtime.affinity import pin_cpus
 from pipeline.runtime.gctune import tune_gc
 from pipeline.runtime.reader import Reader, ReadRow
 from pipeline.runtime.reader_plan import explain_lines
@@ -108,6 +109,7 @@ async def _run(config: Path, route_name: str, where_items: list[str], t_from: st
                timeout: float | None, page_size: int) -> None:
     settings = load_settings(config)
     tune_gc(settings.runtime.gc_threshold0)  # a full scan allocates ~10 objects per row
+    pin_cpus(settings.runtime.cpu_affinity)
     route: RouteSpec = settings.route(route_name)
     rowkey = compile_rowkey(route.rowkey)
     where = parse_where(where_items, rowkey)
