@@ -8,6 +8,7 @@ committed, prints a throughput summary, and reads a few rows back with their key
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +24,12 @@ from connectors.stack import LocalStack
 from pipeline.cli.logsetup import configure_logging
 from pipeline.core.examples import EXAMPLES, generate
 from pipeline.core.model import TopicPartition
-from pipeline.core.routing import decode_value
+from pipeline.errors import HBaseIngestError
 from pipeline.rowkey import format_key
 from pipeline.runtime.affinity import pin_cpus
 from pipeline.runtime.gctune import tune_gc
 from pipeline.runtime.produce import produce_events
+from pipeline.runtime.reader_rows import compile_row_decoder
 from pipeline.runtime.tables import create_tables
 from pipeline.runtime.worker import Worker
 from pipeline.settings import Settings, load_settings
@@ -79,22 +81,25 @@ async def _demo(settings: Settings, count: int, partitions: int) -> None:
         _console.print(table)
 
         for route in worker.router.routes:  # the worker's compiled routes: no second compilation
-            sample_rows = await hbase.scan_page(route.table, limit=2)
-            for key, cells in sample_rows:
-                try:
-                    fields: Any = route.rowkey.decode(key)
-                except Exception as exc:
-                    fields = f"(not decodable: {exc})"
-                cols = {c.decode(): _cell(route.spec.columns, c, v) for c, v in sorted(cells.items())}
-                _console.print(f"[bold]{route.table}[/bold] " + escape(f"{format_key(key)}\n    key fields: {fields}\n"
-                                                                       f"    columns: {cols}"))
+            # the reader's row decoder: cells by the column mapping, tally counters summed
+            decode_run = compile_row_decoder(route.spec, _key_fields(route.rowkey.decode))
+            for row in decode_run(await hbase.scan_cells(route.table, limit=2), ""):
+                cols = {c: _short(v) for c, v in row.columns.items()}
+                _console.print(f"[bold]{route.table}[/bold] " + escape(
+                    f"{format_key(row.key)}\n    key fields: {row.fields}\n    columns: {cols}"))
 
 
-def _cell(columns: dict[str, Any], column: bytes, raw: bytes) -> Any:
-    spec = columns.get(column.decode())
-    if spec is None:  # counter/tally cells hold 8-byte longs
-        return decode_value("long", raw)
-    value = decode_value(spec.encoding, raw)
+def _key_fields(decode: Callable[[bytes], dict[str, Any]]) -> Callable[[bytes], dict[str, Any]]:
+    """``decode``, showing why a key does not decode instead of failing the demo."""
+    def fields(key: bytes) -> dict[str, Any]:
+        try:
+            return decode(key)
+        except HBaseIngestError as exc:
+            return {"not decodable": str(exc)}
+    return fields
+
+
+def _short(value: Any) -> Any:
     return value[:40] + "..." if isinstance(value, str) and len(value) > 40 else value
 
 

@@ -86,6 +86,8 @@ def compile_row_decoder(route: RouteSpec, decode_key: Callable[[bytes], dict[str
         names[f"_n{i}"] = column
         body += [f"c = get(_k{i})", "if c is not None:", "    left -= 1", "    v = c.value"]
         body += ["    " + line.format(name=f"_n{i}") for line in _INLINE[encoding]]
+    if not body:  # nothing mapped (a tally counter alone): every cell takes the general path
+        body = ["pass"]
     src = [
         "def decode_run(rows, label):",
         "    out = []",

@@ -62,6 +62,10 @@ def test_counters_in_both_modes() -> None:
     [row] = decoder(tally)([(b"web1", cells({b"c:e1": (2).to_bytes(8, "big"), b"c:e2": b"3",
                                               b"d:h": b"web1"}))], "")
     assert row.columns == {"d:h": "web1", "c:n": 5}
+    alone = RouteSpec(name="r", topic="t", table="t", rowkey="[host]",
+                      counter={"column": "c:n", "mode": "tally"})  # no mapped column at all
+    [row] = decoder(alone)([(b"web1", cells({b"c:e1": b"2", b"c:e2": b"3"}))], "")
+    assert row.columns == {"c:n": 5}
     incr = RouteSpec(name="r", topic="t", table="t", rowkey="[host]",
                      counter={"column": "c:n", "mode": "increment"})
     [row] = decoder(incr)([(b"web1", cells({b"c:n": (41).to_bytes(8, "big")}))], "")
