@@ -51,8 +51,7 @@ import anyio
 from connectors.hbase import HBaseClient
 from pipeline.core.model import Mutation, MutationKind, Origin, TopicPartition
 from pipeline.rowkey import compile_rowkey
-from pipeline.runtime.affinity import pin_cpus
-from pipeline.runtime.gctune import tune_gc
+from pipeline.runtime.proctune import tune_process
 from pipeline.runtime.reader import Reader, ReadRow
 from pipeline.runtime.reader_merge import Row, merge_runs
 from pipeline.settings import FamilySpec, RouteSpec, load_settings
@@ -223,8 +222,7 @@ async def single_scanner(hb: HBaseClient, table: str) -> tuple[float, int]:
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     settings = load_settings(args.config)
-    tune_gc(settings.runtime.gc_threshold0)  # as `hbase-ingest scan` does
-    pin_cpus(settings.runtime.cpu_affinity)  # HBASE_INGEST_RUNTIME__CPU_AFFINITY='[1]' pins, as scan does
+    tune_process(settings.runtime)  # as `hbase-ingest scan` does; HBASE_INGEST_RUNTIME__CPU_AFFINITY='[1]' pins
     table = f"bench_reader_{args.rows}"
     route = route_for(table)
     rowkey = compile_rowkey(SPEC)

@@ -37,7 +37,7 @@ from connectors.stack import LocalStack
 from pipeline.core.examples import generate
 from pipeline.core.model import Origin, TopicPartition
 from pipeline.core.routing import Router
-from pipeline.runtime.gctune import tune_gc
+from pipeline.runtime.proctune import tune_process
 from pipeline.runtime.produce import produce_events
 from pipeline.runtime.tables import create_tables
 from pipeline.settings import Settings, load_settings
@@ -173,7 +173,7 @@ async def _child(partitions: int) -> dict[str, Any]:
     from pipeline.runtime.worker import Worker
 
     settings = bench_settings(partitions)
-    tune_gc(settings.runtime.gc_threshold0)  # as `hbase-ingest run` does
+    tune_process(settings.runtime)  # as `hbase-ingest run` does
     stop_at = {TopicPartition(TOPIC, p): e for p, e in (await end_offsets(settings.kafka, TOPIC)).items()}
     timeline: list[tuple[float, float, int, int]] = []  # (s, RSS MB, in-flight bytes, consumed)
 

@@ -313,14 +313,9 @@ class HBaseClient:
         when ``reverse``; then ``start`` is the upper, inclusive bound and ``stop`` the lower,
         exclusive one, as in HBase), each as ``(key, {b"family:qualifier": value})``. The scanner is
         opened and closed inside the worker thread."""
-        if limit <= 0:
-            return []
-        scan = _tscan(start, stop, prefix, limit, reverse, columns, filter)
-        name = self._name(table).encode()
-
-        def get(c: happybase.Connection) -> list[Row]:
-            return [(k, {q: cell.value for q, cell in cells.items()}) for k, cells in scan_rows(c, name, scan, limit)]
-        return await self.call(get, table=table, what="scan")
+        rows = await self.scan_cells(table, start=start, stop=stop, prefix=prefix, limit=limit, reverse=reverse,
+                                     columns=columns, filter=filter)
+        return [(k, {q: cell.value for q, cell in cells.items()}) for k, cells in rows]
 
     async def scan_cells(self, table: str, *, start: bytes = b"", stop: bytes = b"", prefix: bytes | None = None,
                          limit: int = 1000, reverse: bool = False, columns: Sequence[bytes] | None = None,

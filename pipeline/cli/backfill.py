@@ -25,7 +25,6 @@ from rich.progress import (
 from connectors.hbase import HBaseClient
 from pipeline.cli.logsetup import configure_logging
 from pipeline.errors import ConfigError
-from pipeline.runtime.affinity import pin_cpus
 from pipeline.runtime.backfill import (
     Backfill,
     BackfillSummary,
@@ -33,7 +32,7 @@ from pipeline.runtime.backfill import (
     parse_offsets,
     parse_time,
 )
-from pipeline.runtime.gctune import tune_gc
+from pipeline.runtime.proctune import tune_process
 from pipeline.settings import Settings, load_settings
 
 __all__ = ["register", "run_backfill"]
@@ -191,8 +190,7 @@ def backfill(
     """Replay a bounded slice of a topic into HBase, resumably, in a consumer group of its own."""
     configure_logging(log_level)
     settings = load_settings(config)
-    tune_gc(settings.runtime.gc_threshold0)
-    pin_cpus(settings.runtime.cpu_affinity)
+    tune_process(settings.runtime)
     if metrics_port is not None:
         settings = settings.model_copy(update={"metrics": settings.metrics.model_copy(update={"port": metrics_port})})
     try:

@@ -26,8 +26,7 @@ from pipeline.core.examples import EXAMPLES, generate
 from pipeline.core.model import TopicPartition
 from pipeline.errors import HBaseIngestError
 from pipeline.rowkey import format_key
-from pipeline.runtime.affinity import pin_cpus
-from pipeline.runtime.gctune import tune_gc
+from pipeline.runtime.proctune import tune_process
 from pipeline.runtime.produce import produce_events
 from pipeline.runtime.reader_rows import compile_row_decoder
 from pipeline.runtime.tables import create_tables
@@ -109,8 +108,7 @@ def demo(count: int = typer.Option(5000, "--count", "-n", help="events per examp
     """Run the whole pipeline on embedded defaults against the local stack."""
     configure_logging("WARNING")
     settings = load_settings(config)
-    tune_gc(settings.runtime.gc_threshold0)
-    pin_cpus(settings.runtime.cpu_affinity)
+    tune_process(settings.runtime)
     stack = LocalStack(settings.stack)
     report = stack.up()
     _console.print(f"stack {'reused' if report.reused else 'started'} ({report.timings_s['total']:.1f} s); "

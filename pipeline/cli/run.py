@@ -12,8 +12,7 @@ from rich.console import Console
 from connectors.hbase import HBaseClient
 from pipeline.cli.logsetup import configure_logging
 from pipeline.core.examples import EXAMPLES, generate
-from pipeline.runtime.affinity import pin_cpus
-from pipeline.runtime.gctune import tune_gc
+from pipeline.runtime.proctune import tune_process
 from pipeline.runtime.produce import produce_events
 from pipeline.runtime.worker import Worker, WorkerSummary
 from pipeline.settings import Settings, load_settings
@@ -55,8 +54,7 @@ def run(config: Path = typer.Option(..., "--config", "-c", help="TOML profile wi
     """Run the ingest worker in its consumer group until SIGTERM/SIGINT."""
     configure_logging(log_level)
     settings = load_settings(config)
-    tune_gc(settings.runtime.gc_threshold0)
-    pin_cpus(settings.runtime.cpu_affinity)
+    tune_process(settings.runtime)
     summary = anyio.run(lambda: run_worker(settings, group=group, metrics=metrics))
     _console.print(f"consumed {summary.consumed} events, wrote {summary.rows_written} rows in "
                    f"{summary.batches_written} batches, dead-lettered {summary.dead_lettered}, "

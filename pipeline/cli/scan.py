@@ -31,8 +31,7 @@ from pipeline.errors import ConfigError
 from pipeline.rowkey import RowKey, compile_rowkey, format_key
 from pipeline.rowkey.segments_dist import Mod
 from pipeline.rowkey.segments_num import Binary, Dec, ReverseTs, TimeBucket
-from pipeline.runtime.affinity import pin_cpus
-from pipeline.runtime.gctune import tune_gc
+from pipeline.runtime.proctune import tune_process
 from pipeline.runtime.reader import Reader, ReadRow
 from pipeline.runtime.reader_plan import explain_lines
 from pipeline.settings import RouteSpec, load_settings
@@ -108,8 +107,7 @@ async def _run(config: Path, route_name: str, where_items: list[str], t_from: st
                t_to: str | None, newest_first: bool, limit: int | None, fmt: str, explain: bool,
                timeout: float | None, page_size: int) -> None:
     settings = load_settings(config)
-    tune_gc(settings.runtime.gc_threshold0)  # a full scan allocates ~10 objects per row
-    pin_cpus(settings.runtime.cpu_affinity)
+    tune_process(settings.runtime)  # a full scan allocates ~10 objects per row
     route: RouteSpec = settings.route(route_name)
     rowkey = compile_rowkey(route.rowkey)
     where = parse_where(where_items, rowkey)

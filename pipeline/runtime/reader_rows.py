@@ -62,9 +62,6 @@ def compile_row_decoder(route: RouteSpec, decode_key: Callable[[bytes], dict[str
         mapped[route.counter.column.encode()] = (route.counter.column, "long")
     general = compile_columns(route)
 
-    def decode_cells(cells: dict[bytes, Any]) -> dict[str, Any]:
-        return general({raw: cell.value for raw, cell in cells.items()})
-
     def rest(cells: dict[bytes, Any], cols: dict[str, Any]) -> None:
         """The cells the mapping does not name (raw bytes, or a tally sum), added to ``cols``."""
         others = {raw: cell.value for raw, cell in cells.items() if raw not in mapped}
@@ -72,7 +69,7 @@ def compile_row_decoder(route: RouteSpec, decode_key: Callable[[bytes], dict[str
 
     def undecodable(cells: dict[bytes, Any], exc: ValueError) -> Exception:
         try:
-            decode_cells(cells)  # names the column at fault
+            general({raw: cell.value for raw, cell in cells.items()})  # names the column at fault
         except CellDecodeError as named:
             return named
         return CellDecodeError("?", "?", str(exc))
