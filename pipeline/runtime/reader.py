@@ -15,8 +15,9 @@ How a query runs:
    region instead. :meth:`Reader.plan` returns the plan; ``explain_lines`` prints it.
 2. **Scan**: every range is one producer task in the reader's task group, paging with
    ``HBaseClient.scan_cells`` (a scanner is opened and closed per page, in a worker thread) into a
-   bounded memory stream of ``read_ahead`` pages. At most ``concurrency`` pages are being fetched at
-   once per query (a ``CapacityLimiter``, default ``HBaseSettings.pool_size``).
+   bounded memory stream of ``read_ahead`` pages (:mod:`pipeline.runtime.reader_range`). At most
+   ``concurrency`` pages are being fetched at once per query (a ``CapacityLimiter``, default
+   ``HBaseSettings.pool_size``).
 3. **Merge**: a k-way heap merge (:class:`pipeline.core.merge.MergeHeap`) holds one head row per
    range, so memory is bounded by ranges x (read_ahead + 2) pages, never by bucket size.
 
@@ -51,7 +52,7 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from types import TracebackType
 from typing import Any
 
@@ -65,73 +66,17 @@ from pipeline.rowkey import RowKey, compile_rowkey
 from pipeline.runtime.reader_errors import QueryError
 from pipeline.runtime.reader_merge import merge_runs, top_k
 from pipeline.runtime.reader_plan import QueryPlan, ScanRange, plan_query
+from pipeline.runtime.reader_range import page_range, reverse_lower_bound
 from pipeline.runtime.reader_rows import ReadRow, RowDecoder, ScannedRow, compile_row_decoder
+from pipeline.runtime.reader_stats import QueryStats, RangeStats, ReaderStats, ReaderTotals
 from pipeline.settings import RouteSpec
 
 __all__ = [
     "QueryError", "QueryPlan", "QueryStats", "RangeStats", "ReadRow", "Reader", "ReaderStats",
-    "Scan", "ScanRange",
+    "Scan", "ScanRange", "reverse_lower_bound",
 ]
 
 Row = ScannedRow
-
-
-@dataclass(slots=True)
-class RangeStats:
-    """One range of one query. ``state`` is ``pending``, ``scanning``, ``done`` (exhausted or its
-    share of the limit reached), ``failed`` or ``cancelled``."""
-
-    label: str
-    pages: int = 0
-    rows_scanned: int = 0
-    rows_matched: int = 0
-    state: str = "pending"
-
-
-@dataclass(slots=True)
-class QueryStats:
-    """A live snapshot of one query. ``scanners_opened`` counts ``scan_cells`` calls (each opens and
-    closes one HBase scanner); ``rows_scanned`` counts rows fetched from HBase, ``rows_returned``
-    rows yielded. ``outcome`` is ``running``, ``done``, ``limit``, ``closed`` (the caller stopped
-    early), ``failed`` or ``timeout``."""
-
-    table: str
-    ranges_planned: int = 0
-    per_region: bool = False
-    scanners_opened: int = 0
-    rows_scanned: int = 0
-    rows_returned: int = 0
-    elapsed_s: float = 0.0
-    first_row_s: float | None = None
-    outcome: str = "running"
-    ranges: list[RangeStats] = field(default_factory=list)
-
-
-@dataclass(frozen=True, slots=True)
-class ReaderStats:
-    """Totals over the reader's life."""
-
-    queries_started: int
-    queries_active: int
-    queries_failed: int
-    scanners_opened: int
-    rows_scanned: int
-    rows_returned: int
-
-
-def reverse_lower_bound(start: bytes) -> bytes:
-    """The exclusive lower bound of a reverse scan that must include ``start`` itself.
-
-    HBase's reverse stop row is exclusive, and the key just below ``start`` has no finite spelling
-    unless ``start`` ends in ``0x00``. Otherwise this returns ``start`` with its last byte decreased
-    and 16 ``0xFF`` bytes appended: only keys in ``(bound, start)`` are over-scanned (keys beginning
-    with that many ``0xFF`` bytes), and the caller drops any row below ``start``.
-    """
-    if not start:
-        return b""
-    if start[-1] == 0:
-        return start[:-1]
-    return start[:-1] + bytes((start[-1] - 1,)) + b"\xff" * 16
 
 
 class Reader:
@@ -161,12 +106,11 @@ class Reader:
         self.verify_keys = verify_keys
         self._tg: TaskGroup | None = None
         self._designs: dict[str, tuple[RowKey, RowDecoder]] = {}
-        self._started = self._failed = self._active = 0
-        self._scanners = self._scanned = self._returned = 0
+        self.totals = ReaderTotals()
 
     def __repr__(self) -> str:
         return (f"Reader(page_size={self.page_size}, read_ahead={self.read_ahead}, "
-                f"concurrency={self.concurrency}, active={self._active})")
+                f"concurrency={self.concurrency}, active={self.totals.active})")
 
     async def __aenter__(self) -> Reader:
         tg = anyio.create_task_group()
@@ -189,8 +133,7 @@ class Reader:
             raise
 
     def statistics(self) -> ReaderStats:
-        return ReaderStats(self._started, self._active, self._failed, self._scanners, self._scanned,
-                           self._returned)
+        return self.totals.snapshot()
 
     def design(self, route: RouteSpec) -> tuple[RowKey, RowDecoder]:
         """The compiled rowkey of ``route`` and its row decoder (``decode_run(rows, range_label)``,
@@ -305,7 +248,7 @@ class Scan:
         if self.stats.first_row_s is None:
             self.stats.first_row_s = time.monotonic() - self._t0
         self.stats.rows_returned += 1
-        self.reader._returned += 1
+        self.reader.totals.returned += 1
         return buf.popleft()
 
     async def batches(self) -> AsyncGenerator[list[ReadRow], None]:
@@ -320,13 +263,13 @@ class Scan:
             rows = list(self._buf)
             self._buf.clear()
             stats.rows_returned += len(rows)
-            reader._returned += len(rows)
+            reader.totals.returned += len(rows)
             yield rows
         async for batch in self._gen:
             if stats.first_row_s is None:
                 stats.first_row_s = time.monotonic() - self._t0
             stats.rows_returned += len(batch)
-            reader._returned += len(batch)
+            reader.totals.returned += len(batch)
             yield batch
 
     async def aclose(self) -> None:
@@ -370,59 +313,17 @@ class Scan:
 
     async def _produce(self, plan: QueryPlan, i: int, send: MemoryObjectSendStream[list[Row]],
                        limiter: anyio.CapacityLimiter) -> None:
-        rng = plan.ranges[i]
-        st = self.stats.ranges[i]
-        hb, reader = self.reader.hbase, self.reader
-        reverse = plan.reverse
-        matches = plan.matches
-        low = rng.start
-        # reverse: start = upper bound (inclusive, so a row equal to it is dropped), stop = lower
-        cursor = rng.stop if reverse else rng.start
-        stop = reverse_lower_bound(rng.start) if reverse else rng.stop
-        skip: bytes | None = (rng.stop or None) if reverse else None
-        # a range never needs more matching rows than the limit, except for a top-k selection
-        want_total = None if plan.order == "top-k" else self.limit
-        size = reader.first_page
+        """One range's producer: pages it (never raising) and records how it ended."""
+        rng, st, reader = plan.ranges[i], self.stats.ranges[i], self.reader
         async with send:
             try:
                 st.state = "scanning"
-                while True:
-                    want = min(size, reader.page_size)
-                    if want_total is not None and matches is None:
-                        # exact ranges: every row counts toward the limit (a filtered range keeps
-                        # its pages, since most of what it scans may be dropped)
-                        want = min(want, want_total - st.rows_matched)
-                    ask = want + (1 if skip is not None else 0)
-                    async with limiter:
-                        self.stats.scanners_opened += 1
-                        reader._scanners += 1
-                        page = await hb.scan_cells(plan.table, start=cursor, stop=stop, limit=ask,
-                                                  reverse=reverse, columns=self.columns)
-                    st.pages += 1
-                    exhausted = len(page) < ask
-                    if skip is not None and page and page[0][0] >= skip:
-                        page = page[1:]  # the previous page's last row, or the range's stop key
-                    elif len(page) > want:
-                        page = page[:want]
-                    last = page[-1][0] if page else b""
-                    self.stats.rows_scanned += len(page)
-                    reader._scanned += len(page)
-                    st.rows_scanned += len(page)
-                    if reverse and low and page and page[-1][0] < low:
-                        page = [r for r in page if r[0] >= low]
-                        exhausted = True
-                    if matches is not None:
-                        page = [r for r in page if matches(r[0])]
-                    st.rows_matched += len(page)
-                    if page:
-                        await send.send(page)
-                    if exhausted or (want_total is not None and st.rows_matched >= want_total):
-                        break
-                    if reverse:
-                        cursor = skip = last
-                    else:
-                        cursor = last + b"\x00"
-                    size *= 4
+                await page_range(
+                    reader.hbase, plan.table, rng, send, reverse=plan.reverse, matches=plan.matches,
+                    # a range never needs more matching rows than the limit, except for a top-k
+                    limit=None if plan.order == "top-k" else self.limit, columns=self.columns,
+                    first_page=reader.first_page, page_size=reader.page_size, limiter=limiter,
+                    stats=st, query=self.stats, totals=reader.totals)
                 st.state = "done"
                 self._done[i] = True
             except anyio.BrokenResourceError:
@@ -485,8 +386,8 @@ class Scan:
         """Plan, start the producers, merge; yield decoded runs of rows (the limit applied)."""
         reader = self.reader
         self._t0 = time.monotonic()
-        reader._started += 1
-        reader._active += 1
+        reader.totals.started += 1
+        reader.totals.active += 1
         try:
             if self.timeout_s is not None:
                 self._deadline = anyio.current_time() + self.timeout_s
@@ -585,6 +486,6 @@ class Scan:
         self._finished = True
         self.stats.outcome = outcome
         self.stats.elapsed_s = time.monotonic() - self._t0
-        self.reader._active -= 1
+        self.reader.totals.active -= 1
         if outcome in ("failed", "timeout"):
-            self.reader._failed += 1
+            self.reader.totals.failed += 1

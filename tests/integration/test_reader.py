@@ -24,6 +24,7 @@ from pipeline.core.model import Mutation, MutationKind, Origin, TopicPartition
 from pipeline.rowkey import RowKey, compile_rowkey
 from pipeline.runtime.reader import QueryError, Reader
 from pipeline.settings import FamilySpec, HBaseSettings, RouteSpec
+from tests.reader_oracle import brute_force
 
 ORIGIN = Origin(TopicPartition("reader-test", 0), 0)
 T0 = 1_700_000_000_000
@@ -86,21 +87,6 @@ def tables(stack: LocalStack) -> Iterator[dict[str, str]]:
     anyio.run(setup)
     yield names
     anyio.run(teardown)
-
-
-def brute_force(rowkey: RowKey, rows: list[bytes], where: dict[str, Any],
-                time_range: tuple[int, int] | None, descending: bool, limit: int | None,
-                table_order: bool) -> list[bytes]:
-    keep = []
-    for key in rows:
-        fields = rowkey.decode(key)
-        if any(fields[f] != v for f, v in where.items()):
-            continue
-        if time_range is not None and not time_range[0] <= fields["ts"] < time_range[1]:
-            continue
-        keep.append(key)
-    keep.sort(key=(lambda k: k) if table_order else rowkey.sort_key, reverse=descending)
-    return keep if limit is None else keep[:limit]
 
 
 queries = st.fixed_dictionaries({

@@ -10,9 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.rowkey import RowKey, compile_rowkey
+from pipeline.rowkey import compile_rowkey
 from pipeline.runtime.reader import Reader
 from pipeline.settings import RouteSpec
+from tests.reader_oracle import brute_force
 
 from .test_reader_fake import FakeHBase
 
@@ -34,21 +35,6 @@ def route_for(spec: str) -> RouteSpec:
 
 def cells(host: str, ts: int) -> dict[bytes, bytes]:
     return {b"d:v": ts.to_bytes(8, "big", signed=True), b"d:h": host.encode()}
-
-
-def brute_force(rowkey: RowKey, keys: list[bytes], where: dict[str, Any],
-                time_range: tuple[int, int] | None, descending: bool, limit: int | None,
-                by_table_order: bool = False) -> list[bytes]:
-    keep = []
-    for key in keys:
-        fields = rowkey.decode(key)
-        if any(fields[f] != v for f, v in where.items()):
-            continue
-        if time_range is not None and not time_range[0] <= fields["ts"] < time_range[1]:
-            continue
-        keep.append(key)
-    keep.sort(key=(lambda k: k) if by_table_order else rowkey.sort_key, reverse=descending)
-    return keep if limit is None else keep[:limit]
 
 
 queries = st.fixed_dictionaries({
