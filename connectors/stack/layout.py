@@ -82,6 +82,12 @@ class StackLayout:
     def logs(self) -> Path:
         return self.state / "logs"
 
+    @property
+    def lock_file(self) -> Path:
+        """Held while ``up`` or ``down`` runs. Beside the state folder, not in it: ``down --wipe``
+        deletes the folder while holding the lock."""
+        return self.state.parent / f".{self.state.name}.lock"
+
     def pid_file(self, name: str) -> Path:
         return self.state / f"{name}.pid"
 

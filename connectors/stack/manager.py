@@ -9,13 +9,19 @@ Two JVMs are started and owned (pid files in the state folder):
 
 ``up`` is idempotent: when both processes run and pass a round trip, it returns at once.
 ``down`` signals only those two pids (SIGTERM, then SIGKILL after a grace period).
+``up`` and ``down`` hold an exclusive lock beside the state folder (``LocalStack.exclusive``), so
+an ``up`` started while a ``down`` is still stopping the servers waits for it instead of racing it
+(and the other way round); a wait longer than ``lock_timeout_s`` fails with a StackError.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import shutil
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -109,7 +115,34 @@ class LocalStack:
         kafka_round_trip(self.bootstrap, timeout_s)
         hbase_round_trip("127.0.0.1", self.settings.thrift_port, self.settings.thrift2_port, timeout_s)
 
+    @contextlib.contextmanager
+    def exclusive(self, lock_timeout_s: float = 300.0) -> Iterator[None]:
+        """Hold the stack's lock (see the module docstring); waits up to ``lock_timeout_s``."""
+        lock = self.layout.lock_file
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        with open(lock, "a+") as fh:
+            deadline = time.monotonic() + lock_timeout_s
+            while True:
+                try:
+                    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise StackError(
+                            f"another `stack up` or `stack down` has held {lock} for {lock_timeout_s:.0f} s; "
+                            "wait for it to finish, or stop it") from None
+                    time.sleep(0.2)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
     def up(self) -> UpReport:
+        """Provision and start what is not running, then wait until both servers answer."""
+        with self.exclusive(self.settings.start_timeout_s + 120):
+            return self._up()
+
+    def _up(self) -> UpReport:
         t0 = time.monotonic()
         if self.kafka.pid() is not None and self.hbase.pid() is not None:
             try:
@@ -139,9 +172,10 @@ class LocalStack:
     def down(self, wipe: bool = False) -> list[str]:
         """Stop the processes this stack started (Thrift/HBase first, then Kafka). ``wipe`` also
         deletes the state folder (data, logs). Returns the names of the processes stopped."""
-        stopped = [p.name for p in (self.hbase, self.kafka) if p.stop()]
-        if wipe and self.layout.state.exists():
-            shutil.rmtree(self.layout.state)
+        with self.exclusive():
+            stopped = [p.name for p in (self.hbase, self.kafka) if p.stop()]
+            if wipe and self.layout.state.exists():
+                shutil.rmtree(self.layout.state)
         return stopped
 
     # -- internals -------------------------------------------------------------------------------

@@ -108,3 +108,36 @@ def test_unreachable_maven_central_is_explained(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setattr(provision, "ensure_tools", lambda: None)
     with pytest.raises(StackError, match="Maven Central is unreachable"):
         provision.ensure_classpaths(StackLayout(tmp_path / "c", tmp_path / "s", infra_dir()))
+
+
+def test_up_and_down_wait_for_each_other(tmp_path: Path) -> None:
+    """A `down` started while another process holds the stack's lock (an `up` or `down` still
+    running) waits for it, and a wait past the timeout names the lock."""
+    import threading
+    import time
+
+    from connectors.stack import LocalStack
+    from pipeline.settings import StackSettings
+
+    stack = LocalStack(StackSettings(state_dir=tmp_path / "state", cache_dir=tmp_path / "cache"))
+    (tmp_path / "state").mkdir()
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import fcntl, sys, time; fh = open(sys.argv[1], 'a+'); fcntl.flock(fh, fcntl.LOCK_EX); "
+         "print('held', flush=True); time.sleep(float(sys.argv[2]))",
+         str(stack.layout.lock_file), "1.5"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with pytest.raises(StackError, match=r"has held .*\.state\.lock"), stack.exclusive(lock_timeout_s=0.3):
+            pass
+        done: list[float] = []
+        t0 = time.monotonic()
+        waiter = threading.Thread(target=lambda: (stack.down(wipe=True), done.append(time.monotonic() - t0)))
+        waiter.start()
+        time.sleep(0.5)
+        assert not done and (tmp_path / "state").exists()  # still waiting for the holder
+        waiter.join(timeout=10)
+        assert done and done[0] >= 1.0 and not (tmp_path / "state").exists()
+    finally:
+        holder.kill()
+        holder.wait()
