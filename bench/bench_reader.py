@@ -31,7 +31,15 @@ for a quick run; the default is 1,000,000 rows. ``raw_scan_no_decode`` pages the
 decoding, one at a time and eight at a time: when HBase itself (the region server and Thrift
 gateway, sharing the cores with this client) bounds a scan, concurrency cannot pay much, and that
 figure shows it. ``merged_client_cpu_s`` and ``serial_client_cpu_s`` are this process's CPU time
-during a full scan (medians).
+during a full scan, ``*_hbase_cpu_s`` the local HBase JVM's (region server and Thrift gateway in one
+process; 0 when HBase is not the local stack); medians.
+
+``bounds`` turns those into the best ratio any client of this design could reach here, measured in
+the same run. ``one_process_client``: the merged scan does all of the serial scan's client work in
+one Python process, so it cannot take less wall time than the serial scan's client CPU (the work
+holds the GIL); best ratio = serial client CPU / serial wall. ``machine_cpus``: the client and
+HBase together cannot use more than the machine's cores; best ratio = (serial client CPU + HBase
+CPU) / cores / serial wall. A ratio above the larger bound is overhead of the fan-out itself.
 """
 
 from __future__ import annotations
@@ -48,7 +56,9 @@ from typing import Any
 
 import anyio
 
+from bench.cpu import cpu_seconds
 from connectors.hbase import HBaseClient
+from connectors.stack import LocalStack
 from pipeline.core.model import Mutation, MutationKind, Origin, TopicPartition
 from pipeline.rowkey import compile_rowkey
 from pipeline.runtime.proctune import tune_process
@@ -147,13 +157,17 @@ async def raw_scans(hb: HBaseClient, table: str, page_size: int, concurrency: in
 
 
 class FullScan:
-    """One full scan's figures: wall and client CPU seconds, rows, pages, first and last key."""
+    """One full scan's figures: wall, client CPU and HBase JVM CPU seconds, rows, pages, first and
+    last key."""
+
+    hbase_pid: int | None = None  # the local stack's HBase JVM, set by main()
 
     def __init__(self) -> None:
         self.n = self.pages = 0
         self.first = self.last = b""
+        self.h0 = cpu_seconds(self.hbase_pid)
         self.t0, self.c0 = time.perf_counter(), time.process_time()
-        self.wall = self.cpu = 0.0
+        self.wall = self.cpu = self.hbase_cpu = 0.0
 
     def row(self, row: ReadRow) -> None:
         if not self.n:
@@ -164,6 +178,7 @@ class FullScan:
     def stop(self) -> FullScan:
         self.wall = time.perf_counter() - self.t0
         self.cpu = time.process_time() - self.c0
+        self.hbase_cpu = cpu_seconds(self.hbase_pid) - self.h0
         return self
 
 
@@ -223,6 +238,7 @@ async def single_scanner(hb: HBaseClient, table: str) -> tuple[float, int]:
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     settings = load_settings(args.config)
     tune_process(settings.runtime)  # as `hbase-ingest scan` does; HBASE_INGEST_RUNTIME__CPU_AFFINITY='[1]' pins
+    FullScan.hbase_pid = LocalStack(settings.stack).hbase.pid()
     table = f"bench_reader_{args.rows}"
     route = route_for(table)
     rowkey = compile_rowkey(SPEC)
@@ -281,11 +297,18 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                     serial.append(ss)
                     single.append(h_s)
                     print(f"full scan of {ms.n} rows: merged {ms.wall:.2f} s ({ms.pages} pages, "
-                          f"cpu {ms.cpu:.2f} s), serial {ss.wall:.2f} s ({ss.pages} pages, "
-                          f"cpu {ss.cpu:.2f} s), one happybase scanner {h_s:.2f} s")
+                          f"cpu {ms.cpu:.2f} s, hbase {ms.hbase_cpu:.2f} s), serial {ss.wall:.2f} s "
+                          f"({ss.pages} pages, cpu {ss.cpu:.2f} s, hbase {ss.hbase_cpu:.2f} s), "
+                          f"one happybase scanner {h_s:.2f} s")
             m, s = (statistics.median(x.wall for x in runs) for runs in (merged, serial))
             h = statistics.median(single)
             rows = merged[0].n
+
+            def med(runs: list[FullScan], attr: str) -> float:
+                return float(statistics.median(getattr(x, attr) for x in runs))
+
+            one_process = med(serial, "cpu") / s
+            machine = (med(serial, "cpu") + med(serial, "hbase_cpu")) / (os.cpu_count() or 1) / s
             out["full_scan"] = {
                 "rows": rows, "merged_s": round(m, 3), "serial_16_buckets_s": round(s, 3),
                 "single_happybase_scanner_s": round(h, 3),
@@ -293,8 +316,13 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 "merged_over_single_scanner": round(m / h, 3),
                 "merged_row_iteration_s": round(statistics.median(x.wall for x in per_row), 3),
                 "merged_rows_per_s": round(rows / m),
-                "merged_client_cpu_s": round(statistics.median(x.cpu for x in merged), 3),
-                "serial_client_cpu_s": round(statistics.median(x.cpu for x in serial), 3),
+                "merged_client_cpu_s": round(med(merged, "cpu"), 3),
+                "serial_client_cpu_s": round(med(serial, "cpu"), 3),
+                "merged_hbase_cpu_s": round(med(merged, "hbase_cpu"), 3),
+                "serial_hbase_cpu_s": round(med(serial, "hbase_cpu"), 3),
+                "bounds": {"one_process_client": round(one_process, 3),
+                           "machine_cpus": round(machine, 3),
+                           "merged_over_best_bound": round(m / s / max(one_process, machine), 3)},
                 "merged_pages": merged[0].pages, "serial_pages": serial[0].pages,
                 "all_runs_s": {"merged": [round(x.wall, 3) for x in merged],
                                "merged_row_iteration": [round(x.wall, 3) for x in per_row],

@@ -30,6 +30,7 @@ import anyio
 import happybase
 import orjson
 
+from bench.cpu import CpuMeter
 from connectors.hbase import HBaseClient
 from connectors.kafka import TopicPartition as KafkaTP
 from connectors.kafka import create_topics, delete_topics, end_offsets, make_consumer
@@ -43,33 +44,6 @@ from pipeline.runtime.tables import create_tables
 from pipeline.settings import Settings, load_settings
 
 RESULTS = Path(__file__).resolve().parent / "results"
-_TICK = os.sysconf("SC_CLK_TCK")
-
-
-def _cpu_s(pid: int | None) -> float:
-    """User + system CPU seconds of a process so far (0 when unknown)."""
-    if pid is None:
-        return 0.0
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / _TICK
-
-
-class CpuMeter:
-    """CPU seconds used by the HBase and Kafka JVMs and by this process between two points."""
-
-    def __init__(self, stack: LocalStack) -> None:
-        self.pids = {"hbase_jvm": stack.hbase.pid(), "kafka_jvm": stack.kafka.pid(), "bench": os.getpid()}
-        self.start = {k: _cpu_s(p) for k, p in self.pids.items()}
-        self.t0 = time.perf_counter()
-
-    def stop(self, extra: dict[str, float] | None = None) -> dict[str, float]:
-        out = {k: round(_cpu_s(p) - self.start[k], 1) for k, p in self.pids.items()}
-        out.update(extra or {})
-        out["wall"] = round(time.perf_counter() - self.t0, 1)
-        return out
 TOPIC = "bench-worker-events"
 TABLE = "bench_worker"
 
