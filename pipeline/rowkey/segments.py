@@ -121,3 +121,28 @@ class Segment:
 
     def bad(self, chunk: bytes, why: str) -> KeyDecodeError:
         return KeyDecodeError(f"segment {self.source}: {why} in {chunk!r}")
+
+
+class NumberedSegment(Segment):
+    """A segment whose bytes hold a bucket number and no field (mod, random and time buckets).
+    Decoding validates the number (:meth:`bucket_of`) and recovers nothing; the generated decoder
+    leaves the bytes unchecked; the fan-out label is ``<label_name>=<number>``."""
+
+    label_name = "bucket"
+    __slots__ = ()
+
+    def bucket_of(self, chunk: bytes) -> int:
+        """The bucket number in ``chunk``; raises KeyDecodeError when it cannot be one."""
+        raise NotImplementedError
+
+    def decode(self, chunk: bytes) -> dict[str, Any]:
+        self.bucket_of(chunk)
+        return {}
+
+    def emit_decode(
+        self, g: CodeGen, key: str, start: str, end: str
+    ) -> list[tuple[str | None, str]]:
+        return []
+
+    def label(self, chunk: bytes) -> str:
+        return f"{self.label_name}={self.bucket_of(chunk)}"

@@ -39,7 +39,7 @@ from pipeline.rowkey.codecs import (
 )
 from pipeline.rowkey.codegen import CodeGen
 from pipeline.rowkey.errors import RowKeyError
-from pipeline.rowkey.segments import RandomLike, Segment
+from pipeline.rowkey.segments import NumberedSegment, RandomLike, Segment
 
 __all__ = ["Bucketed", "KeySalt", "Md5", "Mod", "Random", "Salt"]
 
@@ -163,7 +163,7 @@ class Md5(Segment):
         return [b"%0*x" % (w, i) for i in range(16**w)]
 
 
-class Bucketed(Segment):
+class Bucketed(NumberedSegment):
     """A value in ``0..n-1`` rendered as bytes or decimal text (``mod`` and ``random``)."""
 
     __slots__ = ("fmt", "n", "text")
@@ -207,24 +207,12 @@ class Bucketed(Segment):
             raise self.bad(chunk, f"bucket outside 0..{self.n - 1}")
         return k
 
-    def decode(self, chunk: bytes) -> dict[str, Any]:
-        self.bucket_of(chunk)
-        return {}
-
-    def emit_decode(
-        self, g: CodeGen, key: str, start: str, end: str
-    ) -> list[tuple[str | None, str]]:
-        return []
-
-    def label(self, chunk: bytes) -> str:
-        return f"{self.kind}={self.bucket_of(chunk)}"
-
     def enum_values(self) -> list[bytes]:
         return [self.render(k) for k in range(self.n)]
 
 
 class Mod(Bucketed):
-    kind = "mod"
+    kind = label_name = "mod"
     distributing = True
     __slots__ = ()
 
@@ -251,7 +239,7 @@ class Mod(Bucketed):
 
 
 class Random(Bucketed):
-    kind = "random"
+    kind = label_name = "random"
     distributing = True
     computable = False
     __slots__ = ()

@@ -38,7 +38,7 @@ from pipeline.rowkey.codecs import (
 )
 from pipeline.rowkey.codegen import CodeGen
 from pipeline.rowkey.errors import EventFieldError
-from pipeline.rowkey.segments import ByteInterval, RandomLike, Segment
+from pipeline.rowkey.segments import ByteInterval, NumberedSegment, RandomLike, Segment
 
 __all__ = ["Binary", "Dec", "Int", "Long", "ReverseTs", "TimeBucket"]
 
@@ -288,7 +288,7 @@ class ReverseTs(Segment):
         return _desc(max(lo, 0), min(hi - 1, JAVA_LONG_MAX), 0, self.enc)
 
 
-class TimeBucket(Segment):
+class TimeBucket(NumberedSegment):
     kind = "time_bucket"
     time_ordered = True
     time_readable = True
@@ -343,18 +343,6 @@ class TimeBucket(Segment):
         if b < 0:
             raise self.bad(chunk, "negative bucket")
         return b
-
-    def decode(self, chunk: bytes) -> dict[str, Any]:
-        self.bucket_of(chunk)
-        return {}
-
-    def emit_decode(
-        self, g: CodeGen, key: str, start: str, end: str
-    ) -> list[tuple[str | None, str]]:
-        return []
-
-    def label(self, chunk: bytes) -> str:
-        return f"bucket={self.bucket_of(chunk)}"
 
     def time_of(self, chunk: bytes) -> tuple[int, int] | None:
         b = self.bucket_of(chunk)

@@ -19,29 +19,17 @@ from pipeline.rowkey import compile_rowkey
 from pipeline.runtime.metrics import MetricsObserver, serve_metrics
 from pipeline.runtime.worker import Worker
 from pipeline.settings import FamilySpec, MetricsSettings, load_settings
+from tests.http_get import http_get
 
 from .worker_support import drop_tables, order_event, order_settings, produce, setup, stop_offsets
 
 Samples = dict[str, dict[tuple[tuple[str, str], ...], float]]
 
 
-async def _get(port: int, path: str) -> tuple[int, bytes]:
-    async with await anyio.connect_tcp("127.0.0.1", port) as stream:
-        await stream.send(f"GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode())
-        data = b""
-        try:
-            while True:
-                data += await stream.receive()
-        except anyio.EndOfStream:
-            pass
-    head, _, body = data.partition(b"\r\n\r\n")
-    return int(head.split()[1]), body
-
-
 async def _scrape(port: int) -> Samples:
     from prometheus_client.parser import text_string_to_metric_families
 
-    status, body = await _get(port, "/metrics")
+    status, body = await http_get(port, "/metrics")
     assert status == 200
     out: Samples = defaultdict(dict)
     for family in text_string_to_metric_families(body.decode()):
@@ -67,8 +55,8 @@ async def test_counters_match_processed_events_and_lag_reaches_zero(hbase: HBase
             port: Any = await tg.start(partial(serve_metrics, MetricsSettings(port=0), worker,
                                                lag_interval_s=0.3, probe_interval_s=0.3))
             assert isinstance(worker.observer, MetricsObserver)
-            assert (await _get(port, "/healthz"))[0] == 200
-            status, body = await _get(port, "/readyz")
+            assert (await http_get(port, "/healthz"))[0] == 200
+            status, body = await http_get(port, "/readyz")
             assert status == 503 and b"worker: not running" in body
             tg.start_soon(worker.run)
             with anyio.fail_after(60):
@@ -93,7 +81,7 @@ async def test_counters_match_processed_events_and_lag_reaches_zero(hbase: HBase
             assert sum(by_region.values()) == 3 * len(good)
             assert {dict(k)["table"] for k in s["hbase_ingest_region_skew"]} == {r.table for r in settings.routes}
             with anyio.fail_after(10):
-                while (await _get(port, "/readyz"))[0] != 200:
+                while (await http_get(port, "/readyz"))[0] != 200:
                     await anyio.sleep(0.1)
             assert s["hbase_ingest_in_flight_bytes"][()] == 0
 

@@ -14,6 +14,7 @@ from pipeline.runtime.metrics import Metrics, MetricsObserver, MetricsServer, at
 from pipeline.runtime.observer import Observer
 from pipeline.runtime.worker import Worker
 from pipeline.settings import load_settings
+from tests.http_get import http_get
 
 TP0 = TopicPartition("t", 0)
 TP1 = TopicPartition("t", 1)
@@ -134,28 +135,15 @@ def test_readiness_needs_worker_assignment_and_hbase() -> None:
     assert server.respond("GET", "/nope")[0] == 404
 
 
-async def _get(port: int, path: str, raw: bytes | None = None) -> tuple[int, bytes]:
-    async with await anyio.connect_tcp("127.0.0.1", port) as stream:
-        await stream.send(raw or f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
-        data = b""
-        try:
-            while True:
-                data += await stream.receive()
-        except anyio.EndOfStream:
-            pass
-    head, _, body = data.partition(b"\r\n\r\n")
-    return int(head.split()[1]), body
-
-
 async def test_http_server_on_an_ephemeral_port() -> None:
     metrics = Metrics(_worker())
     server = MetricsServer(metrics, "127.0.0.1", 0)
     async with anyio.create_task_group() as tg:
         port: Any = await tg.start(server.serve)
         assert port > 0 and server.port == port
-        status, body = await _get(port, "/metrics")
+        status, body = await http_get(port, "/metrics")
         assert status == 200 and b"hbase_ingest_rows_written" in body
-        assert (await _get(port, "/healthz")) == (200, b"ok\n")
-        assert (await _get(port, "/readyz"))[0] == 503
-        assert (await _get(port, "", raw=b"garbage\r\n\r\n"))[0] == 400
+        assert (await http_get(port, "/healthz")) == (200, b"ok\n")
+        assert (await http_get(port, "/readyz"))[0] == 503
+        assert (await http_get(port, "", raw=b"garbage\r\n\r\n"))[0] == 400
         tg.cancel_scope.cancel()
