@@ -56,7 +56,7 @@ from typing import Any
 
 import anyio
 
-from bench.cpu import cpu_seconds
+from bench.cpu import children_cpu_seconds, cpu_seconds
 from connectors.hbase import HBaseClient
 from connectors.stack import LocalStack
 from pipeline.core.model import Mutation, MutationKind, Origin, TopicPartition
@@ -165,9 +165,9 @@ class FullScan:
     def __init__(self) -> None:
         self.n = self.pages = 0
         self.first = self.last = b""
-        self.h0 = cpu_seconds(self.hbase_pid)
+        self.h0, self.w0 = cpu_seconds(self.hbase_pid), children_cpu_seconds()
         self.t0, self.c0 = time.perf_counter(), time.process_time()
-        self.wall = self.cpu = self.hbase_cpu = 0.0
+        self.wall = self.cpu = self.hbase_cpu = self.workers_cpu = 0.0
 
     def row(self, row: ReadRow) -> None:
         if not self.n:
@@ -179,6 +179,7 @@ class FullScan:
         self.wall = time.perf_counter() - self.t0
         self.cpu = time.process_time() - self.c0
         self.hbase_cpu = cpu_seconds(self.hbase_pid) - self.h0
+        self.workers_cpu = children_cpu_seconds() - self.w0
         return self
 
 
@@ -264,12 +265,16 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             # one untimed pass first: the scans that follow all find the data equally warm
             await raw_scans(hb, table, args.page_size, 8)
             async with Reader(hb, page_size=args.page_size, read_ahead=args.read_ahead,
-                              concurrency=args.concurrency) as reader:
+                              concurrency=args.concurrency) as reader, \
+                    Reader(hb, page_size=args.page_size, read_ahead=args.read_ahead,
+                           concurrency=args.concurrency, processes=args.processes) as in_procs:
+                await merged_scan(in_procs, route)  # untimed: starts the workers, builds their decoders
                 out["newest100_one_host"] = await newest(reader, route, {"host": "host00007"},
                                                          args.reps)
                 out["newest100_all_hosts"] = await newest(reader, route, {}, args.reps)
                 out["newest100_all_hosts_serial_baseline"] = await newest_serial(reader, route,
                                                                                  args.reps)
+                out["newest100_all_hosts_processes"] = await newest(in_procs, route, {}, args.reps)
                 out["newest100_all_hosts"]["over_serial"] = round(
                     out["newest100_all_hosts"]["median_ms"]
                     / out["newest100_all_hosts_serial_baseline"]["median_ms"], 3)
@@ -283,24 +288,29 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                     "ratio": round(min(raw8) / min(raw1), 3)}
                 print("raw scans:", out["raw_scan_no_decode"])
                 merged: list[FullScan] = []
+                merged_p: list[FullScan] = []
                 per_row: list[FullScan] = []
                 serial: list[FullScan] = []
                 single: list[float] = []
                 for _ in range(args.full_reps):
                     ms = await merged_scan(reader, route)
+                    mp = await merged_scan(in_procs, route)
                     per_row.append(await merged_scan(reader, route, per_row=True))
                     ss = await serial_scan(reader, route)
                     h_s, h_n = await single_scanner(hb, table)
-                    assert ms.n == ss.n == h_n, (ms.n, ss.n, h_n)
-                    assert (ms.first, ms.last) == (ss.first, ss.last), "outputs differ"
+                    assert ms.n == mp.n == ss.n == h_n, (ms.n, mp.n, ss.n, h_n)
+                    assert (ms.first, ms.last) == (mp.first, mp.last) == (ss.first, ss.last), "outputs differ"
                     merged.append(ms)
+                    merged_p.append(mp)
                     serial.append(ss)
                     single.append(h_s)
                     print(f"full scan of {ms.n} rows: merged {ms.wall:.2f} s ({ms.pages} pages, "
-                          f"cpu {ms.cpu:.2f} s, hbase {ms.hbase_cpu:.2f} s), serial {ss.wall:.2f} s "
+                          f"cpu {ms.cpu:.2f} s, hbase {ms.hbase_cpu:.2f} s), in {args.processes} "
+                          f"processes {mp.wall:.2f} s (cpu {mp.cpu:.2f} + workers {mp.workers_cpu:.2f} s, "
+                          f"hbase {mp.hbase_cpu:.2f} s), serial {ss.wall:.2f} s "
                           f"({ss.pages} pages, cpu {ss.cpu:.2f} s, hbase {ss.hbase_cpu:.2f} s), "
                           f"one happybase scanner {h_s:.2f} s")
-            m, s = (statistics.median(x.wall for x in runs) for runs in (merged, serial))
+            m, mp_s, s = (statistics.median(x.wall for x in runs) for runs in (merged, merged_p, serial))
             h = statistics.median(single)
             rows = merged[0].n
 
@@ -313,6 +323,12 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 "rows": rows, "merged_s": round(m, 3), "serial_16_buckets_s": round(s, 3),
                 "single_happybase_scanner_s": round(h, 3),
                 "merged_over_serial": round(m / s, 3), "target_merged_over_serial": 0.6,
+                "merged_in_processes_s": round(mp_s, 3),
+                "merged_in_processes_over_serial": round(mp_s / s, 3),
+                "processes": args.processes,
+                "merged_in_processes_client_cpu_s": round(med(merged_p, "cpu"), 3),
+                "merged_in_processes_workers_cpu_s": round(med(merged_p, "workers_cpu"), 3),
+                "merged_in_processes_hbase_cpu_s": round(med(merged_p, "hbase_cpu"), 3),
                 "merged_over_single_scanner": round(m / h, 3),
                 "merged_row_iteration_s": round(statistics.median(x.wall for x in per_row), 3),
                 "merged_rows_per_s": round(rows / m),
@@ -325,6 +341,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                            "merged_over_best_bound": round(m / s / max(one_process, machine), 3)},
                 "merged_pages": merged[0].pages, "serial_pages": serial[0].pages,
                 "all_runs_s": {"merged": [round(x.wall, 3) for x in merged],
+                               "merged_in_processes": [round(x.wall, 3) for x in merged_p],
                                "merged_row_iteration": [round(x.wall, 3) for x in per_row],
                                "serial": [round(x.wall, 3) for x in serial],
                                "single": [round(x, 3) for x in single]},
@@ -344,6 +361,8 @@ def cli() -> None:
     parser.add_argument("--read-ahead", type=int, default=1, help="pages buffered per range")
     parser.add_argument("--concurrency", type=int, default=None,
                         help="pages fetched at once per query (default: the HBase pool size)")
+    parser.add_argument("--processes", type=int, default=4,
+                        help="worker processes of the process-mode merged scan (Reader(processes=N))")
     parser.add_argument("--reps", type=int, default=20, help="repetitions of each newest-100 query")
     parser.add_argument("--full-reps", type=int, default=3, help="repetitions of each full scan")
     parser.add_argument("--config", default=None, help="TOML settings ([hbase] section)")

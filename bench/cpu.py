@@ -12,20 +12,36 @@ from pathlib import Path
 
 from connectors.stack import LocalStack
 
-__all__ = ["CpuMeter", "cpu_seconds"]
+__all__ = ["CpuMeter", "children_cpu_seconds", "cpu_seconds"]
 
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
+def _stat(pid: int | str) -> list[str]:
+    """The fields of ``/proc/PID/stat`` after the command name (state, ppid, ...); [] when gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return []
+
+
+def _cpu(fields: list[str]) -> float:
+    return (int(fields[11]) + int(fields[12])) / _TICK if fields else 0.0
+
+
 def cpu_seconds(pid: int | None) -> float:
     """User + system CPU seconds of process ``pid`` so far, all its threads (0 when unknown)."""
-    if pid is None:
-        return 0.0
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / _TICK
+    return 0.0 if pid is None else _cpu(_stat(pid))
+
+
+def children_cpu_seconds() -> float:
+    """User + system CPU seconds so far of this process's live child processes (such as the
+    reader's scan worker processes)."""
+    me, total = str(os.getpid()), 0.0
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (fields := _stat(entry.name)) and fields[1] == me:  # [1]: parent pid
+            total += _cpu(fields)
+    return total
 
 
 class CpuMeter:

@@ -2,6 +2,8 @@
 
 from .client import Cells, HBaseClient, RegionInfo, Row
 from .errors import map_exceptions, translate
+from .scanprocs import PageTransform
 from .scanrows import Cell, CellRow
 
-__all__ = ["Cell", "CellRow", "Cells", "HBaseClient", "RegionInfo", "Row", "map_exceptions", "translate"]
+__all__ = ["Cell", "CellRow", "Cells", "HBaseClient", "PageTransform", "RegionInfo", "Row", "map_exceptions",
+           "translate"]

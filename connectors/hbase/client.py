@@ -1,10 +1,11 @@
 """The one awaitable doorway to HBase.
 
 Every call runs in a worker thread (``anyio.to_thread.run_sync`` bounded by a ``CapacityLimiter``
-the size of the pool) holding one pooled connection; a connection never crosses threads and a scan
-generator never leaves its thread (a page comes back as a list). Every socket carries the configured
-timeout, so no call blocks longer than ``timeout_ms`` per round trip. Errors come out as the project's
-own types (:mod:`connectors.hbase.errors`).
+the size of the pool) holding one pooled connection, except :meth:`HBaseClient.scan_in_process`,
+which runs a scan page in a worker process (:mod:`connectors.hbase.scanprocs`). A connection never
+crosses threads and a scan generator never leaves its thread (a page comes back as a list). Every
+socket carries the configured timeout, so no call blocks longer than ``timeout_ms`` per round trip.
+Errors come out as the project's own types (:mod:`connectors.hbase.errors`).
 
 Two gateways are used:
 
@@ -28,11 +29,11 @@ import Hbase_thrift  # the Thrift1 IDL module happybase loads at import
 
 from connectors.hbase.errors import map_exceptions
 from connectors.hbase.pool import ConnectionPool
-from connectors.hbase.scanrows import CellRow, scan_rows
+from connectors.hbase.scanprocs import Gateway, PageTransform, scan_page_in_process, warm_worker
+from connectors.hbase.scanrows import CellRow, scan_rows, tscan
 from connectors.hbase.thrift2 import load_idl, open_client
 from pipeline.core.model import Mutation, MutationKind
 from pipeline.errors import HBaseRequestError, TableNotFound
-from pipeline.rowkey.codecs import prefix_successor
 from pipeline.settings import FamilySpec, HBaseSettings
 
 __all__ = ["Cells", "HBaseClient", "RegionInfo", "Row"]
@@ -68,16 +69,6 @@ def _split_column(column: bytes) -> tuple[bytes, bytes]:
         if len(_SPLIT_CACHE) < _SPLIT_CACHE_MAX:
             _SPLIT_CACHE[column] = parts
     return parts
-
-
-def _tscan(start: bytes, stop: bytes, prefix: bytes | None, limit: int, reverse: bool,
-           columns: Sequence[bytes] | None, filter: str | None) -> Any:
-    if prefix is not None:
-        if start or stop:
-            raise ValueError("give either prefix or start/stop, not both")
-        start, stop = prefix, prefix_successor(prefix)
-    return Hbase_thrift.TScan(startRow=start or None, stopRow=stop or None, columns=list(columns) if columns else None,
-                              caching=min(limit, 1000), filterString=filter, reversed=reverse)
 
 
 class HBaseClient:
@@ -325,9 +316,28 @@ class HBaseClient:
         building a second dict per row."""
         if limit <= 0:
             return []
-        scan = _tscan(start, stop, prefix, limit, reverse, columns, filter)
+        scan = tscan(start, stop, prefix, limit, reverse, columns, filter)
         name = self._name(table).encode()
         return await self.call(lambda c: scan_rows(c, name, scan, limit), table=table, what="scan")
+
+    async def scan_in_process(self, table: str, *, start: bytes = b"", stop: bytes = b"", limit: int = 1000,
+                              reverse: bool = False, columns: Sequence[bytes] | None = None,
+                              transform: PageTransform, label: str, limiter: anyio.CapacityLimiter) -> Any:
+        """:meth:`scan_cells`' page passed through ``transform`` in a worker process, at most
+        ``limiter``'s tokens of workers at once (contract: :mod:`connectors.hbase.scanprocs`)."""
+        if limit <= 0:
+            raise ValueError("limit must be >= 1")
+        return await scan_page_in_process(Gateway.of(self.settings), self._name(table).encode(), table,
+                                          start=start, stop=stop, limit=limit, reverse=reverse,
+                                          columns=columns, transform=transform, label=label, limiter=limiter)
+
+    async def warm_scan_processes(self, transform: PageTransform | None, limiter: anyio.CapacityLimiter) -> None:
+        """Start ``limiter``'s tokens of scan worker processes at once, each with its connection open
+        and ``transform`` built (a query's first pages then do not wait for process start-up)."""
+        gw = Gateway.of(self.settings)
+        async with anyio.create_task_group() as tg:
+            for _ in range(int(limiter.total_tokens)):
+                tg.start_soon(warm_worker, gw, transform, limiter)
 
     async def count(self, table: str) -> int:
         """Rows in the table, by a key-only scan (for tests and small tables)."""

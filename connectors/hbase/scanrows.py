@@ -18,13 +18,16 @@ calling thread, on the given connection, whatever happens. Errors are thriftpy2'
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import happybase
 import Hbase_thrift  # the Thrift1 IDL module happybase loads at import
 from thriftpy2.thrift import TClient, TType
 
-__all__ = ["Cell", "CellRow", "scan_rows"]
+from pipeline.rowkey.codecs import prefix_successor
+
+__all__ = ["Cell", "CellRow", "scan_rows", "tscan"]
 
 
 class Cell:
@@ -77,6 +80,19 @@ def _lean_client(conn: happybase.Connection) -> Any:
         cached = (client, TClient(service, client._iprot, client._oprot))
         setattr(conn, _ATTR, cached)
     return cached[1]
+
+
+def tscan(start: bytes, stop: bytes, prefix: bytes | None, limit: int, reverse: bool,
+          columns: Sequence[bytes] | None, filter: str | None) -> Any:
+    """The Thrift1 ``TScan`` of ``[start, stop)`` (or of ``prefix``; not both), caching
+    ``min(limit, 1000)`` rows per round trip; ``reverse`` as in HBase (``start`` is then the upper
+    bound)."""
+    if prefix is not None:
+        if start or stop:
+            raise ValueError("give either prefix or start/stop, not both")
+        start, stop = prefix, prefix_successor(prefix)
+    return Hbase_thrift.TScan(startRow=start or None, stopRow=stop or None, columns=list(columns) if columns else None,
+                              caching=min(limit, 1000), filterString=filter, reversed=reverse)
 
 
 def scan_rows(conn: happybase.Connection, table: bytes, scan: Any, limit: int) -> list[CellRow]:

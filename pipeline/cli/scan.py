@@ -4,6 +4,7 @@
 
     hbase-ingest scan --config FILE --route NAME [--where field=value ...] [--from T] [--to T]
                       [--newest-first] [--limit N] [--format table|jsonl] [--explain]
+                      [--page-size N] [--processes N] [--timeout S]
 
 ``--from``/``--to`` take epoch milliseconds or ISO-8601 (a time without a zone is UTC) and select
 ``[from, to)`` on the design's time field. A ``--where`` value is an integer when the key stores the
@@ -105,7 +106,7 @@ def _cell(value: Any) -> str:
 
 async def _run(config: Path, route_name: str, where_items: list[str], t_from: str | None,
                t_to: str | None, newest_first: bool, limit: int | None, fmt: str, explain: bool,
-               timeout: float | None, page_size: int) -> None:
+               timeout: float | None, page_size: int, processes: int) -> None:
     settings = load_settings(config)
     tune_process(settings.runtime)  # a full scan allocates ~10 objects per row
     route: RouteSpec = settings.route(route_name)
@@ -118,8 +119,8 @@ async def _run(config: Path, route_name: str, where_items: list[str], t_from: st
         time_range = (lo, hi)
     out = Console(soft_wrap=True)
     err = Console(stderr=True)
-    async with HBaseClient(settings.hbase) as hb, Reader(hb, page_size=page_size,
-                                                         timeout_s=timeout) as reader:
+    async with HBaseClient(settings.hbase) as hb, Reader(hb, page_size=page_size, timeout_s=timeout,
+                                                         processes=processes) as reader:
         if explain:
             plan = await reader.plan(route, where=where, time_range=time_range,
                                      newest_first=newest_first, limit=limit)
@@ -169,12 +170,16 @@ def scan(
     timeout: Annotated[float | None, typer.Option(
         "--timeout", min=0.001, help="Per-query timeout in seconds.")] = None,
     page_size: Annotated[int, typer.Option("--page-size", min=1, help="Rows per page.")] = 1000,
+    processes: Annotated[int, typer.Option(
+        "--processes", min=0, max=64,
+        help="Fetch and decode pages in N worker processes (big scans on a machine with cores to "
+             "spare); 0 = worker threads.")] = 0,
 ) -> None:
     """Read a route's rows: parallel scans over every salt bucket, merged in key order."""
     if fmt not in ("table", "jsonl"):
         raise ConfigError(f"--format {fmt!r}: expected table or jsonl")
     anyio.run(_run, config, route, where or [], t_from, t_to, newest_first, limit, fmt, explain,
-              timeout, page_size)
+              timeout, page_size, processes)
 
 
 def register(app: typer.Typer) -> None:

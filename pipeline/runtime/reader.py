@@ -17,7 +17,12 @@ How a query runs:
    ``HBaseClient.scan_cells`` (a scanner is opened and closed per page, in a worker thread) into a
    bounded memory stream of ``read_ahead`` pages (:mod:`pipeline.runtime.reader_range`). At most
    ``concurrency`` pages are being fetched at once per query (a ``CapacityLimiter``, default
-   ``HBaseSettings.pool_size``).
+   ``HBaseSettings.pool_size``). With ``Reader(processes=N)`` a page is fetched *and decoded* in
+   one of N worker processes (``HBaseClient.scan_in_process`` with the route's
+   :func:`~pipeline.runtime.reader_rows.page_decoder`), and this process only unpickles and
+   merges: a full scan is then no longer bound by one process's CPU (the GIL). It pays when the
+   machine has cores to spare for the workers; on small queries the page round trip to a worker
+   costs more than it saves.
 3. **Merge**: a k-way heap merge (:class:`pipeline.core.merge.MergeHeap`) holds one head row per
    range, so memory is bounded by ranges x (read_ahead + 2) pages, never by bucket size.
 
@@ -43,6 +48,7 @@ tools).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import deque
 from collections.abc import (
@@ -60,14 +66,22 @@ import anyio
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from connectors.hbase import HBaseClient
+from connectors.hbase import HBaseClient, PageTransform
 from pipeline.errors import HBaseIngestError
 from pipeline.rowkey import RowKey, compile_rowkey
-from pipeline.runtime.reader_errors import QueryError
+from pipeline.runtime.reader_errors import QueryError, RowDecodeError
 from pipeline.runtime.reader_merge import merge_runs, top_k
 from pipeline.runtime.reader_plan import QueryPlan, ScanRange, plan_query
-from pipeline.runtime.reader_range import page_range, reverse_lower_bound
-from pipeline.runtime.reader_rows import ReadRow, RowDecoder, ScannedRow, compile_row_decoder
+from pipeline.runtime.reader_range import Fetch, page_range, reverse_lower_bound
+from pipeline.runtime.reader_rows import (
+    ReadRow,
+    RowDecoder,
+    ScannedRow,
+    as_read_rows,
+    compile_row_decoder,
+    key_decoder,
+    page_decoder,
+)
 from pipeline.runtime.reader_stats import QueryStats, RangeStats, ReaderStats, ReaderTotals
 from pipeline.settings import RouteSpec
 
@@ -89,14 +103,16 @@ class Reader:
     buffered per range; ``concurrency`` pages fetched at once per query (default the pool size);
     ``timeout_s`` the default per-query timeout (None: none); ``verify_keys`` decodes keys with the
     verified ``RowKey.decode`` (salt/hash/bucket bytes recomputed) instead of the fast unverified
-    one.
+    one. ``processes`` > 0 fetches and decodes pages in that many worker processes
+    (``HBaseClient.scan_in_process``): this process then only merges, which pays on big scans when
+    cores are free (see the module docstring); 0 uses worker threads.
     """
 
     def __init__(self, hbase: HBaseClient, *, page_size: int = 1000, first_page: int = 100,
                  read_ahead: int = 1, concurrency: int | None = None,
-                 timeout_s: float | None = None, verify_keys: bool = False) -> None:
-        if page_size < 1 or first_page < 1 or read_ahead < 0:
-            raise ValueError("page_size and first_page must be >= 1, read_ahead >= 0")
+                 timeout_s: float | None = None, verify_keys: bool = False, processes: int = 0) -> None:
+        if page_size < 1 or first_page < 1 or read_ahead < 0 or processes < 0:
+            raise ValueError("page_size and first_page must be >= 1, read_ahead and processes >= 0")
         self.hbase = hbase
         self.page_size = page_size
         self.first_page = min(first_page, page_size)
@@ -104,19 +120,31 @@ class Reader:
         self.concurrency = concurrency or hbase.settings.pool_size
         self.timeout_s = timeout_s
         self.verify_keys = verify_keys
+        self.processes = processes
+        self._procs: anyio.CapacityLimiter | None = None  # made in __aenter__ (needs the event loop)
         self._tg: TaskGroup | None = None
         self._designs: dict[str, tuple[RowKey, RowDecoder]] = {}
+        self._transforms: dict[str, PageTransform] = {}
         self.totals = ReaderTotals()
 
     def __repr__(self) -> str:
         return (f"Reader(page_size={self.page_size}, read_ahead={self.read_ahead}, "
-                f"concurrency={self.concurrency}, active={self.totals.active})")
+                f"concurrency={self.concurrency}, processes={self.processes}, active={self.totals.active})")
 
     async def __aenter__(self) -> Reader:
         tg = anyio.create_task_group()
         await tg.__aenter__()
         self._tg = tg
+        if self.processes:
+            self._procs = anyio.CapacityLimiter(self.processes)
+            tg.start_soon(self._warm, self._procs)
         return self
+
+    async def _warm(self, limiter: anyio.CapacityLimiter) -> None:
+        """Start the scan worker processes while the first query plans (best effort: a failure here
+        is met again, and reported, by the query that needs the workers)."""
+        with contextlib.suppress(HBaseIngestError, anyio.BrokenWorkerProcess, OSError):
+            await self.hbase.warm_scan_processes(None, limiter)
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> bool | None:
@@ -149,7 +177,17 @@ class Reader:
 
     def key_decoder(self, rowkey: RowKey) -> Callable[[bytes], dict[str, Any]]:
         """The key decoder the reader uses: unverified (generated) unless ``verify_keys``."""
-        return rowkey.decode if self.verify_keys else rowkey.fast_decoder
+        return key_decoder(rowkey, self.verify_keys)
+
+    def transform(self, route: RouteSpec) -> PageTransform:
+        """What a scan worker process applies to ``route``'s pages: the same decoding as
+        :meth:`design`'s decoder, built in the worker from the route's JSON
+        (:func:`~pipeline.runtime.reader_rows.page_decoder`)."""
+        spec = route.model_dump_json()
+        found = self._transforms.get(spec)
+        if found is None:
+            found = self._transforms[spec] = (page_decoder, (spec, self.verify_keys))
+        return found
 
     async def plan(self, route: RouteSpec, *, where: Mapping[str, Any] | None = None,
                    time_range: tuple[int, int] | None = None, newest_first: bool = False,
@@ -315,22 +353,42 @@ class Scan:
                        limiter: anyio.CapacityLimiter) -> None:
         """One range's producer: pages it (never raising) and records how it ended."""
         rng, st, reader = plan.ranges[i], self.stats.ranges[i], self.reader
+        hb, table, columns, procs = reader.hbase, plan.table, self.columns, reader._procs
+        fetch: Fetch
+        if procs is not None:
+            transform = reader.transform(self.route)
+
+            async def fetch(start: bytes, stop: bytes, limit: int, reverse: bool) -> list[Row]:
+                page: list[Row] = await hb.scan_in_process(
+                    table, start=start, stop=stop, limit=limit, reverse=reverse, columns=columns,
+                    transform=transform, label=rng.label, limiter=procs)
+                return page
+        else:
+            async def fetch(start: bytes, stop: bytes, limit: int, reverse: bool) -> list[Row]:
+                return await hb.scan_cells(table, start=start, stop=stop, limit=limit, reverse=reverse,
+                                           columns=columns)
         async with send:
             try:
                 st.state = "scanning"
                 await page_range(
-                    reader.hbase, plan.table, rng, send, reverse=plan.reverse, matches=plan.matches,
+                    fetch, rng, send, reverse=plan.reverse, matches=plan.matches,
                     # a range never needs more matching rows than the limit, except for a top-k
-                    limit=None if plan.order == "top-k" else self.limit, columns=self.columns,
+                    limit=None if plan.order == "top-k" else self.limit,
                     first_page=reader.first_page, page_size=reader.page_size, limiter=limiter,
                     stats=st, query=self.stats, totals=reader.totals)
                 st.state = "done"
                 self._done[i] = True
             except anyio.BrokenResourceError:
                 st.state = "cancelled"  # the caller stopped reading
-            except HBaseIngestError as exc:
+            except RowDecodeError as exc:  # decoded in a worker process
                 st.state = "failed"
-                err = QueryError(f"range {rng.label} failed: {exc}", table=plan.table,
+                err = QueryError(f"row {plan.format_key(exc.key)} does not decode: {exc.detail}",
+                                 table=plan.table, range_label=rng.label)
+                err.__cause__ = exc
+                self._fail(err)
+            except (HBaseIngestError, anyio.BrokenWorkerProcess) as exc:
+                st.state = "failed"
+                err = QueryError(f"range {rng.label} failed: {exc or type(exc).__name__}", table=plan.table,
                                  range_label=rng.label)
                 err.__cause__ = exc
                 self._fail(err)
@@ -436,7 +494,12 @@ class Scan:
             runs = top_k(recvs, receive, plan.sort_key, plan.reverse, self.limit)
         else:
             runs = merge_runs(len(recvs), receive, plan.sort_key, plan.reverse)
-        _, decode_run = reader.design(self.route)
+        decode_run: Callable[[list[Row], str], list[ReadRow]]
+        if reader._procs is not None:  # pages arrive decoded, as plain tuples
+            def decode_run(run: list[Row], label: str) -> list[ReadRow]:
+                return as_read_rows(run)  # type: ignore[arg-type]
+        else:
+            _, decode_run = reader.design(self.route)
         left = self.limit
         outcome = "closed"
         try:

@@ -3,14 +3,15 @@
 ::
 
     HBaseIngestError                (pipeline.errors)
-    └── QueryError                  a fan-out query failed: .table, .range_label, .timed_out
+    ├── QueryError                  a fan-out query failed: .table, .range_label, .timed_out
+    └── RowDecodeError              a scanned row does not decode: .key, .detail (picklable)
 """
 
 from __future__ import annotations
 
 from pipeline.errors import HBaseIngestError
 
-__all__ = ["QueryError"]
+__all__ = ["QueryError", "RowDecodeError"]
 
 
 class QueryError(HBaseIngestError):
@@ -25,3 +26,17 @@ class QueryError(HBaseIngestError):
         self.table = table
         self.range_label = range_label
         self.timed_out = timed_out
+
+
+class RowDecodeError(HBaseIngestError):
+    """A scanned row that the route cannot decode: ``key`` (raw bytes) and ``detail`` (the key's or
+    the column's own error text). Raised by page decoders that run in worker processes, so it
+    pickles with its fields; the reader turns it into a :class:`QueryError` naming the range."""
+
+    def __init__(self, key: bytes, detail: str) -> None:
+        super().__init__(f"row {key!r} does not decode: {detail}")
+        self.key = key
+        self.detail = detail
+
+    def __reduce__(self) -> tuple[type[RowDecodeError], tuple[bytes, str]]:
+        return (type(self), (self.key, self.detail))

@@ -1,8 +1,10 @@
 """Paging one planned range of a query into a bounded stream of pages.
 
 :func:`page_range` is the body of one producer task: it fetches the range's rows a page at a time
-with ``HBaseClient.scan_cells`` (one scanner opened and closed per page), drops what the plan's
-filter rejects, and sends each non-empty page (rows in the merge direction) to the query's merge.
+with its ``fetch`` (``HBaseClient.scan_cells`` in a worker thread, or ``scan_in_process``: one
+scanner opened and closed per page; only a row's key, ``row[0]``, is read here), drops what the
+plan's filter rejects, and sends each non-empty page (rows in the merge direction) to the query's
+merge.
 
 Page schedule: the first page asks for ``first_page`` rows, each next page four times as many, up
 to ``page_size``, so a small limit or an early stop costs little and a full scan pays few round
@@ -22,17 +24,19 @@ Errors are the client's :class:`~pipeline.errors.HBaseIngestError` and the strea
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
-from connectors.hbase import HBaseClient
 from pipeline.runtime.reader_plan import ScanRange
 from pipeline.runtime.reader_rows import ScannedRow
 from pipeline.runtime.reader_stats import QueryStats, RangeStats, ReaderTotals
 
-__all__ = ["page_range", "reverse_lower_bound"]
+__all__ = ["Fetch", "page_range", "reverse_lower_bound"]
+
+Fetch = Callable[[bytes, bytes, int, bool], Awaitable[list[ScannedRow]]]
+"""``fetch(start, stop, limit, reverse)``: at most ``limit`` rows of the scan, in scan order."""
 
 
 def reverse_lower_bound(start: bytes) -> bytes:
@@ -50,12 +54,12 @@ def reverse_lower_bound(start: bytes) -> bytes:
     return start[:-1] + bytes((start[-1] - 1,)) + b"\xff" * 16
 
 
-async def page_range(hb: HBaseClient, table: str, rng: ScanRange, send: MemoryObjectSendStream[list[ScannedRow]],
+async def page_range(fetch: Fetch, rng: ScanRange, send: MemoryObjectSendStream[list[ScannedRow]],
                      *, reverse: bool, matches: Callable[[bytes], bool] | None, limit: int | None,
-                     columns: list[bytes] | None, first_page: int, page_size: int,
+                     first_page: int, page_size: int,
                      limiter: anyio.CapacityLimiter, stats: RangeStats, query: QueryStats,
                      totals: ReaderTotals) -> None:
-    """Page ``rng`` of ``table`` into ``send`` until the range is exhausted or ``limit`` matching
+    """Page ``rng`` into ``send`` until the range is exhausted or ``limit`` matching
     rows were sent (None: no limit). Updates ``stats``, ``query`` and ``totals`` as pages arrive.
     ``matches`` (a key predicate) filters rows the range's bounds cannot exclude."""
     low = rng.start
@@ -74,8 +78,7 @@ async def page_range(hb: HBaseClient, table: str, rng: ScanRange, send: MemoryOb
         async with limiter:
             query.scanners_opened += 1
             totals.scanners += 1
-            page = await hb.scan_cells(table, start=cursor, stop=stop, limit=ask, reverse=reverse,
-                                       columns=columns)
+            page = await fetch(cursor, stop, ask, reverse)
         stats.pages += 1
         exhausted = len(page) < ask
         if skip is not None and page and page[0][0] >= skip:

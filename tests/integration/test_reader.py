@@ -190,14 +190,16 @@ async def test_limit_is_pushed_down_and_empty_buckets_are_fine(hbase: HBaseClien
         await hbase.delete_table(table)
 
 
-async def test_disabled_table_mid_query_fails_naming_the_range(hbase: HBaseClient,
-                                                               unique: str) -> None:
+@pytest.mark.parametrize("processes", [0, 2], ids=["threads", "processes"])
+async def test_disabled_table_mid_query_fails_naming_the_range(hbase: HBaseClient, unique: str,
+                                                               processes: int) -> None:
     spec = "[salt(host, 8)][host][_][long(ts)]"
     table, rowkey = f"t_reader_fail_{unique}", compile_rowkey(spec)
     await create(hbase, table, rowkey, 8)
     try:
         await load(hbase, table, rowkey, [f"h{i}" for i in range(16)], 100)
-        async with Reader(hbase, page_size=10, first_page=10, read_ahead=1) as reader:
+        async with Reader(hbase, page_size=10, first_page=10, read_ahead=1,
+                          processes=processes) as reader:
             scan = reader.scan(route_of("r", table, spec))
             with anyio.fail_after(60), pytest.raises(QueryError) as info:
                 async with scan:
@@ -268,5 +270,10 @@ def test_scan_command_explain_and_jsonl(stack: LocalStack, tmp_path: Path) -> No
         # d:j is not mapped by this route: it comes out raw, escaped like the HBase shell
         assert lines[0]["columns"] == {"d:h": "web1", "d:n": 2,
                                        "d:j": '{"host":"web1","ts":1700000000002}'}
+        # the same rows, byte for byte, with pages fetched and decoded in worker processes
+        full = [runner.invoke(app, ["scan", "--config", str(config), "--route", "m", "--format", "jsonl",
+                                    *extra]) for extra in ([], ["--processes", "2"])]
+        assert [r.exit_code for r in full] == [0, 0], [r.output for r in full]
+        assert full[0].stdout == full[1].stdout and full[0].stdout.count("\n") == len(HOSTS) * 5
     finally:
         anyio.run(teardown)

@@ -3,6 +3,8 @@ decodes, name the column of a bad cell, and build ReadRows."""
 
 from __future__ import annotations
 
+import marshal
+import pickle
 from typing import Any
 
 import orjson
@@ -12,7 +14,8 @@ from hypothesis import strategies as st
 
 from pipeline.rowkey import compile_rowkey
 from pipeline.runtime.reader_columns import CellDecodeError, compile_columns
-from pipeline.runtime.reader_rows import ReadRow, compile_row_decoder
+from pipeline.runtime.reader_errors import RowDecodeError
+from pipeline.runtime.reader_rows import ReadRow, as_read_rows, compile_row_decoder, page_decoder
 from pipeline.settings import RouteSpec
 
 from .test_reader_fake import Cell
@@ -93,3 +96,31 @@ def test_generated_decoder_agrees_with_the_general_one(values: dict[bytes, Any])
     except CellDecodeError as exc:
         got = exc.column
     assert got == expected
+
+
+def test_page_decoder_matches_the_reader_decoder_as_plain_tuples() -> None:
+    tally = RouteSpec(name="c", topic="t", table="t", rowkey="[salt(host, 4)][host]",
+                      columns={"d:t": {"field": "t"}}, counter={"column": "c:n", "mode": "tally"})
+    for route, key in [(ROUTE, KEY), (tally, compile_rowkey(tally.rowkey).build({"host": "h"}))]:
+        raw = {b"d:t": b"x", b"d:other": b"\x01", b"c:n:e1": (2).to_bytes(8, "big"), b"c:n:e2": b"3"}
+        rows = [(key, cells(raw)), (key, cells({b"d:t": b"y"}))]
+        want = decoder(route)(rows, "salt=1")
+        for verify in (False, True):
+            got = page_decoder(route.model_dump_json(), verify)(rows, "salt=1")
+            assert [type(r) for r in got] == [tuple, tuple]
+            assert got == [tuple(r) for r in want]
+            assert as_read_rows(got) == want and type(as_read_rows(got)[0]) is ReadRow
+            assert marshal.loads(marshal.dumps(got)) == got  # the worker's wire form
+
+
+def test_page_decoder_names_the_bad_row_with_a_picklable_error() -> None:
+    decode = page_decoder(ROUTE.model_dump_json(), False)
+    bad_key = compile_rowkey(ROUTE.rowkey).build({"host": "web2", "ts": 8})
+    rows = [(KEY, cells({b"d:n": (1).to_bytes(8, "big")})), (bad_key, cells({b"d:n": b"\x01"}))]
+    with pytest.raises(RowDecodeError) as info:
+        decode(rows, "")
+    err = pickle.loads(pickle.dumps(info.value))  # it crosses from a worker process
+    assert type(err) is RowDecodeError
+    assert err.key == bad_key and "'d:n' (long)" in err.detail and str(err) == str(info.value)
+    with pytest.raises(RowDecodeError, match="web3"):  # a key that does not fit the layout
+        decode([(b"web3", cells({}))], "")

@@ -1,0 +1,118 @@
+"""The fan-out reader with pages fetched and decoded in worker processes (``Reader(processes=N)``),
+against the real HBase: random queries on every design return exactly the brute-force answer and
+exactly what the thread path returns (keys, decoded fields and columns, range labels); an
+undecodable row fails the query naming it; an early stop leaves nothing running. (A range failing
+mid-query is tested in both modes in test_reader.py.)"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import pytest
+
+from connectors.hbase import HBaseClient
+from connectors.stack import LocalStack
+from pipeline.core.model import Mutation, MutationKind
+from pipeline.rowkey import RowKey, compile_rowkey
+from pipeline.runtime.reader import QueryError, Reader
+from tests.integration.test_reader import (  # noqa: F401 - `tables` is a fixture used here
+    DESIGNS,
+    HOSTS,
+    ORIGIN,
+    T0,
+    create,
+    load,
+    mutation,
+    route_of,
+    settings_of,
+    tables,
+)
+from tests.reader_oracle import brute_force
+
+
+def random_query(rnd: random.Random) -> dict[str, Any]:
+    lo, hi = rnd.randint(0, 40), rnd.randint(0, 40)
+    return {"host": rnd.choice([None, None, *HOSTS, "nobody"]),
+            "time_range": rnd.choice([None, (T0 + lo, T0 + hi)]),
+            "newest_first": rnd.random() < 0.5,
+            "limit": rnd.choice([None, None, 0, 1, rnd.randint(2, 30)]),
+            "page_size": rnd.randint(2, 50)}
+
+
+@pytest.mark.parametrize("design", list(DESIGNS))
+def test_processes_equal_brute_force_and_threads(stack: LocalStack, tables: dict[str, str],  # noqa: F811
+                                                 design: str) -> None:
+    d, table = DESIGNS[design], tables[design]
+    rowkey = compile_rowkey(d.spec)
+    route = route_of(design, table, d.spec)
+    rnd = random.Random(f"processes-{design}")
+    rows = {(rnd.choice(HOSTS), rnd.randint(0, 40)) for _ in range(60)}
+
+    async def run() -> None:
+        async with HBaseClient(settings_of(stack)) as hb:
+            await hb.write(table, [mutation(rowkey, table, h, T0 + t) for h, t in rows])
+            everything = [k for k, _ in await hb.scan_page(table, limit=1_000_000)]
+            async with Reader(hb, processes=2, first_page=3) as procs, Reader(hb, first_page=3) as threads:
+                for _ in range(25):
+                    q = random_query(rnd)
+                    where = {"host": q["host"]} if q["host"] is not None else {}
+                    want = brute_force(rowkey, everything, where, q["time_range"],
+                                       q["newest_first"] and not d.time_desc, q["limit"],
+                                       d.per_region and not where and q["limit"] is None)
+                    args: dict[str, Any] = {"where": where, "time_range": q["time_range"],
+                                            "newest_first": q["newest_first"], "limit": q["limit"]}
+                    procs.page_size = threads.page_size = q["page_size"]
+                    with anyio.fail_after(60):
+                        got = await procs.scan(route, **args).collect()
+                        same = await threads.scan(route, **args).collect()
+                    assert [r.key for r in got] == want, q
+                    assert got == same, q  # fields, columns and range labels too
+                    assert all(type(r) is type(same[0]) for r in got)
+
+    anyio.run(run)
+
+
+@asynccontextmanager
+async def salted_table(hbase: HBaseClient, name: str, buckets: int, hosts: list[str], n: int
+                       ) -> AsyncIterator[tuple[str, str, RowKey]]:
+    """A table of ``[salt(host, buckets)][host][_][long(ts)]`` with ``n`` rows per host, dropped
+    afterwards: ``(table, spec, rowkey)``."""
+    spec = f"[salt(host, {buckets})][host][_][long(ts)]"
+    rowkey = compile_rowkey(spec)
+    await create(hbase, name, rowkey, buckets)
+    try:
+        await load(hbase, name, rowkey, hosts, n)
+        yield name, spec, rowkey
+    finally:
+        await hbase.delete_table(name)
+
+
+async def test_processes_undecodable_row_is_named(hbase: HBaseClient, unique: str) -> None:
+    async with salted_table(hbase, f"t_reader_pbad_{unique}", 4, ["web1"], 20) as (table, spec, rowkey):
+        bad = rowkey.build({"host": "web1", "ts": T0 + 7})
+        await hbase.write(table, [Mutation(table, bad, MutationKind.PUT, {b"d:n": b"xyz"}, None, ORIGIN)])
+        async with Reader(hbase, processes=1) as reader:
+            with anyio.fail_after(60), pytest.raises(QueryError) as info:
+                await reader.scan(route_of("r", table, spec), where={"host": "web1"}).collect()
+        err = info.value
+        assert "does not decode" in str(err) and "d:n" in str(err) and "web1" in str(err)
+        assert err.range_label is not None
+
+
+async def test_processes_limit_stops_early(hbase: HBaseClient, unique: str) -> None:
+    async with salted_table(hbase, f"t_reader_plimit_{unique}", 16, HOSTS, 200) as (table, spec, _), \
+            Reader(hbase, page_size=50, processes=2) as reader:
+        scan = reader.scan(route_of("r", table, spec), newest_first=True, limit=5)
+        got = await scan.collect()
+        # descending logical order (the key without its salt): the greatest host first
+        assert [(r.fields["host"], r.fields["ts"] - T0) for r in got] == [
+            ("z9", t) for t in range(199, 194, -1)]
+        assert scan.stats.outcome == "limit"
+        assert scan.stats.rows_scanned <= 16 * 6  # reverse ranges ask one row more (the bound)
+        with anyio.fail_after(10):
+            while reader.statistics().queries_active:
+                await anyio.sleep(0.01)
