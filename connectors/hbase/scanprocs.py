@@ -121,7 +121,10 @@ def _transform(transform: PageTransform) -> PageFn:
 def _scan_page(gw: Gateway, name: bytes, table: str, start: bytes, stop: bytes, limit: int, reverse: bool,
                columns: tuple[bytes, ...] | None, transform: PageTransform, label: str) -> Any:
     """The worker-process body of :func:`scan_page_in_process`."""
-    fn = _transform(transform)
+    try:
+        fn = _transform(transform)
+    except Exception as exc:
+        raise _picklable(exc) from None
     try:
         with map_exceptions(table, "scan"):
             rows = scan_rows(_connection(gw), name, tscan(start, stop, None, limit, reverse, columns, None), limit)
