@@ -331,13 +331,13 @@ class HBaseClient:
                                           start=start, stop=stop, limit=limit, reverse=reverse,
                                           columns=columns, transform=transform, label=label, limiter=limiter)
 
-    async def warm_scan_processes(self, transform: PageTransform | None, limiter: anyio.CapacityLimiter) -> None:
+    async def warm_scan_processes(self, limiter: anyio.CapacityLimiter) -> None:
         """Start ``limiter``'s tokens of scan worker processes at once, each with its connection open
-        and ``transform`` built (a query's first pages then do not wait for process start-up)."""
+        (a query's first pages then do not wait for process start-up)."""
         gw = Gateway.of(self.settings)
         async with anyio.create_task_group() as tg:
             for _ in range(int(limiter.total_tokens)):
-                tg.start_soon(warm_worker, gw, transform, limiter)
+                tg.start_soon(warm_worker, gw, limiter)
 
     async def count(self, table: str) -> int:
         """Rows in the table, by a key-only scan (for tests and small tables)."""

@@ -102,12 +102,10 @@ def _picklable(exc: BaseException) -> BaseException:
     return exc
 
 
-def _warm(gw: Gateway, transform: PageTransform | None) -> None:
-    """Open the worker's connection and build the transform (imports included) ahead of use."""
+def _warm(gw: Gateway) -> None:
+    """Open the worker's connection (imports included) ahead of use."""
     with map_exceptions(None, "connect"):
         _connection(gw)
-    if transform is not None:
-        _transform(transform)
 
 
 def _transform(transform: PageTransform) -> PageFn:
@@ -154,6 +152,6 @@ async def scan_page_in_process(gw: Gateway, name: bytes, table: str, *, start: b
     return marshal.loads(page) if isinstance(page, _Marshalled) else page
 
 
-async def warm_worker(gw: Gateway, transform: PageTransform | None, limiter: anyio.CapacityLimiter) -> None:
+async def warm_worker(gw: Gateway, limiter: anyio.CapacityLimiter) -> None:
     """Start (or reuse) a worker and open its connection, so the first page does not pay for it."""
-    await anyio.to_process.run_sync(_warm, gw, transform, limiter=limiter)
+    await anyio.to_process.run_sync(_warm, gw, limiter=limiter)

@@ -124,7 +124,6 @@ class Reader:
         self._procs: anyio.CapacityLimiter | None = None  # made in __aenter__ (needs the event loop)
         self._tg: TaskGroup | None = None
         self._designs: dict[str, tuple[RowKey, RowDecoder]] = {}
-        self._transforms: dict[str, PageTransform] = {}
         self.totals = ReaderTotals()
 
     def __repr__(self) -> str:
@@ -144,7 +143,7 @@ class Reader:
         """Start the scan worker processes while the first query plans (best effort: a failure here
         is met again, and reported, by the query that needs the workers)."""
         with contextlib.suppress(HBaseIngestError, anyio.BrokenWorkerProcess, OSError):
-            await self.hbase.warm_scan_processes(None, limiter)
+            await self.hbase.warm_scan_processes(limiter)
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> bool | None:
@@ -183,11 +182,7 @@ class Reader:
         """What a scan worker process applies to ``route``'s pages: the same decoding as
         :meth:`design`'s decoder, built in the worker from the route's JSON
         (:func:`~pipeline.runtime.reader_rows.page_decoder`)."""
-        spec = route.model_dump_json()
-        found = self._transforms.get(spec)
-        if found is None:
-            found = self._transforms[spec] = (page_decoder, (spec, self.verify_keys))
-        return found
+        return (page_decoder, (route.model_dump_json(), self.verify_keys))
 
     async def plan(self, route: RouteSpec, *, where: Mapping[str, Any] | None = None,
                    time_range: tuple[int, int] | None = None, newest_first: bool = False,
@@ -342,22 +337,22 @@ class Scan:
 
     async def _run(self, plan: QueryPlan, sends: list[MemoryObjectSendStream[list[Row]]]) -> None:
         limiter = anyio.CapacityLimiter(self.reader.concurrency)
+        # built once per query; a worker caches the decoder it builds from it by value
+        transform = self.reader.transform(self.route) if self.reader._procs is not None else None
         with self._runner:
             async with anyio.create_task_group() as tg:
                 for i, send in enumerate(sends):
-                    tg.start_soon(self._produce, plan, i, send, limiter)
+                    tg.start_soon(self._produce, plan, i, send, limiter, transform)
         for send in sends:  # when cancelled before the producers started
             send.close()
 
     async def _produce(self, plan: QueryPlan, i: int, send: MemoryObjectSendStream[list[Row]],
-                       limiter: anyio.CapacityLimiter) -> None:
+                       limiter: anyio.CapacityLimiter, transform: PageTransform | None) -> None:
         """One range's producer: pages it (never raising) and records how it ended."""
         rng, st, reader = plan.ranges[i], self.stats.ranges[i], self.reader
         hb, table, columns, procs = reader.hbase, plan.table, self.columns, reader._procs
         fetch: Fetch
-        if procs is not None:
-            transform = reader.transform(self.route)
-
+        if procs is not None and transform is not None:
             async def fetch(start: bytes, stop: bytes, limit: int, reverse: bool) -> list[Row]:
                 page: list[Row] = await hb.scan_in_process(
                     table, start=start, stop=stop, limit=limit, reverse=reverse, columns=columns,
