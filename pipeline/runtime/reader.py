@@ -48,7 +48,6 @@ tools).
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections import deque
 from collections.abc import (
@@ -142,8 +141,10 @@ class Reader:
     async def _warm(self, limiter: anyio.CapacityLimiter) -> None:
         """Start the scan worker processes while the first query plans (best effort: a failure here
         is met again, and reported, by the query that needs the workers)."""
-        with contextlib.suppress(HBaseIngestError, anyio.BrokenWorkerProcess, OSError):
+        try:
             await self.hbase.warm_scan_processes(limiter)
+        except* (HBaseIngestError, anyio.BrokenWorkerProcess, OSError):
+            pass  # the workers start in a task group: their failures come grouped
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> bool | None:

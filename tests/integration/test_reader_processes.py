@@ -19,6 +19,7 @@ from connectors.stack import LocalStack
 from pipeline.core.model import Mutation, MutationKind
 from pipeline.rowkey import RowKey, compile_rowkey
 from pipeline.runtime.reader import QueryError, Reader
+from pipeline.settings import HBaseSettings
 from tests.integration.test_reader import (  # noqa: F401 - `tables` is a fixture used here
     DESIGNS,
     HOSTS,
@@ -116,3 +117,14 @@ async def test_processes_limit_stops_early(hbase: HBaseClient, unique: str) -> N
         with anyio.fail_after(10):
             while reader.statistics().queries_active:
                 await anyio.sleep(0.01)
+
+
+async def test_processes_unreachable_gateway_fails_the_query_not_the_reader() -> None:
+    # the workers are warmed in the background; every one failing to connect must not escape from
+    # the reader's block (it did once: the failures came grouped), and the query names the range
+    async with HBaseClient(HBaseSettings(port=1, thrift2_port=1, timeout_ms=1000)) as dead, \
+            Reader(dead, processes=2) as reader:
+        await anyio.sleep(2)  # long enough for the warm-up to have failed
+        with anyio.fail_after(30), pytest.raises(QueryError, match="failed"):
+            await reader.scan(route_of("r", "t_nowhere", "[salt(host, 4)][host][_][ts]"),
+                              where={"host": "web1"}).collect()
