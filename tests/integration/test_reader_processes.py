@@ -20,7 +20,7 @@ from pipeline.core.model import Mutation, MutationKind
 from pipeline.rowkey import RowKey, compile_rowkey
 from pipeline.runtime.reader import QueryError, Reader
 from pipeline.settings import HBaseSettings
-from tests.integration.test_reader import (  # noqa: F401 - `tables` is a fixture used here
+from tests.integration.reader_support import (
     DESIGNS,
     HOSTS,
     ORIGIN,
@@ -30,7 +30,6 @@ from tests.integration.test_reader import (  # noqa: F401 - `tables` is a fixtur
     mutation,
     route_of,
     settings_of,
-    tables,
 )
 from tests.reader_oracle import brute_force
 
@@ -45,9 +44,9 @@ def random_query(rnd: random.Random) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("design", list(DESIGNS))
-def test_processes_equal_brute_force_and_threads(stack: LocalStack, tables: dict[str, str],  # noqa: F811
+def test_processes_equal_brute_force_and_threads(stack: LocalStack, reader_tables: dict[str, str],
                                                  design: str) -> None:
-    d, table = DESIGNS[design], tables[design]
+    d, table = DESIGNS[design], reader_tables[design]
     rowkey = compile_rowkey(d.spec)
     route = route_of(design, table, d.spec)
     rnd = random.Random(f"processes-{design}")
