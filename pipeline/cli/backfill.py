@@ -1,6 +1,7 @@
 """``hbase-ingest backfill``: replay a bounded slice of a topic.
 
-See :mod:`pipeline.runtime.backfill` for the slice, resume and rate semantics."""
+See :mod:`pipeline.runtime.backfill_slice` for the slice, :mod:`pipeline.runtime.backfill_state` for
+resuming and :mod:`pipeline.runtime.backfill` for the rate cap."""
 
 from __future__ import annotations
 

@@ -1,0 +1,205 @@
+"""The backfill's arguments and their resolution into a slice of Kafka offsets.
+
+The slice, per partition, is ``[start, end)`` (start inclusive, end exclusive, Kafka offsets):
+
+- ``start``: the given offset (``--from-offset P:O``), else the first offset whose Kafka timestamp
+  is ``>= from_time`` (Kafka's offsets-for-times), else the log start. A partition with no record
+  at or after ``from_time`` gets ``start = end`` (nothing to replay).
+- ``end``: the given offset, else the first offset whose timestamp is ``>= to_time`` (so the time
+  window is ``[from_time, to_time)``), else the log end offset *when the slice is first resolved*.
+  Producers may keep writing; the backfill still finishes.
+- When offsets are given for some partitions only, the other partitions are not replayed, unless the
+  other bound is a time (then they use it).
+- Offsets are clamped to ``[log start, log end]``.
+
+Kafka timestamps (CreateTime set by producers) need not grow with offsets; the slice is the offset
+range between the two resolved bounds, so a record out of time order inside it is replayed too.
+
+How a resolved slice is stored and resumed: :mod:`pipeline.runtime.backfill_state`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from connectors.kafka import TopicPartition as KafkaTP
+from connectors.kafka import make_consumer, partitions
+from pipeline.core.model import TopicPartition
+from pipeline.errors import ConfigError, KafkaError
+from pipeline.settings import KafkaSettings, Settings
+
+__all__ = [
+    "ResolvedSlice",
+    "SliceArgs",
+    "default_group",
+    "parse_offsets",
+    "parse_time",
+    "resolve_slice",
+]
+
+
+# -- arguments -----------------------------------------------------------------------------------
+
+
+def parse_offsets(text: str) -> dict[int, int]:
+    """``"0:100,1:250"`` -> ``{0: 100, 1: 250}``. Raises ``ValueError`` naming the bad item."""
+    out: dict[int, int] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        p, sep, o = item.partition(":")
+        if not sep or not p.strip().isdigit() or not o.strip().isdigit():
+            raise ValueError(f"{item!r} is not PARTITION:OFFSET (two non-negative integers)")
+        if int(p) in out:
+            raise ValueError(f"partition {int(p)} is given twice")
+        out[int(p)] = int(o)
+    if not out:
+        raise ValueError("no PARTITION:OFFSET pairs given")
+    return out
+
+
+def parse_time(text: str) -> int:
+    """ISO-8601 (``2024-05-01T12:00:00Z``; no zone means UTC) or epoch milliseconds -> epoch ms."""
+    text = text.strip()
+    if text.isdigit():
+        return int(text)
+    try:
+        dt = datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise ValueError(f"{text!r} is neither an ISO-8601 time nor epoch milliseconds") from exc
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return int(dt.timestamp() * 1000)
+
+
+@dataclass(frozen=True)
+class SliceArgs:
+    """What the user asked for; ``digest`` names the default consumer group and state file."""
+
+    topic: str
+    from_time_ms: int | None = None
+    from_offsets: Mapping[int, int] | None = None
+    to_time_ms: int | None = None
+    to_offsets: Mapping[int, int] | None = None
+
+    def __post_init__(self) -> None:
+        if self.from_time_ms is not None and self.from_offsets is not None:
+            raise ConfigError("give a start time or start offsets, not both")
+        if self.to_time_ms is not None and self.to_offsets is not None:
+            raise ConfigError("give an end time or end offsets, not both")
+        if self.from_time_ms is not None and self.to_time_ms is not None and self.to_time_ms <= self.from_time_ms:
+            raise ConfigError("the end time must be after the start time")
+
+    def canonical(self) -> dict[str, Any]:
+        def offs(m: Mapping[int, int] | None) -> dict[str, int] | None:
+            return None if m is None else {str(p): m[p] for p in sorted(m)}
+
+        return {
+            "topic": self.topic,
+            "from_time_ms": self.from_time_ms,
+            "from_offsets": offs(self.from_offsets),
+            "to_time_ms": self.to_time_ms,
+            "to_offsets": offs(self.to_offsets),
+        }
+
+    def digest(self) -> str:
+        return hashlib.sha256(json.dumps(self.canonical(), sort_keys=True).encode()).hexdigest()[:10]
+
+
+def default_group(settings: Settings, args: SliceArgs) -> str:
+    """``<group_id>.backfill.<topic>.<digest>``: the same arguments always name the same group."""
+    return f"{settings.kafka.group_id}.backfill.{args.topic}.{args.digest()}"
+
+
+# -- the resolved slice --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ResolvedSlice:
+    """Per partition ``[start, end)``; fixed when first resolved, then read from the state file."""
+
+    topic: str
+    start: dict[int, int]
+    end: dict[int, int]
+
+    @property
+    def total(self) -> int:
+        return sum(max(0, self.end[p] - self.start[p]) for p in self.start)
+
+    def stop_at(self) -> dict[TopicPartition, int]:
+        return {TopicPartition(self.topic, p): e for p, e in self.end.items()}
+
+    def start_offsets(self) -> dict[TopicPartition, int]:
+        return {TopicPartition(self.topic, p): s for p, s in self.start.items()}
+
+
+def _select(args: SliceArgs, parts: list[int]) -> list[int]:
+    listed: set[int] = set()
+    for given, other_is_time in (
+        (args.from_offsets, args.to_time_ms is not None),
+        (args.to_offsets, args.from_time_ms is not None),
+    ):
+        if given is not None:
+            unknown = sorted(set(given) - set(parts))
+            if unknown:
+                raise ConfigError(f"topic {args.topic!r} has no partition(s) {unknown} (it has {parts})")
+            if other_is_time:
+                return parts
+            listed |= set(given)
+    return sorted(listed) if listed else parts
+
+
+async def resolve_slice(kafka: KafkaSettings, args: SliceArgs) -> ResolvedSlice:
+    """Resolve ``args`` into offsets (see the module docstring). Raises :class:`KafkaError`."""
+    parts = await partitions(kafka, args.topic)
+    selected = _select(args, parts)
+    consumer = make_consumer(kafka, group_id=None)
+    try:
+        await consumer.start()
+        ktps = {p: KafkaTP(args.topic, p) for p in parts}
+        first: dict[int, int] = {
+            k.partition: v for k, v in (await consumer.beginning_offsets(list(ktps.values()))).items()
+        }
+        last: dict[int, int] = {k.partition: v for k, v in (await consumer.end_offsets(list(ktps.values()))).items()}
+
+        async def by_time(ms: int) -> dict[int, int | None]:
+            found = await consumer.offsets_for_times({ktps[p]: ms for p in parts})
+            return {k.partition: (None if v is None else int(v.offset)) for k, v in found.items()}
+
+        from_t = await by_time(args.from_time_ms) if args.from_time_ms is not None else {}
+        to_t = await by_time(args.to_time_ms) if args.to_time_ms is not None else {}
+    except KafkaError:
+        raise
+    except Exception as exc:  # aiokafka's errors, translated at this edge
+        raise KafkaError(f"resolving the backfill slice of {args.topic!r} failed: {exc!r}") from exc
+    finally:
+        await consumer.stop()
+
+    def clamp(p: int, off: int) -> int:
+        return min(max(off, first[p]), last[p])
+
+    start: dict[int, int] = {}
+    end: dict[int, int] = {}
+    for p in parts:
+        if p not in selected:
+            start[p] = end[p] = last[p]
+            continue
+        if args.to_offsets is not None:
+            e = clamp(p, args.to_offsets.get(p, last[p]))
+        elif args.to_time_ms is not None:
+            found = to_t.get(p)
+            e = last[p] if found is None else clamp(p, found)
+        else:
+            e = last[p]
+        if args.from_offsets is not None:
+            s = clamp(p, args.from_offsets.get(p, first[p]))
+        elif args.from_time_ms is not None:
+            found = from_t.get(p)
+            s = last[p] if found is None else clamp(p, found)
+        else:
+            s = first[p]
+        start[p], end[p] = min(s, e), e
+    return ResolvedSlice(args.topic, start, end)
