@@ -384,8 +384,10 @@ class Scan:
                 self._fail(err)
             except (HBaseIngestError, anyio.BrokenWorkerProcess) as exc:
                 st.state = "failed"
-                err = QueryError(f"range {rng.label} failed: {exc or type(exc).__name__}", table=plan.table,
-                                 range_label=rng.label)
+                why = str(exc) or type(exc).__name__
+                if isinstance(exc, anyio.BrokenWorkerProcess):
+                    why = f"its scan worker process died ({why})"
+                err = QueryError(f"range {rng.label} failed: {why}", table=plan.table, range_label=rng.label)
                 err.__cause__ = exc
                 self._fail(err)
             except Exception as exc:

@@ -6,7 +6,10 @@ mid-query is tested in both modes in test_reader.py.)"""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import random
+import signal
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -127,3 +130,53 @@ async def test_processes_unreachable_gateway_fails_the_query_not_the_reader() ->
         with anyio.fail_after(30), pytest.raises(QueryError, match="failed"):
             await reader.scan(route_of("r", "t_nowhere", "[salt(host, 4)][host][_][ts]"),
                               where={"host": "web1"}).collect()
+
+
+def scan_workers() -> list[int]:
+    """Pids of this process's scan worker processes (anyio's process workers)."""
+    me, pids = os.getpid(), []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read()
+        except OSError:  # gone meanwhile
+            continue
+        if ppid == me and b"anyio.to_process" in cmdline:
+            pids.append(int(entry))
+    return pids
+
+
+async def test_processes_killed_worker_fails_the_query_naming_a_range(hbase: HBaseClient, unique: str) -> None:
+    async with salted_table(hbase, f"t_reader_pkill_{unique}", 4, HOSTS, 100) as (table, spec, _), \
+            Reader(hbase, page_size=5, processes=2) as reader:
+        route = route_of("r", table, spec)
+        first = await reader.scan(route).collect()  # workers started, the answer known
+        assert len(first) == len(HOSTS) * 100
+        killed = 0
+
+        async def killer() -> None:
+            nonlocal killed
+            while True:  # the pool respawns workers: keep killing until the query gives up
+                for pid in scan_workers():
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+                        killed += 1
+                await anyio.sleep(0.005)
+
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(killer)
+                with pytest.raises(QueryError) as info:
+                    await reader.scan(route).collect()
+                tg.cancel_scope.cancel()
+        assert killed
+        err = info.value
+        assert err.range_label is not None and f"range {err.range_label} failed" in str(err)
+        assert "scan worker process died" in str(err)
+        # the reader is still usable: new workers, the same answer
+        with anyio.fail_after(60):
+            assert await reader.scan(route).collect() == first
