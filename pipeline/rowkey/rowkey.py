@@ -361,7 +361,21 @@ class RowKey:
         text = "; ".join(parts) or "none"
         if self._lead_end:
             return f"fan-out over {self.fanout_size} prefixes, merge ranges by sort_key: {text}"
-        return f"key order: {text}"
+        return text
+
+    def ordered_before_time(self, time_field: str) -> tuple[str, ...]:
+        """The fields the logical order (:meth:`sort_key`) sorts by before ``time_field``: those of
+        the segments after the leading salt/hash/bucket run and before the first time-ordered
+        segment of ``time_field`` that is not a coarse bucket (a time bucket orders buckets, and the
+        fields after it order rows within one); every field but the time field when no segment
+        orders it. Time orders rows across the whole key space only when this is empty, or when a
+        query fixes these fields."""
+        out: list[str] = []
+        for seg in self.segments[self._lead_end :]:
+            if seg.time_ordered and seg.fields == (time_field,) and not isinstance(seg, TimeBucket):
+                return tuple(out)
+            out.extend(f for f in seg.fields if f != time_field and f not in out)
+        return tuple(out)
 
     # --- design advice --------------------------------------------------------------------------
     @property

@@ -145,6 +145,14 @@ async def plan_query(hbase: HBaseClient, rowkey: RowKey, route: RouteSpec, *,
                         r.label if "=" in r.label else f"{r.label} {format_key(r.start)}".rstrip())
               for r in sp.ranges]
     notes = list(sp.notes)
+    if newest_first and tf is not None:
+        before = [f for f in rowkey.ordered_before_time(tf) if f not in where]
+        if before:
+            names = ", ".join(before)
+            notes.append(f"newest first is per ({names}): the key orders rows by {names} before "
+                         f"{tf}, so rows of different {names} come in key order, not by time; give "
+                         f"{names} in where for one newest-first stream, or use a design that leads "
+                         f"with time (for example [mod({tf}, 16)][long({tf})]...)")
     if sp.per_region:
         regions = await hbase.regions(route.table)
         ranges = clip_to_regions(ranges, regions)

@@ -100,3 +100,28 @@ def test_parse_time_and_where() -> None:
         parse_where(["nope=1"], rk)
     with pytest.raises(ConfigError, match="numeric"):
         parse_where(["ts=abc"], rk)
+
+
+@pytest.mark.parametrize(("spec", "before"), [
+    ("[salt(host, 4)][host][_][long(ts)]", ("host",)),
+    ("[rpad(host, '_', 8)][rpad(event, '_', 12)][reverse_ts(ts)]", ("host", "event")),
+    ("[mod(ts, 8)][long(ts)][host]", ()),
+    ("[md5(host, 4)][host][_][long(ts)]", ("host",)),
+    ("[time_bucket(ts, 3600)][host][long(ts)]", ("host",)),  # a bucket orders hours, not rows
+    ("[long(ts)][host]", ()),
+])
+def test_fields_ordered_before_time(spec: str, before: tuple[str, ...]) -> None:
+    assert compile_rowkey(spec).ordered_before_time("ts") == before
+
+
+async def test_explain_says_when_newest_first_is_per_entity() -> None:
+    spec = "[salt(host, 4)][host][_][reverse_ts(ts)]"
+    route = RouteSpec(name="r", topic="t", table="t", rowkey=spec, columns={"d:h": "host"})
+    async with Reader(FakeHBase()) as reader:  # type: ignore[arg-type]
+        across = "\n".join(explain_lines(await reader.plan(route, newest_first=True, limit=5)))
+        assert "note: newest first is per (host)" in across and "not by time" in across
+        assert "key order: key order" not in across
+        one = "\n".join(explain_lines(await reader.plan(route, where={"host": "a"}, newest_first=True)))
+        assert "newest first is per" not in one
+        oldest = "\n".join(explain_lines(await reader.plan(route)))
+        assert "newest first is per" not in oldest
