@@ -26,6 +26,7 @@ __all__ = [
     "create_topics",
     "delete_topics",
     "end_offsets",
+    "ensure_topic",
     "make_admin",
     "make_consumer",
     "make_producer",
@@ -97,6 +98,27 @@ async def create_topics(s: KafkaSettings, topics: Mapping[str, int], replication
         raise KafkaError(f"creating topics {sorted(topics)} failed: {exc!r}") from exc
     finally:
         await admin.close()
+
+
+async def ensure_topic(s: KafkaSettings, topic: str, count: int = 1) -> bool:
+    """Create ``topic`` when it does not exist, with ``count`` partitions and a replication
+    factor of min(3, live brokers). Returns True when it was created here. Raises
+    :class:`KafkaError` when it still does not exist afterwards (the cluster refused it: ACLs, a
+    create policy)."""
+    admin = make_admin(s)
+    try:
+        await admin.start()
+        if topic in set(await admin.list_topics()):
+            return False
+        brokers = len((await admin.describe_cluster()).get("brokers") or []) or 1
+        with contextlib.suppress(TopicAlreadyExistsError):  # created concurrently elsewhere
+            await admin.create_topics([NewTopic(topic, count, min(3, brokers))])
+    except _AioKafkaError as exc:
+        raise KafkaError(f"creating topic {topic!r} failed: {exc!r}") from exc
+    finally:
+        await admin.close()
+    await partitions(s, topic)  # raises when the cluster did not create it
+    return True
 
 
 async def delete_topics(s: KafkaSettings, topics: Iterable[str]) -> None:

@@ -32,14 +32,14 @@ import structlog
 from anyio.abc import TaskStatus
 
 from connectors.hbase import HBaseClient
-from connectors.kafka import ConsumerRebalanceListener, make_consumer, make_producer
+from connectors.kafka import ConsumerRebalanceListener, ensure_topic, make_consumer, make_producer
 from connectors.kafka import TopicPartition as KafkaTP
 from pipeline.core.batcher import Batch, RegionBatcher
 from pipeline.core.model import Mutation, Origin, TopicPartition
 from pipeline.core.offsets import OffsetTracker
 from pipeline.core.regions import RegionMap
 from pipeline.core.routing import Router
-from pipeline.errors import ConfigError, EventError, TableNotFound
+from pipeline.errors import ConfigError, EventError, KafkaError, TableNotFound
 from pipeline.runtime.deadletter import DeadLetters
 from pipeline.runtime.observer import Observer, WorkerStats
 from pipeline.runtime.writer import BatchWriter, load_region_map
@@ -126,6 +126,7 @@ class Worker:
         self._send: Any = None
         self._writer: BatchWriter | None = None
         self._dead: DeadLetters | None = None
+        self._dead_scope: anyio.CancelScope | None = None  # a dead-letter send in progress
         self.ready = False
 
     def __repr__(self) -> str:
@@ -133,8 +134,12 @@ class Worker:
                 f"consumed={self.stats.consumed}, written={self.stats.rows_written})")
 
     def request_stop(self) -> None:
-        """Graceful stop: stop fetching, flush, commit, leave the group."""
+        """Graceful stop: stop fetching, flush, commit, leave the group. A dead-letter send that is
+        still retrying (Kafka refuses it) is abandoned: its record stays unacknowledged, so no
+        commit passes it and the next run reads it again."""
         self._stop.set()
+        if self._dead_scope is not None:
+            self._dead_scope.cancel()
 
     def statistics(self) -> dict[str, Any]:
         return {"worker": self.stats, "tracker": self.tracker.statistics(), "batcher": self.batcher.statistics(),
@@ -157,10 +162,24 @@ class Worker:
             if route.table not in self.maps:
                 self.maps[route.table] = await load_region_map(self.hbase, route.table)
 
+    async def check_dead_letter_topic(self) -> None:
+        """Make sure the dead-letter topic exists before any record is read: create it when missing
+        (one partition, as Kafka Connect does for its dead-letter queues), or fail at start-up
+        naming it when the cluster refuses (the first bad record would otherwise wait on it)."""
+        topic = self.settings.kafka.dead_letter_topic
+        try:
+            if await ensure_topic(self.settings.kafka, topic):
+                log.info("dead_letter_topic_created", topic=topic)
+        except KafkaError as exc:
+            raise ConfigError(f"the dead-letter topic {topic!r} does not exist in Kafka and could not be "
+                              f"created ({exc}): create it, or name an existing one in "
+                              "[kafka].dead_letter_topic") from exc
+
     # -- main ------------------------------------------------------------------------------------
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> WorkerSummary:
         await self.check_tables()
+        await self.check_dead_letter_topic()
         k = self.settings.kafka
         producer = make_producer(k, max_request_size=16 * 1024 * 1024)  # dead letters carry originals
         consumer = make_consumer(k, group_id=self.group_id)
@@ -240,7 +259,8 @@ class Worker:
                     error = self._process(tp, rec, now)
                     if error is not None:
                         origin = Origin(tp, rec.offset)
-                        await self._dead_letter(origin, rec.key, rec.value, error.reason, str(error))
+                        if not await self._dead_letter(origin, rec.key, rec.value, error.reason, str(error)):
+                            return  # stopping: the record stays unacknowledged (read again next run)
                         self.tracker.ack(origin)
                 self.observer.consumed(tp, processed)
                 if self.rate_limit is not None and processed:
@@ -296,13 +316,26 @@ class Worker:
     # -- dead letters --------------------------------------------------------------------------
 
     async def _dead_letter(self, origin: Origin, key: bytes | None, value: bytes | None, reason: str,
-                           error: str) -> None:
+                           error: str) -> bool:
+        """Send to the dead-letter topic (retrying until Kafka has it); False when a stop request
+        abandoned the send."""
         assert self._dead is not None
-        await self._dead.send(origin, key, value, reason, error)
+        if self._stop.is_set():
+            return False
+        with anyio.CancelScope() as scope:
+            self._dead_scope = scope
+            try:
+                await self._dead.send(origin, key, value, reason, error)
+            finally:
+                self._dead_scope = None
+        if scope.cancelled_caught:
+            log.warning("dead_letter_abandoned", tp=str(origin.tp), offset=origin.offset, reason=reason)
+            return False
         self.stats.dead_lettered += 1
         self.stats.dead_by_reason[reason] += 1
         self.observer.dead_lettered(reason)
         log.warning("dead_lettered", tp=str(origin.tp), offset=origin.offset, reason=reason, error=error)
+        return True
 
     async def _reject(self, m: Mutation, error: str) -> None:
         assert self._dead is not None

@@ -7,7 +7,8 @@ import anyio
 import orjson
 
 from connectors.hbase import HBaseClient
-from connectors.kafka import create_topics
+from connectors.kafka import TopicPartition as KafkaTP
+from connectors.kafka import create_topics, delete_topics, make_consumer, partitions
 from pipeline.runtime.tables import create_tables
 from pipeline.runtime.worker import Worker
 from pipeline.settings import load_settings
@@ -103,5 +104,44 @@ async def test_partition_with_an_empty_slice_does_not_block_completion(hbase: HB
             summary = await worker.run()
         assert summary.consumed == stop[TopicPartition(topic, 0)]
         assert worker.stats.committed[TopicPartition(topic, 1)] == stop[TopicPartition(topic, 1)]
+    finally:
+        await drop_tables(hbase, settings)
+
+
+async def test_missing_dead_letter_topic_is_created_at_start(hbase: HBaseClient, unique: str) -> None:
+    settings = order_settings(unique)
+    dlq = settings.kafka.dead_letter_topic
+    await delete_topics(settings.kafka, [dlq])
+    worker = Worker(settings, hbase)
+    await worker.check_dead_letter_topic()
+    assert await partitions(settings.kafka, dlq) == [0]
+    await worker.check_dead_letter_topic()  # exists now: nothing to do
+
+
+async def test_stop_abandons_a_dead_letter_send_kafka_refuses(hbase: HBaseClient, unique: str) -> None:
+    # the dead-letter topic disappears while the worker runs: the send retries (nothing may be lost),
+    # a stop request still ends the worker promptly, and no commit passes the record it could not send
+    settings = order_settings(unique)
+    topic = await setup(settings, hbase, partitions=1)
+    try:
+        worker = Worker(settings, hbase)
+        with anyio.fail_after(90):
+            async with anyio.create_task_group() as tg:
+                await tg.start(worker.run)
+                await delete_topics(settings.kafka, [settings.kafka.dead_letter_topic])
+                good = [orjson.dumps(order_event(i)) for i in range(10)]
+                await produce(settings, topic, [*good[:5], b"{not json", *good[5:]])
+                while worker.stats.consumed < 6:
+                    await anyio.sleep(0.05)
+                await anyio.sleep(1)  # the dead-letter send is retrying now
+                assert worker.stats.dead_lettered == 0
+                worker.request_stop()
+        assert worker.stats.dead_lettered == 0
+        consumer = make_consumer(settings.kafka, group_id=settings.kafka.group_id)
+        await consumer.start()
+        try:
+            assert await consumer.committed(KafkaTP(topic, 0)) == 5  # up to the bad record, not past it
+        finally:
+            await consumer.stop()
     finally:
         await drop_tables(hbase, settings)
