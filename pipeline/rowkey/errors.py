@@ -37,6 +37,7 @@ REASONS = frozenset(
         "unmapped_code",  # code(...) without a default and a value outside the dictionary
         "out_of_range",  # a number outside the encoding's domain (e.g. negative for dec)
         "contains_delimiter",  # variable text holding the first byte of the delimiter after it
+        "empty_key",  # every part of the key is empty text: HBase refuses an empty row key
     }
 )
 

@@ -143,7 +143,15 @@ class RowKey:
         if isinstance(first, KeySalt):
             rest = b"".join(parts[1:])
             return first.salt_of(rest) + rest
-        return b"".join(parts)
+        key = b"".join(parts)
+        if not key:
+            raise EventFieldError(
+                self.fields[0] if self.fields else "",
+                values.get(self.fields[0]) if self.fields else None,
+                "empty_key",
+                "makes an empty row key (every part of the key is empty), which HBase refuses",
+            )
+        return key
 
     def _generate(self) -> BuildFn:
         g = CodeGen()
@@ -165,6 +173,10 @@ class RowKey:
         if isinstance(first, KeySalt):
             g.stmt(f"rest = {joined if exprs else repr(b'')}")
             joined = f"{first.emit_over(g, 'rest')} + rest"
+        elif all(seg.width is None for seg in self.segments):  # only then can the key be empty
+            g.stmt(f"key = {joined}")
+            g.guard("key")  # the reference path raises the empty_key error
+            joined = "key"
         return g.finish(joined, self.build_reference, self._rng, self.spec)
 
     # --- reading ------------------------------------------------------------------------------

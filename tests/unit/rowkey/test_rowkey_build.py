@@ -187,3 +187,18 @@ def test_generated_source_is_attached_for_inspection() -> None:
     rk = compile_rowkey("[salt(user_id, 16)][user_id][long(ts)][order_id]")
     doc = rk.builder.__doc__ or ""
     assert "def build(event, rng=None)" in doc and "kind" not in doc
+
+
+@pytest.mark.parametrize("spec", ["[user_id]", "[reverse(user_id)]", "[a][b]"])
+def test_an_empty_row_key_is_refused(spec: str) -> None:
+    rk = compile_rowkey(spec)
+    event = {"user_id": "", "a": "", "b": ""}
+    for build in (rk.build, rk.build_reference):
+        with pytest.raises(EventFieldError) as info:
+            build(event)
+        assert info.value.reason == "empty_key" and "empty row key" in str(info.value)
+    assert rk.build({"user_id": "u", "a": "", "b": "x"}) != b""
+
+
+def test_a_key_with_a_fixed_part_may_have_empty_text() -> None:
+    assert compile_rowkey("[user_id][_]").build({"user_id": ""}) == b"_"

@@ -85,7 +85,7 @@ def test_time_bucket_ascends_by_bucket(a: int, b: int, width: str, form: str) ->
 
 
 @FAST
-@given(TEXT, TEXT)
+@given(TEXT.filter(bool), TEXT.filter(bool))  # an empty text alone would be an empty key (refused)
 def test_text_sorts_by_code_point(a: str, b: str) -> None:
     assert _cmp(enc("[v]", a), enc("[v]", b)) == _cmp(a, b)
 
