@@ -3,7 +3,8 @@ route specs; the per-record path is plain attribute access and prebuilt encoder 
 
 Contract of :meth:`Router.route`:
 
-- The record value must be a JSON object (orjson). Anything else raises :class:`EventError` with
+- The record value must be a JSON object (parsed by orjson; integers beyond 64 bits are kept exact,
+  see :func:`loads`). Anything else raises :class:`EventError` with
   reason ``undecodable`` / ``not_an_object``.
 - Every route of the topic must accept the event. If any route rejects it (missing/wrong-typed field,
   value too long for its fixed width, key over ``max_key_bytes``, cell over ``max_cell_bytes``), the
@@ -22,6 +23,8 @@ holding the 8-byte amount: a replay rewrites the same cell, and the count is the
 
 from __future__ import annotations
 
+import json
+import re
 import struct
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -63,6 +66,27 @@ def getter(path: str) -> Callable[[Mapping[str, Any]], Any]:
     return get
 
 
+_LONG_DIGITS = re.compile(rb"[0-9]{20}")  # an integer this long may not fit 64 bits
+
+
+def loads(value: bytes) -> Any:
+    """Parse a record value: orjson, except that integers beyond 64 bits stay exact (orjson reads them
+    as floats, which would silently change them). orjson validates first, so both parsers accept
+    the same documents; only values with a run of 20+ digits are parsed a second time, exactly."""
+    event = orjson.loads(value)
+    if _LONG_DIGITS.search(value) is not None:
+        event = json.loads(value)
+    return event
+
+
+def dumps(value: Any) -> bytes:
+    """orjson's compact JSON, or the standard library's for an integer beyond 64 bits (same text)."""
+    try:
+        return orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
 def _text(value: Any) -> bytes:
     if isinstance(value, str):
         return value.encode()
@@ -70,7 +94,7 @@ def _text(value: Any) -> bytes:
         return b"true" if value else b"false"
     if isinstance(value, int | float):
         return str(value).encode()
-    return orjson.dumps(value)
+    return dumps(value)
 
 
 def _long(field: str) -> Callable[[Any], bytes]:
@@ -89,7 +113,7 @@ def _encoder(spec: ColumnSpec) -> Callable[[Any], bytes]:
     if spec.encoding == "long":
         return _long(spec.field)
     if spec.encoding == "json":
-        return orjson.dumps
+        return dumps
     return _text
 
 
@@ -98,7 +122,7 @@ def decode_value(encoding: str, raw: bytes) -> Any:
     if encoding == "long":
         return _LONG.unpack(raw)[0] if len(raw) == 8 else raw
     if encoding == "json":
-        return orjson.loads(raw)
+        return loads(raw)
     return raw.decode("utf-8", "replace")
 
 
@@ -232,7 +256,7 @@ class Router:
         if value is None:
             raise EventError("undecodable", "record has no value (tombstone)")
         try:
-            event = orjson.loads(value)
+            event = loads(value)
         except orjson.JSONDecodeError as exc:
             raise EventError("undecodable", f"value is not valid JSON: {exc}") from exc
         if not isinstance(event, dict):

@@ -3,7 +3,7 @@
 Encodings (the inverse of what the worker writes, see :class:`pipeline.settings.ColumnSpec`):
 
 - ``text``: UTF-8 -> ``str`` (invalid bytes raise).
-- ``json``: orjson -> the parsed value.
+- ``json``: orjson -> the parsed value (integers beyond 64 bits exact: ``pipeline.core.routing.loads``).
 - ``long``: exactly 8 bytes, big-endian two's complement -> ``int``.
 
 A counter column (``RouteSpec.counter``) decodes as ``long`` in ``increment`` mode; in ``tally``
@@ -18,8 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import orjson
-
+from pipeline.core.routing import loads
 from pipeline.errors import HBaseIngestError
 from pipeline.settings import RouteSpec
 
@@ -49,7 +48,7 @@ def _text(value: bytes) -> Any:
 
 
 def _json(value: bytes) -> Any:
-    return orjson.loads(value)
+    return loads(value)
 
 
 _DECODERS: dict[str, Callable[[bytes], Any]] = {"text": _text, "json": _json, "long": decode_long}

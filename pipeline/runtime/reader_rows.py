@@ -26,8 +26,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, NamedTuple
 
-import orjson
-
+from pipeline.core.routing import loads
 from pipeline.errors import HBaseIngestError
 from pipeline.rowkey import RowKey, compile_rowkey
 from pipeline.runtime.reader_columns import CellDecodeError, compile_columns
@@ -122,7 +121,7 @@ def compile_row_decoder(route: RouteSpec, decode_key: Callable[[bytes], dict[str
         return CellDecodeError("?", "?", str(exc))
 
     names: dict[str, Any] = {"_ReadRow": ReadRow, "_new": tuple.__new__, "_decode_key": decode_key, "_rest": rest,
-                             "_undecodable": undecodable, "_loads": orjson.loads,
+                             "_undecodable": undecodable, "_loads": loads,
                              "_from_bytes": int.from_bytes}
     body: list[str] = []
     for i, (raw, (column, encoding)) in enumerate(mapped.items()):

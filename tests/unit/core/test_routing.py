@@ -1,0 +1,57 @@
+"""Routing of one record: integers beyond 64 bits stay exact (orjson alone reads them as floats),
+and the reasons a record is refused."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.core.model import Origin, TopicPartition
+from pipeline.core.routing import Router, decode_value, dumps, loads
+from pipeline.errors import EventError
+from pipeline.settings import RouteSpec
+
+ORIGIN = Origin(TopicPartition("t", 0), 7)
+BIG = 12345678901234567890123
+
+
+def router() -> Router:
+    return Router([RouteSpec(name="r", topic="t", table="tb", rowkey="[id][_][n]",
+                             columns={"d:v": "v", "d:j": {"field": "j", "encoding": "json"}})])
+
+
+def test_big_integers_are_kept_exact() -> None:
+    raw = b'{"id": "a", "n": %d, "v": %d, "j": {"x": [%d, 1.5]}}' % (BIG, BIG, BIG)
+    assert loads(raw) == {"id": "a", "n": BIG, "v": BIG, "j": {"x": [BIG, 1.5]}}
+    (m,) = router().route("t", raw, ORIGIN)
+    assert m.row == b"a_%d" % BIG
+    assert m.cells[b"d:v"] == b"%d" % BIG
+    assert m.cells[b"d:j"] == b'{"x":[%d,1.5]}' % BIG
+    assert decode_value("json", m.cells[b"d:j"]) == {"x": [BIG, 1.5]}
+
+
+def test_long_digit_runs_that_are_not_big_integers_parse_as_before() -> None:
+    raw = b'{"id": "12345678901234567890123", "n": 0.12345678901234567890, "v": 18446744073709551615}'
+    assert loads(raw) == {"id": "12345678901234567890123", "n": 0.12345678901234567890,
+                          "v": 18446744073709551615}
+    assert dumps({"a": [1, "x"]}) == b'{"a":[1,"x"]}'
+
+
+def test_a_big_integer_in_a_long_column_is_out_of_range() -> None:
+    r = Router([RouteSpec(name="r", topic="t", table="tb", rowkey="[id]",
+                          columns={"d:n": {"field": "n", "encoding": "long"}})])
+    with pytest.raises(EventError) as info:
+        r.route("t", b'{"id": "a", "n": %d}' % BIG, ORIGIN)
+    assert info.value.reason == "out_of_range"
+
+
+@pytest.mark.parametrize(("raw", "reason"), [
+    (b"{not json", "undecodable"), (b"[1]", "not_an_object"), (b'{"n": 1, "v": 1}', "missing_field"),
+    (b'{"id": "", "n": 1, "v": 1, "j": 2}', None),
+])
+def test_refused_records_name_their_reason(raw: bytes, reason: str | None) -> None:
+    if reason is None:
+        assert router().route("t", raw, ORIGIN)[0].row == b"_1"
+        return
+    with pytest.raises(EventError) as info:
+        router().route("t", raw, ORIGIN)
+    assert info.value.reason == reason
