@@ -1,27 +1,42 @@
 """The ``hbase-ingest`` command: the composition root (settings -> connectors -> runtime).
 
-Sub-commands live in one module each; this module mounts them and turns the project's errors into
-a one-line message on stderr and exit code 2 (no traceback for expected failures).
+Sub-commands live in one module each; this module mounts them and turns the project's errors
+(also when raised inside a task group) into a one-line message on stderr and exit code 2 (no
+traceback for expected failures; see :mod:`pipeline.cli.errors`).
+
+Help texts are plain text (``rich_markup_mode=None``): rowkey specs and TOML sections in them keep
+their square brackets.
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from typing import Any
 
 import typer
+from typer.core import TyperGroup
 
-from pipeline.errors import HBaseIngestError
+from pipeline.cli.errors import reported_errors
 
 __all__ = ["app", "main"]
+
+
+class _ReportingGroup(TyperGroup):
+    """The root command: reports bad input from any sub-command as ``error: ...``, exit status 2."""
+
+    def invoke(self, ctx: Any) -> Any:  # a click Context (typer may vendor its own click)
+        with reported_errors():
+            return super().invoke(ctx)
+
 
 app = typer.Typer(
     name="hbase-ingest",
     help="Kafka -> HBase ingestion with declarative rowkey designs, per-region batching and fan-out reads.",
+    cls=_ReportingGroup,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    rich_markup_mode=None,
 )
 
 
@@ -58,8 +73,4 @@ _mount()
 
 
 def main() -> None:
-    try:
-        app()
-    except HBaseIngestError as exc:
-        typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
-        sys.exit(2)
+    app()

@@ -6,6 +6,8 @@ Mounted on the ``keys`` command group by :func:`register_analyze`. The figures a
 
 from __future__ import annotations
 
+import importlib.util
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +21,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from connectors.hbase import HBaseClient
+from pipeline.cli.errors import check_not_empty
 from pipeline.core.keyspace import KeyspaceReport, analyze_keys, recommend_buckets
 from pipeline.errors import ConfigError
 from pipeline.rowkey import RowKey, compile_rowkey, format_key
@@ -31,7 +34,7 @@ from pipeline.runtime.tables import (
 )
 from pipeline.settings import load_settings
 
-__all__ = ["Analysis", "analyze", "hotspot_verdict", "read_events", "register_analyze"]
+__all__ = ["Analysis", "analyze", "check_plot_path", "hotspot_verdict", "read_events", "register_analyze"]
 
 _console = Console()
 
@@ -47,6 +50,10 @@ def read_events(path: Path, limit: int | None = None) -> Iterator[dict[str, Any]
         fh = path.open("rb")
     except FileNotFoundError as exc:
         raise ConfigError(f"sample file {path} does not exist") from exc
+    except IsADirectoryError as exc:
+        raise ConfigError(f"sample file {path} is a directory, not a file") from exc
+    except OSError as exc:
+        raise ConfigError(f"sample file {path} cannot be read: {exc.strerror or exc}") from exc
     with fh:
         n = 0
         for lineno, line in enumerate(fh, 1):
@@ -157,6 +164,21 @@ def print_analysis(a: Analysis, console: Console = _console) -> None:
         f"regions, {a.servers} region servers, 4), at most {a.cap}); {have}")
 
 
+def check_plot_path(path: Path) -> None:
+    """Raise ConfigError unless ``path`` can be a new or replaced file in an existing directory and
+    matplotlib is installed (checked before the analysis runs)."""
+    if path.is_dir():
+        raise ConfigError(f"--plot {str(path)!r} is a directory; give a file name such as keys.png")
+    parent = path.parent
+    if not parent.is_dir():
+        what = "is not a directory" if parent.exists() else "does not exist"
+        raise ConfigError(f"--plot {str(path)!r}: the directory {str(parent)!r} {what}")
+    if not os.access(parent, os.W_OK):
+        raise ConfigError(f"--plot {str(path)!r}: the directory {str(parent)!r} is not writable")
+    if importlib.util.find_spec("matplotlib") is None:
+        raise ConfigError("--plot needs matplotlib: pip install 'hbase-ingest[plot]'")
+
+
 def plot_analysis(a: Analysis, path: Path) -> None:
     """A PNG with two bar charts: rows per region over the whole sample, and the most recent writes
     per region. Needs matplotlib (the ``plot`` extra)."""
@@ -215,7 +237,7 @@ def run_analysis(spec: str, events: Sequence[Mapping[str, Any]], *, regions: int
     server count) or over the split points planned for ``regions`` (default: the design's fan-out
     size, or :data:`DEFAULT_UNSALTED_REGIONS`)."""
     rowkey = compile_rowkey(spec)
-    sample = build_sample_keys(rowkey, events, time_field or rowkey.time_field)
+    sample = build_sample_keys(rowkey, events, rowkey.time_field if time_field is None else time_field)
     if not sample.keys:
         why = ", ".join(f"{k} {v}" for k, v in sorted(sample.skipped.items())) or "no events"
         raise ConfigError(
@@ -243,7 +265,7 @@ def analyze(
     rowkey: Annotated[str, typer.Option(
         "--rowkey", "-r", help="Rowkey spec, e.g. '[salt(host, 8)][long(ts)][host]'.")],
     sample: Annotated[Path, typer.Option(
-        "--sample", "-s", help="Events, one JSON object per line.")],
+        "--sample", "-s", dir_okay=False, help="Events, one JSON object per line.")],
     regions: Annotated[int | None, typer.Option(
         "--regions", "-n", min=1, max=4096,
         help="Analyze over the split points the design gets for N regions (default: its fan-out "
@@ -272,6 +294,10 @@ def analyze(
     lengths, the share of the most recent writes that hit one region, and a bucket count."""
     if regions is not None and table is not None:
         raise typer.BadParameter("give --regions or --table, not both")
+    check_not_empty(table, "--table")
+    check_not_empty(time_field, "--time-field")
+    if plot is not None:
+        check_plot_path(plot)
     events = list(read_events(sample, limit))
     live = anyio.run(_live_boundaries, config, table) if table is not None else None
     result = run_analysis(rowkey, events, regions=regions, live=live, table=table,

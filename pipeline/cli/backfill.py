@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import anyio
 import typer
@@ -24,7 +25,16 @@ from rich.progress import (
 )
 
 from connectors.hbase import HBaseClient
+from pipeline.cli.errors import (
+    LOG_LEVELS,
+    check_log_level,
+    check_not_empty,
+    check_rate,
+    check_state_dir,
+    check_topic,
+)
 from pipeline.cli.logsetup import configure_logging
+from pipeline.cli.run import start_metrics
 from pipeline.errors import ConfigError
 from pipeline.runtime.backfill import (
     Backfill,
@@ -41,6 +51,7 @@ __all__ = ["register", "run_backfill"]
 _console = Console(stderr=True)
 #: exit status of a backfill stopped by a signal before it finished (run it again to resume)
 EXIT_INTERRUPTED = 130
+T = TypeVar("T")
 
 
 class _ProgressView:
@@ -117,7 +128,7 @@ async def run_backfill(
             if metrics and backfill.worker is not None:
                 from pipeline.runtime.metrics import serve_metrics
 
-                port = await tg.start(serve_metrics, settings.metrics, backfill.worker)
+                port = await start_metrics(tg, serve_metrics, settings, backfill.worker)
                 _console.print(f"metrics on http://{settings.metrics.host}:{port}/metrics")
             progress = Progress(
                 TextColumn("{task.description}"),
@@ -184,28 +195,30 @@ def backfill(
         bool | None,
         typer.Option("--metrics/--no-metrics", help="serve Prometheus metrics (default: [metrics].enabled)"),
     ] = None,
-    metrics_port: Annotated[int | None, typer.Option("--metrics-port", help="metrics port (0: any free port)")] = None,
+    metrics_port: Annotated[
+        int | None, typer.Option("--metrics-port", min=0, max=65535, help="metrics port (0: any free port)")
+    ] = None,
     show_progress: Annotated[bool, typer.Option("--progress/--no-progress", help="show a progress bar")] = True,
-    log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING")] = "WARNING",
+    log_level: Annotated[str, typer.Option(help=", ".join(LOG_LEVELS))] = "WARNING",
 ) -> None:
     """Replay a bounded slice of a topic into HBase, resumably, in a consumer group of its own."""
-    configure_logging(log_level)
+    check_topic(topic)
+    check_rate(rate)
+    check_not_empty(group, "--group")
+    check_state_dir(state_dir)
+    level = check_log_level(log_level)
+    args = SliceArgs(  # a ConfigError names the options that do not go together
+        topic,
+        from_time_ms=_option(parse_time, from_time, "--from-time"),
+        from_offsets=_option(parse_offsets, from_offset, "--from-offset"),
+        to_time_ms=_option(parse_time, to_time, "--to-time"),
+        to_offsets=_option(parse_offsets, to_offset, "--to-offset"),
+    )
+    configure_logging(level)
     settings = load_settings(config)
     tune_process(settings.runtime)
     if metrics_port is not None:
         settings = settings.model_copy(update={"metrics": settings.metrics.model_copy(update={"port": metrics_port})})
-    try:
-        args = SliceArgs(
-            topic,
-            from_time_ms=parse_time(from_time) if from_time else None,
-            from_offsets=parse_offsets(from_offset) if from_offset else None,
-            to_time_ms=parse_time(to_time) if to_time else None,
-            to_offsets=parse_offsets(to_offset) if to_offset else None,
-        )
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from exc
-    except ConfigError as exc:
-        raise typer.BadParameter(str(exc)) from exc
     use_metrics = metrics if metrics is not None else settings.metrics.enabled
     summary = anyio.run(
         lambda: run_backfill(
@@ -241,6 +254,18 @@ def backfill(
         )
         _console.print(f"{left:,} events left; run the same command again to resume")
         sys.exit(EXIT_INTERRUPTED)
+
+
+def _option(parse: Callable[[str], T], text: str | None, option: str) -> T | None:
+    """``parse(text)`` for a given option (an empty string is an error, not "not given")."""
+    if text is None:
+        return None
+    if not text.strip():
+        raise ConfigError(f"{option} must not be empty")
+    try:
+        return parse(text)
+    except ValueError as exc:
+        raise ConfigError(f"{option}: {exc}") from exc
 
 
 def register(app: typer.Typer) -> None:

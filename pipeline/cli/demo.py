@@ -102,8 +102,8 @@ def _short(value: Any) -> Any:
     return value[:40] + "..." if isinstance(value, str) and len(value) > 40 else value
 
 
-def demo(count: int = typer.Option(5000, "--count", "-n", help="events per example design"),
-         partitions: int = typer.Option(8, help="partitions of each demo topic"),
+def demo(count: int = typer.Option(5000, "--count", "-n", min=1, help="events per example design"),
+         partitions: int = typer.Option(8, min=1, help="partitions of each demo topic"),
          config: Path = typer.Option(DEMO_CONFIG, "--config", "-c")) -> None:
     """Run the whole pipeline on embedded defaults against the local stack."""
     configure_logging("WARNING")

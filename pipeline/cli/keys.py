@@ -14,6 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
+from pipeline.cli.errors import check_time_range
 from pipeline.rowkey import RowKeyError, compile_rowkey, format_key, parse_key
 
 __all__ = ["keys_app"]
@@ -22,6 +23,7 @@ keys_app = typer.Typer(
     help="Design and inspect row keys: build a key from an event, explain a layout, decode a key.",
     no_args_is_help=True,
     add_completion=False,
+    rich_markup_mode=None,  # plain help: the specs' [segments] are not markup
 )
 
 RowkeyOpt = Annotated[
@@ -48,6 +50,16 @@ def _json_object(text: str, what: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ValueError(f"{what} must be a JSON object")
     return value
+
+
+def _from_hex(text: str, option: str) -> bytes:
+    try:
+        return bytes.fromhex(text)
+    except ValueError:
+        raise ValueError(
+            f"{option} {text!r} is not hex: with --hex, {option} must be pairs of hexadecimal digits "
+            "(0-9, a-f), e.g. 615f00"
+        ) from None
 
 
 def _show(key: bytes, as_hex: bool) -> str:
@@ -90,7 +102,7 @@ def decode_cmd(
 
     def go() -> None:
         rk = compile_rowkey(rowkey)
-        raw = bytes.fromhex(key) if as_hex else parse_key(key)
+        raw = _from_hex(key, "--key") if as_hex else parse_key(key)
         typer.echo(json.dumps(rk.decode(raw), ensure_ascii=False, sort_keys=True))
 
     _run(go)
@@ -111,7 +123,7 @@ def plan_cmd(
     def go() -> None:
         if (start is None) != (stop is None):
             raise ValueError("--from and --to go together")
-        trange = (start, stop) if start is not None and stop is not None else None
+        trange = check_time_range(start, stop) if start is not None and stop is not None else None
         plan = compile_rowkey(rowkey).plan(_json_object(where, "--where"), trange)
         typer.echo(
             f"ranges={len(plan.ranges)} fans_out={plan.fans_out} exact={plan.exact} "

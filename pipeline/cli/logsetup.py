@@ -11,7 +11,10 @@ __all__ = ["configure_logging"]
 
 
 def configure_logging(level: str = "INFO") -> None:
-    lvl = getattr(logging, level.upper(), logging.INFO)
+    """Configure logging at ``level`` (a level name such as ``INFO``; anything else: ValueError)."""
+    lvl = logging.getLevelName(level.upper())
+    if not isinstance(lvl, int):
+        raise ValueError(f"unknown log level {level!r}")
     logging.basicConfig(level=max(lvl, logging.WARNING), stream=sys.stderr,
                         format="%(levelname)s %(name)s: %(message)s")
     structlog.configure(

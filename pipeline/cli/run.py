@@ -3,21 +3,26 @@
 from __future__ import annotations
 
 import signal
+from collections.abc import Callable, Coroutine
 from pathlib import Path
+from typing import Any
 
 import anyio
+import anyio.abc
 import typer
 from rich.console import Console
 
 from connectors.hbase import HBaseClient
+from pipeline.cli.errors import LOG_LEVELS, check_log_level, check_not_empty, check_rate, check_topic, error_leaves
 from pipeline.cli.logsetup import configure_logging
 from pipeline.core.examples import EXAMPLES, generate
+from pipeline.errors import ConfigError
 from pipeline.runtime.proctune import tune_process
 from pipeline.runtime.produce import produce_events
 from pipeline.runtime.worker import Worker, WorkerSummary
 from pipeline.settings import Settings, load_settings
 
-__all__ = ["register", "run_worker"]
+__all__ = ["register", "run_worker", "start_metrics"]
 
 _console = Console(stderr=True)
 
@@ -41,18 +46,34 @@ async def run_worker(settings: Settings, *, group: str | None = None, metrics: b
                 except ModuleNotFoundError:
                     _console.print("metrics are not available in this build")
                 else:
-                    await tg.start(serve_metrics, settings.metrics, worker)
+                    await start_metrics(tg, serve_metrics, settings, worker)
             summary = await worker.run()
             tg.cancel_scope.cancel()
         return summary
 
 
+async def start_metrics(tg: anyio.abc.TaskGroup, serve: Callable[..., Coroutine[Any, Any, None]], settings: Settings,
+                        worker: Worker) -> int:
+    """Start ``serve`` (the metrics server) in ``tg``; returns the bound port. A port that cannot be
+    bound (in use, not permitted, unknown host) is a :class:`ConfigError` naming the address."""
+    m = settings.metrics
+    try:
+        port: int = await tg.start(serve, m, worker)
+    except Exception as exc:
+        oserrors = list(error_leaves(exc))
+        if not all(isinstance(e, OSError) for e in oserrors):
+            raise
+        raise ConfigError(f"cannot serve metrics on {m.host}:{m.port}: {oserrors[0]}") from exc
+    return port
+
+
 def run(config: Path = typer.Option(..., "--config", "-c", help="TOML profile with tables and routes"),
         group: str | None = typer.Option(None, help="consumer group (default: [kafka].group_id)"),
         metrics: bool | None = typer.Option(None, "--metrics/--no-metrics", help="serve Prometheus metrics"),
-        log_level: str = typer.Option("INFO", help="DEBUG, INFO, WARNING")) -> None:
+        log_level: str = typer.Option("INFO", help=", ".join(LOG_LEVELS))) -> None:
     """Run the ingest worker in its consumer group until SIGTERM/SIGINT."""
-    configure_logging(log_level)
+    check_not_empty(group, "--group")
+    configure_logging(check_log_level(log_level))
     settings = load_settings(config)
     tune_process(settings.runtime)
     summary = anyio.run(lambda: run_worker(settings, group=group, metrics=metrics))
@@ -63,16 +84,19 @@ def run(config: Path = typer.Option(..., "--config", "-c", help="TOML profile wi
 
 def produce(example: str = typer.Option(..., "--example", "-e", help=f"one of: {', '.join(EXAMPLES)}"),
             count: int = typer.Option(1000, "--count", "-n", min=1),
-            rate: float | None = typer.Option(None, "--rate", help="events per second (default: as fast as possible)"),
-            partitions: int = typer.Option(8, help="partitions when the topic is created"),
+            rate: float | None = typer.Option(
+                None, "--rate", help="events per second, more than 0 (default: as fast as possible)"),
+            partitions: int = typer.Option(8, min=1, help="partitions when the topic is created"),
             topic: str | None = typer.Option(None, help="override the example's topic"),
             seed: int = typer.Option(7),
             config: Path | None = typer.Option(None, "--config", "-c", help="for [kafka] settings")) -> None:
     """Generate realistic example events for the profiles in config/."""
     if example not in EXAMPLES:
         raise typer.BadParameter(f"unknown example {example!r}; known: {', '.join(EXAMPLES)}", param_hint="--example")
+    check_rate(rate)
+    check_topic(topic)
     settings = load_settings(config)
-    target = topic or EXAMPLES[example][0]
+    target = EXAMPLES[example][0] if topic is None else topic
     events = generate(example, count, seed=seed)
     sent = anyio.run(lambda: produce_events(settings.kafka, target, events, partitions=partitions, rate=rate))
     _console.print(f"produced {sent} {example} events to {target!r}")

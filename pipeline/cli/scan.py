@@ -28,6 +28,7 @@ from rich.console import Console
 from rich.table import Table
 
 from connectors.hbase import HBaseClient
+from pipeline.cli.errors import check_time_range
 from pipeline.errors import ConfigError
 from pipeline.rowkey import RowKey, compile_rowkey, format_key
 from pipeline.rowkey.segments_dist import Mod
@@ -66,11 +67,16 @@ def parse_where(items: list[str], rowkey: RowKey) -> dict[str, Any]:
     """``field=value`` pairs -> a ``where`` mapping typed by the key's segments (see the module)."""
     numeric = _numeric_fields(rowkey)
     out: dict[str, Any] = {}
+    given: dict[str, str] = {}
     for item in items:
         name, sep, value = item.partition("=")
         name = name.strip()
         if not sep or not name:
             raise ConfigError(f"--where {item!r}: expected field=value")
+        if name in given:
+            raise ConfigError(f"--where: field {name!r} is given twice ({given[name]!r} and {item!r}); "
+                              "give each key field at most once")
+        given[name] = item
         if name not in rowkey.fields:
             raise ConfigError(f"--where {item!r}: {name!r} is not a key field; the key has "
                               f"{', '.join(rowkey.fields)}")
@@ -116,7 +122,7 @@ async def _run(config: Path, route_name: str, where_items: list[str], t_from: st
     if t_from is not None or t_to is not None:
         lo = parse_time(t_from, "--from") if t_from is not None else 0
         hi = parse_time(t_to, "--to") if t_to is not None else _LONG_MAX
-        time_range = (lo, hi)
+        time_range = check_time_range(lo, hi)
     out = Console(soft_wrap=True)
     err = Console(stderr=True)
     async with HBaseClient(settings.hbase) as hb, Reader(hb, page_size=page_size, timeout_s=timeout,
@@ -152,6 +158,8 @@ async def _run(config: Path, route_name: str, where_items: list[str], t_from: st
                   f"{s.scanners_opened} scanner(s) opened; "
                   f"{s.rows_scanned} row(s) scanned; {s.elapsed_s * 1000:.1f} ms",
                   markup=False, highlight=False)
+        for note in query.plan.notes if query.plan is not None else ():
+            err.print(f"note: {note}", markup=False, highlight=False)
 
 
 def scan(

@@ -13,7 +13,7 @@ from pipeline.settings import load_settings
 
 __all__ = ["stack_app"]
 
-stack_app = typer.Typer(no_args_is_help=True)
+stack_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None)
 _console = Console()
 
 ConfigOpt = typer.Option(None, "--config", "-c", help="TOML profile ([stack] section: ports, heaps, dirs).")

@@ -13,13 +13,14 @@ from rich.table import Table
 
 from connectors.hbase import HBaseClient
 from pipeline.cli.analyze import read_events
+from pipeline.cli.errors import check_not_empty
 from pipeline.rowkey import RowKey, compile_rowkey, format_key
 from pipeline.runtime.tables import CreatedTable, TableDescription, create_tables, describe_table
 from pipeline.settings import FamilySpec, Settings, load_settings
 
 __all__ = ["tables_app"]
 
-tables_app = typer.Typer(no_args_is_help=True,
+tables_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
                          help="Create pre-split tables and describe their regions.")
 _console = Console()
 
@@ -77,12 +78,13 @@ def create(
     recreate: Annotated[bool, typer.Option(
         "--recreate", help="Drop existing tables (and their data) first.")] = False,
     sample: Annotated[Path | None, typer.Option(
-        "--sample", "-s",
+        "--sample", "-s", dir_okay=False,
         help="Events (JSON lines) to split unsalted designs at quantiles.")] = None,
 ) -> None:
     """Create each route's table with its column families, pre-split from its rowkey design.
     Existing tables are left alone unless --recreate. Routes sharing a table: the first one's design
     decides the split keys."""
+    check_not_empty(route, "--route")
     settings = load_settings(config)
     events = list(read_events(sample)) if sample is not None else None
 
@@ -136,6 +138,7 @@ def describe(
 ) -> None:
     """Show a table's regions: boundaries (decoded with the design of the route writing the table),
     servers and approximate row counts."""
+    check_not_empty(name, "NAME")
     settings = load_settings(config)
     route, rowkey = _route_for(settings, name)
 

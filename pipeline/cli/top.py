@@ -23,6 +23,8 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from pipeline.errors import ConfigError
+
 __all__ = ["RegionBar", "Snapshot", "parse_snapshot", "register", "render", "scrape"]
 
 _P = "hbase_ingest_"
@@ -181,9 +183,25 @@ def scrape(url: str, timeout_s: float = 5.0) -> str:
 
 
 def _metrics_url(url: str) -> str:
-    parsed = urllib.parse.urlsplit(url if "://" in url else f"http://{url}")
+    """``url`` with ``http://`` and ``/metrics`` added when missing; ConfigError naming what is
+    wrong when it is not an http(s) URL with a host and a valid port."""
+    text = url.strip()
+    if not text:
+        raise ConfigError("--url must not be empty")
+    parsed = urllib.parse.urlsplit(text if "://" in text else f"http://{text}")
     if parsed.scheme not in ("http", "https"):
-        raise typer.BadParameter(f"{url!r} is not an http(s) URL", param_hint="--url")
+        raise ConfigError(f"--url {url!r} is not an http(s) URL")
+    if any(c.isspace() for c in text):
+        raise ConfigError(f"--url {url!r} is not a URL: it contains whitespace")
+    if not parsed.hostname:
+        raise ConfigError(f"--url {url!r} has no host (expected e.g. http://127.0.0.1:9108/metrics)")
+    try:
+        port = parsed.port
+    except ValueError:
+        port = -1
+    if port in (-1, 0):
+        given = parsed.netloc.rpartition(":")[2]
+        raise ConfigError(f"--url {url!r}: the port {given!r} is not a port number (1-65535)")
     if parsed.path in ("", "/"):
         parsed = parsed._replace(path="/metrics")
     return urllib.parse.urlunsplit(parsed)
@@ -205,9 +223,13 @@ def top(
 
     def take() -> Snapshot:
         try:
-            return parse_snapshot(scrape(target), time.monotonic())
-        except (urllib.error.URLError, OSError) as exc:
-            raise typer.BadParameter(f"cannot scrape {target}: {exc}", param_hint="--url") from exc
+            text = scrape(target)
+        except (urllib.error.URLError, OSError, ValueError) as exc:  # InvalidURL is a ValueError
+            raise ConfigError(f"--url: cannot scrape {target}: {exc}") from exc
+        try:
+            return parse_snapshot(text, time.monotonic())
+        except ValueError as exc:
+            raise ConfigError(f"--url: {target} does not serve Prometheus metrics: {exc}") from exc
 
     prev = take()
     if once:
