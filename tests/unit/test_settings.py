@@ -1,11 +1,23 @@
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from pipeline.errors import ConfigError
-from pipeline.settings import load_settings
+from pipeline.settings import ENV_PREFIX, NON_SETTING_VARIABLES, Settings, load_settings
+
+
+@pytest.fixture(autouse=True)
+def _no_inherited_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    # each test sets the HBASE_INGEST_* variables it needs, and only those
+    for var in list(os.environ):
+        if var.upper().startswith(ENV_PREFIX):
+            monkeypatch.delenv(var)
+
+
+ROUTE = '[[routes]]\nname = "r1"\ntopic = "t"\ntable = "tb"\nrowkey = "[a]"\ncolumns = { "d:a" = "a" }\n'
 
 
 def test_defaults_load_without_a_file() -> None:
@@ -70,3 +82,195 @@ def test_bad_toml_is_reported(tmp_path: Path) -> None:
     f.write_text("[kafka\n")
     with pytest.raises(ConfigError, match="not valid TOML"):
         load_settings(f)
+
+
+# -- unreadable files: a ConfigError naming the file, never a traceback ---------------------------
+
+
+def test_non_utf8_file_is_named(tmp_path: Path) -> None:
+    f = tmp_path / "c.toml"
+    f.write_bytes(b'[kafka]\nclient_id = "caf\xe9"\n')
+    with pytest.raises(ConfigError, match=r"c\.toml is not UTF-8 text \(byte 0xe9"):
+        load_settings(f)
+
+
+def test_directory_is_named(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"is a directory; expected a TOML file"):
+        load_settings(tmp_path)
+
+
+def test_missing_include_names_the_including_file(tmp_path: Path) -> None:
+    f = tmp_path / "c.toml"
+    f.write_text('include = ["gone.toml"]\n')
+    with pytest.raises(ConfigError, match=r"gone\.toml \(included by c\.toml\) does not exist"):
+        load_settings(f)
+
+
+@pytest.mark.parametrize("text", ['[routes]\nname = "r"\n', "tables = 5\n", 'routes = ["r"]\n'])
+def test_routes_and_tables_must_be_arrays_of_tables(tmp_path: Path, text: str) -> None:
+    f = tmp_path / "c.toml"
+    f.write_text(text)
+    with pytest.raises(ConfigError, match=r"c\.toml: (routes|tables) must be an array of tables"):
+        load_settings(f)
+
+
+@pytest.mark.parametrize(("text", "where"), [
+    ("[runtime]\ngc_threshold0 = 99999999999999999999\n", r"runtime\.gc_threshold0: .*less than or equal to"),
+    ("[runtime]\ncpu_affinity = [-1]\n", r"runtime\.cpu_affinity\.0: .*greater than or equal to 0"),
+    ("[stack]\nkafka_port = 70000\n", r"stack\.kafka_port: .*less than or equal to 65535"),
+    ("[kafka]\nfetch_max_bytes = 2147483648\n", r"kafka\.fetch_max_bytes: .*less than or equal to"),
+    ("[writer]\nretry_max_ms = 99999999999999999999\n", r"writer\.retry_max_ms: .*less than or equal to"),
+    ("[writer]\nretry_deadline_s = nan\n", r"writer\.retry_deadline_s: .*finite number"),
+    ("[writer]\nshutdown_timeout_s = inf\n", r"writer\.shutdown_timeout_s: .*finite number"),
+    (ROUTE.replace('columns = { "d:a" = "a" }', 'counter = { column = "c:n", amount = 9223372036854775808 }'),
+     r"routes\.0 \(route 'r1'\)\.counter\.amount: .*less than or equal to 9223372036854775807"),
+])
+def test_numbers_are_bounded_and_finite(tmp_path: Path, text: str, where: str) -> None:
+    f = tmp_path / "c.toml"
+    f.write_text(text)
+    with pytest.raises(ConfigError, match=where):
+        load_settings(f)
+
+
+def test_shipped_profiles_load() -> None:
+    profiles = sorted((Path(__file__).parents[2] / "config").glob("*.toml"))
+    assert profiles
+    for profile in profiles:
+        assert load_settings(profile).routes
+
+
+# -- environment variables ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("var", "value", "expected"), [
+    ("HBASE_INGEST_RUNTIME__CPU_AFFINITY", "0,1", r"HBASE_INGEST_RUNTIME__CPU_AFFINITY: expected a JSON array "
+                                                  r"such as '\[0, 1\]'; the value is not valid JSON"),
+    ("HBASE_INGEST_RUNTIME__CPU_AFFINITY", "3", r"HBASE_INGEST_RUNTIME__CPU_AFFINITY: expected a JSON array .*"
+                                                r"got a JSON int"),
+    ("HBASE_INGEST_HBASE", "notjson", r"HBASE_INGEST_HBASE: expected a JSON object such as '\{\"host\": \.\.\.\}'"),
+    ("HBASE_INGEST_HBASE", "[1]", r"HBASE_INGEST_HBASE: expected a JSON object .*got a JSON list"),
+])
+def test_unparseable_variable_is_named_with_what_was_expected(
+        monkeypatch: pytest.MonkeyPatch, var: str, value: str, expected: str) -> None:
+    monkeypatch.setenv(var, value)
+    with pytest.raises(ConfigError, match=expected):
+        load_settings()
+    with pytest.raises(ConfigError, match=expected):
+        Settings()  # built directly, too
+
+
+def test_unparseable_section_value_is_not_echoed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HBASE_INGEST_KAFKA", '{"sasl_plain_password": "hunter2"')
+    with pytest.raises(ConfigError, match="HBASE_INGEST_KAFKA: expected a JSON object") as info:
+        load_settings()
+    assert "hunter2" not in str(info.value)
+
+
+def test_json_variables_apply(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    f = tmp_path / "c.toml"
+    f.write_text('[hbase]\nhost = "a"\nport = 9000\n')
+    monkeypatch.setenv("HBASE_INGEST_RUNTIME__CPU_AFFINITY", "[0, 1]")
+    monkeypatch.setenv("HBASE_INGEST_HBASE", '{"host": "b", "pool_size": 2}')
+    monkeypatch.setenv("HBASE_INGEST_HBASE__POOL_SIZE", "3")  # a key wins over its section's object
+    s = load_settings(f)
+    assert s.runtime.cpu_affinity == [0, 1]
+    assert (s.hbase.host, s.hbase.port, s.hbase.pool_size) == ("b", 9000, 3)
+
+
+def test_bad_value_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HBASE_INGEST_HBASE__PORT", "abc")
+    monkeypatch.setenv("HBASE_INGEST_KAFKA", '{"client_idd": "x"}')
+    with pytest.raises(ConfigError) as info:
+        load_settings()
+    msg = str(info.value)
+    assert "hbase.port (from HBASE_INGEST_HBASE__PORT): Input should be a valid integer" in msg
+    assert "kafka.client_idd (from HBASE_INGEST_KAFKA): unknown key; did you mean client_id?" in msg
+
+
+@pytest.mark.parametrize("value", ["[]", '[{"name": "r2", "topic": "t2", "table": "tb", "rowkey": "[a]", '
+                                         '"columns": {"d:a": "a"}}]'])
+@pytest.mark.parametrize("var", ["HBASE_INGEST_ROUTES", "HBASE_INGEST_TABLES", "HBASE_INGEST_ROUTES__0__NAME"])
+def test_routes_and_tables_come_from_the_file_only(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, var: str, value: str) -> None:
+    f = tmp_path / "c.toml"
+    f.write_text(ROUTE)
+    monkeypatch.setenv(var, value)
+    what = "tables" if "TABLES" in var else "routes"
+    with pytest.raises(ConfigError, match=rf"{var}: {what} come from the TOML config file only"):
+        load_settings(f)
+
+
+@pytest.mark.parametrize(("var", "expected"), [
+    ("HBASE_INGEST_FOO", r"HBASE_INGEST_FOO: not a setting \(settings are HBASE_INGEST_<SECTION>__<KEY>, "
+                         r"SECTION one of KAFKA, HBASE"),
+    ("HBASE_INGEST_KAFKA_BOOTSTRAP_SERVERS", r"HBASE_INGEST_KAFKA_BOOTSTRAP_SERVERS: not a setting; did you mean "
+                                             r"HBASE_INGEST_KAFKA__BOOTSTRAP_SERVERS\? \(a section and its key are "
+                                             r"joined by '__'\)"),
+    ("HBASE_INGEST_WRITER__MAX_BATCH_ROWZ", r"did you mean HBASE_INGEST_WRITER__MAX_BATCH_ROWS\?"),
+    ("HBASE_INGEST_STACK__THRIFT1_PORT", r"did you mean HBASE_INGEST_STACK__THRIFT_PORT\?"),
+    ("HBASE_INGEST_STACK__HBASE_MASTER_PORT", r"did you mean HBASE_INGEST_STACK__MASTER_PORT\?"),
+    ("HBASE_INGEST_KAFKA__CLIENT_ID__X", r"HBASE_INGEST_KAFKA__CLIENT_ID__X: not a setting"),
+    ("HBASE_INGEST_", r"HBASE_INGEST_: not a setting"),
+])
+def test_misspelt_variable_is_refused_with_the_intended_name(
+        monkeypatch: pytest.MonkeyPatch, var: str, expected: str) -> None:
+    monkeypatch.setenv(var, "1")
+    with pytest.raises(ConfigError, match=expected):
+        load_settings()
+
+
+def test_every_misspelt_variable_is_named_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HBASE_INGEST_FOO", "1")
+    monkeypatch.setenv("HBASE_INGEST_BAR", "1")
+    with pytest.raises(ConfigError, match=r"(?s)HBASE_INGEST_BAR: not a setting.*HBASE_INGEST_FOO: not a setting"):
+        load_settings()
+
+
+def test_project_variables_that_are_not_settings_are_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
+    # read by the local stack (cache, state, infra folders) and the Thrift2 client (the IDL file)
+    assert frozenset({"HBASE_INGEST_CACHE", "HBASE_INGEST_STATE", "HBASE_INGEST_INFRA",
+                      "HBASE_INGEST_THRIFT2_IDL"}) == NON_SETTING_VARIABLES
+    for var in NON_SETTING_VARIABLES:
+        monkeypatch.setenv(var, "anything")
+    assert load_settings().kafka.bootstrap_servers == "127.0.0.1:9092"
+
+
+def test_variable_names_are_case_insensitive_but_not_given_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("hbase_ingest_kafka__client_id", "lower")
+    assert load_settings().kafka.client_id == "lower"
+    monkeypatch.setenv("HBASE_INGEST_KAFKA__CLIENT_ID", "upper")
+    with pytest.raises(ConfigError, match=r"the same setting as .*set only one of them"):
+        load_settings()
+
+
+# -- messages -------------------------------------------------------------------------------------
+
+
+def test_unknown_key_suggests_and_lists_the_valid_ones(tmp_path: Path) -> None:
+    f = tmp_path / "c.toml"
+    f.write_text("[writer]\nmax_batch_rowz = 5\n")
+    with pytest.raises(ConfigError, match=r"writer\.max_batch_rowz: unknown key; did you mean max_batch_rows\? "
+                                          r"\(valid keys: max_batch_rows, max_batch_bytes, "):
+        load_settings(f)
+
+
+def test_whole_object_errors_do_not_echo_the_object(tmp_path: Path) -> None:
+    f = tmp_path / "c.toml"
+    f.write_text(ROUTE + ROUTE + ROUTE.replace('"r1"', '"r2"').replace('columns = { "d:a" = "a" }', ""))
+    with pytest.raises(ConfigError) as info:
+        load_settings(f)
+    assert str(info.value).endswith("routes.2 (route 'r2'): a route needs columns, or a counter")
+    f.write_text(ROUTE + ROUTE)
+    with pytest.raises(ConfigError) as info:
+        load_settings(f)
+    assert str(info.value).endswith("(top level): route names must be unique; repeated: r1")
+    assert "got" not in str(info.value)
+
+
+def test_field_errors_keep_the_given_value(tmp_path: Path) -> None:
+    f = tmp_path / "c.toml"
+    f.write_text("[hbase]\nport = { a = 1 }\n[kafka]\nmax_poll_records = 0\n")
+    with pytest.raises(ConfigError) as info:
+        load_settings(f)
+    assert "hbase.port: Input should be a valid integer (got 'dict')" in str(info.value)
+    assert "kafka.max_poll_records: Input should be greater than or equal to 1 (got 0)" in str(info.value)
