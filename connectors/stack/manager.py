@@ -50,6 +50,13 @@ _HBASE_JDK17 = [
 ]
 
 
+#: Stack port labels (as ``status`` shows them) -> the ``[stack]`` setting that holds each port.
+_PORT_SETTINGS = {"kafka": "kafka_port", "kafka controller": "kafka_controller_port",
+                  "zookeeper": "zookeeper_port", "hbase master": "master_port",
+                  "hbase regionserver": "regionserver_port", "thrift1": "thrift_port",
+                  "thrift2": "thrift2_port"}
+
+
 @dataclass(frozen=True)
 class ProcessInfo:
     name: str
@@ -98,10 +105,8 @@ class LocalStack:
         return f"127.0.0.1:{self.settings.kafka_port}"
 
     def _ports(self) -> dict[str, int]:
-        s = self.settings
-        return {"kafka": s.kafka_port, "kafka controller": s.kafka_controller_port,
-                "zookeeper": s.zookeeper_port, "hbase master": s.master_port,
-                "hbase regionserver": s.regionserver_port, "thrift1": s.thrift_port, "thrift2": s.thrift2_port}
+        """Label -> port, for every port of :data:`_PORT_SETTINGS`."""
+        return {label: getattr(self.settings, name) for label, name in _PORT_SETTINGS.items()}
 
     def status(self) -> StackStatus:
         return StackStatus(
@@ -188,7 +193,8 @@ class LocalStack:
                 raise StackError(
                     f"port {port} ({label}) is already in use by a process this stack did not start. "
                     f"Stop it (see `ss -ltnp 'sport = :{port}'`) or choose another port "
-                    f"(HBASE_INGEST_STACK__{label.upper().replace(' ', '_')}_PORT or [stack] in the config).")
+                    f"(HBASE_INGEST_STACK__{_PORT_SETTINGS[label].upper()} or {_PORT_SETTINGS[label]} in "
+                    "[stack] of the config).")
 
     def _log4j(self) -> str:
         return f"-Dlog4j2.configurationFile={self.layout.conf / 'log4j2.properties'}"

@@ -91,8 +91,9 @@ def test_port_taken_by_a_stranger_is_named(tmp_path: Path) -> None:
                                          kafka_port=port, kafka_controller_port=port + 1 if port < 65535 else 1,
                                          zookeeper_port=1, master_port=1, regionserver_port=1, thrift_port=1,
                                          thrift2_port=1))
-        with pytest.raises(StackError, match=rf"port {port} \(kafka\) is already in use"):
+        with pytest.raises(StackError, match=rf"port {port} \(kafka\) is already in use") as info:
             stack._check_ports()
+        assert "HBASE_INGEST_STACK__KAFKA_PORT or kafka_port in [stack]" in str(info.value)
 
 
 def test_unreachable_maven_central_is_explained(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
