@@ -14,6 +14,8 @@ from rich.table import Table
 from connectors.hbase import HBaseClient
 from pipeline.cli.analyze import read_events
 from pipeline.cli.errors import check_not_empty
+from pipeline.errors import ConfigError
+from pipeline.names import table_name_problem
 from pipeline.rowkey import RowKey, compile_rowkey, format_key
 from pipeline.runtime.tables import CreatedTable, TableDescription, create_tables, describe_table
 from pipeline.settings import FamilySpec, Settings, load_settings
@@ -140,6 +142,9 @@ def describe(
     servers and approximate row counts."""
     check_not_empty(name, "NAME")
     settings = load_settings(config)
+    problem = table_name_problem(settings.hbase.table_prefix + name)
+    if problem:
+        raise ConfigError(f"NAME {name!r}: {problem}")
     route, rowkey = _route_for(settings, name)
 
     async def run() -> TableDescription:

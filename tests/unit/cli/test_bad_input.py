@@ -199,6 +199,7 @@ def test_decode_names_the_option_that_is_not_hex() -> None:
 def test_tables_reject_empty_names() -> None:
     _rejected(["tables", "create", "--route", ""], "--route must not be empty")
     _rejected(["tables", "describe", ""], "must not be empty")
+    _rejected(["tables", "describe", "bad name!"], "NAME 'bad name!': an HBase table name may only contain")
 
 
 # -- scan --------------------------------------------------------------------------------------
