@@ -9,6 +9,7 @@ from typing import Any
 
 import anyio
 import anyio.abc
+import orjson
 import typer
 from rich.console import Console
 
@@ -89,15 +90,26 @@ def produce(example: str = typer.Option(..., "--example", "-e", help=f"one of: {
             partitions: int = typer.Option(8, min=1, help="partitions when the topic is created"),
             topic: str | None = typer.Option(None, help="override the example's topic"),
             seed: int = typer.Option(7),
-            config: Path | None = typer.Option(None, "--config", "-c", help="for [kafka] settings")) -> None:
+            config: Path | None = typer.Option(None, "--config", "-c", help="for [kafka] settings"),
+            out: Path | None = typer.Option(
+                None, "--out", help="write the events to this file as JSON lines instead of Kafka "
+                                    "(a sample for `tables create --sample`)")) -> None:
     """Generate realistic example events for the profiles in config/."""
     if example not in EXAMPLES:
         raise typer.BadParameter(f"unknown example {example!r}; known: {', '.join(EXAMPLES)}", param_hint="--example")
+    events = generate(example, count, seed=seed)
+    if out is not None:
+        if out.is_dir() or not out.parent.is_dir():
+            raise ConfigError(f"--out {str(out)!r}: " + ("is a directory" if out.is_dir() else
+                                                         f"the folder {str(out.parent)!r} does not exist"))
+        with out.open("wb") as f:
+            f.writelines(orjson.dumps(event) + b"\n" for _, event in events)
+        _console.print(f"wrote {count} {example} events to {str(out)!r}")
+        return
     check_rate(rate)
     check_topic(topic)
     settings = load_settings(config)
     target = EXAMPLES[example][0] if topic is None else topic
-    events = generate(example, count, seed=seed)
     sent = anyio.run(lambda: produce_events(settings.kafka, target, events, partitions=partitions, rate=rate))
     _console.print(f"produced {sent} {example} events to {target!r}")
 

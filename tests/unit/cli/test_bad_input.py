@@ -7,6 +7,7 @@ import urllib.error
 from pathlib import Path
 from typing import Any, NoReturn
 
+import orjson
 import pytest
 from typer.testing import CliRunner
 
@@ -256,3 +257,13 @@ def test_top_reports_scrape_failures(monkeypatch: pytest.MonkeyPatch) -> None:
     _rejected(["top", "--once", "--url", "127.0.0.1:9"], "--url: cannot scrape http://127.0.0.1:9/metrics")
     monkeypatch.setattr("pipeline.cli.top.scrape", lambda url, timeout_s=5.0: "<html>not metrics</html>\n")
     _rejected(["top", "--once", "--url", "127.0.0.1:9"], "does not serve Prometheus metrics")
+
+
+def test_produce_writes_a_sample_file_instead_of_kafka(tmp_path: Path) -> None:
+    out = tmp_path / "logs.jsonl"
+    res = runner.invoke(app, ["produce", "--example", "logs", "-n", "5", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    events = [orjson.loads(line) for line in out.read_bytes().splitlines()]
+    assert len(events) == 5 and all("hostname" in e for e in events)
+    _rejected(["produce", "--example", "logs", "--out", str(tmp_path / "no" / "x.jsonl")], "does not exist")
+    _rejected(["produce", "--example", "logs", "--out", str(tmp_path)], "is a directory")
