@@ -13,6 +13,7 @@ is translated into one of these at the I/O edge and raised ``from`` its cause.
     ├── EventError                  an event the worker cannot write (goes to the dead-letter topic)
     ├── StackError                  the local Kafka/HBase stack cannot be provisioned or started
     ├── KafkaError                  a Kafka client call failed
+    │   └── TopicNotCreated         a topic is missing and the cluster refused to create it
     └── HBaseError                  a Thrift/HBase call failed
         ├── HBaseUnavailable        connection refused/reset, gateway down: retry with backoff
         ├── HBaseTimeout            the call did not finish within its timeout: retry with backoff
@@ -35,6 +36,7 @@ __all__ = [
     "RegionMapStale",
     "StackError",
     "TableNotFound",
+    "TopicNotCreated",
 ]
 
 
@@ -62,6 +64,10 @@ class StackError(HBaseIngestError):
 
 class KafkaError(HBaseIngestError):
     """A Kafka client call failed."""
+
+
+class TopicNotCreated(KafkaError):
+    """A topic does not exist, and creating it failed (ACLs, a create policy): the cluster answered."""
 
 
 class HBaseError(HBaseIngestError):

@@ -16,7 +16,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError as _AioKafkaError
 from aiokafka.errors import TopicAlreadyExistsError
 
-from pipeline.errors import KafkaError
+from pipeline.errors import KafkaError, TopicNotCreated
 from pipeline.settings import KafkaSettings
 
 __all__ = [
@@ -103,21 +103,28 @@ async def create_topics(s: KafkaSettings, topics: Mapping[str, int], replication
 async def ensure_topic(s: KafkaSettings, topic: str, count: int = 1) -> bool:
     """Create ``topic`` when it does not exist, with ``count`` partitions and a replication
     factor of min(3, live brokers). Returns True when it was created here. Raises
-    :class:`KafkaError` when it still does not exist afterwards (the cluster refused it: ACLs, a
-    create policy)."""
+    :class:`TopicNotCreated` when it still does not exist afterwards (the cluster refused it: ACLs,
+    a create policy), :class:`KafkaError` when Kafka cannot be reached."""
     admin = make_admin(s)
     try:
-        await admin.start()
-        if topic in set(await admin.list_topics()):
-            return False
-        brokers = len((await admin.describe_cluster()).get("brokers") or []) or 1
-        with contextlib.suppress(TopicAlreadyExistsError):  # created concurrently elsewhere
-            await admin.create_topics([NewTopic(topic, count, min(3, brokers))])
-    except _AioKafkaError as exc:
-        raise KafkaError(f"creating topic {topic!r} failed: {exc!r}") from exc
+        try:
+            await admin.start()
+            if topic in set(await admin.list_topics()):
+                return False
+            brokers = len((await admin.describe_cluster()).get("brokers") or []) or 1
+        except _AioKafkaError as exc:
+            raise KafkaError(f"Kafka at {s.bootstrap_servers} is unreachable: {exc!r}") from exc
+        try:
+            with contextlib.suppress(TopicAlreadyExistsError):  # created concurrently elsewhere
+                await admin.create_topics([NewTopic(topic, count, min(3, brokers))])
+        except _AioKafkaError as exc:
+            raise TopicNotCreated(f"topic {topic!r} does not exist, and creating it failed: {exc!r}") from exc
     finally:
         await admin.close()
-    await partitions(s, topic)  # raises when the cluster did not create it
+    try:
+        await partitions(s, topic)
+    except KafkaError as exc:
+        raise TopicNotCreated(f"topic {topic!r} does not exist, and the cluster did not create it") from exc
     return True
 
 

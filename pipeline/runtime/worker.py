@@ -39,7 +39,7 @@ from pipeline.core.model import Mutation, Origin, TopicPartition
 from pipeline.core.offsets import OffsetTracker
 from pipeline.core.regions import RegionMap
 from pipeline.core.routing import Router
-from pipeline.errors import ConfigError, EventError, KafkaError, TableNotFound
+from pipeline.errors import ConfigError, EventError, TableNotFound, TopicNotCreated
 from pipeline.runtime.deadletter import DeadLetters
 from pipeline.runtime.observer import Observer, WorkerStats
 from pipeline.runtime.writer import BatchWriter, load_region_map
@@ -170,9 +170,8 @@ class Worker:
         try:
             if await ensure_topic(self.settings.kafka, topic):
                 log.info("dead_letter_topic_created", topic=topic)
-        except KafkaError as exc:
-            raise ConfigError(f"the dead-letter topic {topic!r} does not exist in Kafka and could not be "
-                              f"created ({exc}): create it, or name an existing one in "
+        except TopicNotCreated as exc:
+            raise ConfigError(f"the dead-letter topic: {exc}; create it, or name an existing one in "
                               "[kafka].dead_letter_topic") from exc
 
     # -- main ------------------------------------------------------------------------------------
