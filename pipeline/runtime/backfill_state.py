@@ -68,6 +68,9 @@ def load_state(path: Path) -> dict[str, Any] | None:
         data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None
+    except NotADirectoryError as exc:  # a parent of the state dir is a file: the file is not the problem
+        raise ConfigError(f"backfill state folder {path.parent} cannot exist: a part of its path is a "
+                          f"file ({exc.strerror}); choose another --state-dir") from exc
     except (OSError, ValueError) as exc:
         raise ConfigError(f"backfill state file {path} is unreadable ({exc}); delete it or pass --restart") from exc
     if data.get("version") != STATE_VERSION:
