@@ -6,7 +6,12 @@ batches of 2000. Measured in the same run (ratios matter, not absolute times):
 
 - latency of the newest 100 rows of one host (the salt is computable: one range, one scanner) and
   of the first 100 rows newest-first across all hosts (16 ranges, limit pushed down to each),
-  against the 16 buckets' newest 100 fetched one after another, merged and decoded the same way;
+  against the 16 buckets' newest 100 fetched one after another, merged and decoded the same way.
+  On this design "newest first" orders time within a host (hosts come in key order), so those are
+  one host's newest rows; ``newest100_by_time_all_hosts`` loads the same hosts and values into the
+  time-led design ``[mod(ts, 16)][long(ts)][host]`` (each host's timestamps offset by its number in
+  ms, so that the buckets share the rows) and asks for its newest 100 across every host (16 reverse
+  scans merged by time; checked to be exactly the 100 newest rows);
 - wall time of a full merged scan (16 concurrent ranges, k-way merge, rows decoded) against the
   same scan done serially (target: merged <= 0.6 x serial), and against one happybase scanner over
   the whole table (no decoding, no merge: the floor of what Thrift can deliver).
@@ -75,18 +80,23 @@ from pipeline.runtime.reader_merge import Row, merge_runs
 from pipeline.settings import FamilySpec, RouteSpec, load_settings
 
 SPEC = "[salt(host, 16)][host][_][reverse_ts(ts)]"
+#: the same rows in a time-led design: newest first is then by time across every host
+SPEC_BY_TIME = "[mod(ts, 16)][long(ts)][host]"
 T0 = 1_700_000_000_000
 ORIGIN = Origin(TopicPartition("bench", 0), 0)
 OUT = Path(__file__).parent / "results" / "reader.json"
 
 
-def route_for(table: str) -> RouteSpec:
-    return RouteSpec(name="bench", topic="bench", table=table, rowkey=SPEC,
+def route_for(table: str, spec: str = SPEC) -> RouteSpec:
+    return RouteSpec(name="bench", topic="bench", table=table, rowkey=spec,
                      columns={"d:v": {"field": "v", "encoding": "long"}, "d:h": "host"})
 
 
-async def load(hb: HBaseClient, table: str, rows: int, hosts: int, batch: int) -> float:
-    rowkey = compile_rowkey(SPEC)
+async def load(hb: HBaseClient, table: str, rows: int, hosts: int, batch: int, spec: str = SPEC,
+               spread_ms: bool = False) -> float:
+    """Row ``i``: host ``i % hosts`` at ``T0 + (i // hosts) s``, plus ``i % hosts`` ms when
+    ``spread_ms`` (so that a time bucket such as ``mod(ts, 16)`` spreads the hosts' rows)."""
+    rowkey = compile_rowkey(spec)
     limiter = anyio.Semaphore(hb.settings.pool_size)
     t0 = time.perf_counter()
 
@@ -94,7 +104,7 @@ async def load(hb: HBaseClient, table: str, rows: int, hosts: int, batch: int) -
         async with limiter:
             muts = []
             for i in range(start, min(start + batch, rows)):
-                host, ts = f"host{i % hosts:05d}", T0 + (i // hosts) * 1000
+                host, ts = f"host{i % hosts:05d}", T0 + (i // hosts) * 1000 + (i % hosts if spread_ms else 0)
                 muts.append(Mutation(table, rowkey.build({"host": host, "ts": ts}),
                                      MutationKind.PUT,
                                      {b"d:v": i.to_bytes(8, "big"), b"d:h": host.encode()},
@@ -250,7 +260,6 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     FullScan.hbase_pid = LocalStack(settings.stack).hbase.pid()
     table = f"bench_reader_{args.rows}"
     route = route_for(table)
-    rowkey = compile_rowkey(SPEC)
     out: dict[str, Any] = {
         "design": SPEC, "rows": args.rows, "hosts": args.hosts, "buckets": 16,
         "page_size": args.page_size, "read_ahead": args.read_ahead,
@@ -259,16 +268,19 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                     "python": platform.python_version(),
                     "note": "HBase (JVM) and this client share the same cores"},
     }
+    by_time = f"bench_reader_time_{args.rows}"
+    route_t = route_for(by_time, SPEC_BY_TIME)
     async with HBaseClient(settings.hbase) as hb:
-        exists = table in await hb.tables()
-        if exists and not args.reuse:
-            await hb.delete_table(table)
-            exists = False
-        if not exists:
-            await hb.create_table(table, {"d": FamilySpec()}, rowkey.split_points(16))
-            load_s = await load(hb, table, args.rows, args.hosts, 2000)
-            out["load"] = {"seconds": round(load_s, 2), "rows_per_s": round(args.rows / load_s)}
-            print(f"loaded {args.rows} rows in {load_s:.1f} s")
+        for name, spec, key in ((table, SPEC, "load"), (by_time, SPEC_BY_TIME, "load_by_time")):
+            exists = name in await hb.tables()
+            if exists and not args.reuse:
+                await hb.delete_table(name)
+                exists = False
+            if not exists:
+                await hb.create_table(name, {"d": FamilySpec()}, compile_rowkey(spec).split_points(16))
+                load_s = await load(hb, name, args.rows, args.hosts, 2000, spec, spread_ms=name == by_time)
+                out[key] = {"seconds": round(load_s, 2), "rows_per_s": round(args.rows / load_s)}
+                print(f"loaded {args.rows} rows of {spec} in {load_s:.1f} s")
         try:
             # one untimed pass first: the scans that follow all find the data equally warm
             await raw_scans(hb, table, args.page_size, 8)
@@ -280,6 +292,15 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 out["newest100_one_host"] = await newest(reader, route, {"host": "host00007"},
                                                          args.reps)
                 out["newest100_all_hosts"] = await newest(reader, route, {}, args.reps)
+                out["newest100_all_hosts"]["order"] = (
+                    "logical (host, then newest first): the first 100 rows are one host's newest; "
+                    "this design has no newest-first order across hosts")
+                await raw_scans(hb, by_time, args.page_size, 8)  # untimed, as for the main table
+                out["newest100_by_time_all_hosts"] = await newest(reader, route_t, {}, args.reps)
+                out["newest100_by_time_all_hosts"]["design"] = SPEC_BY_TIME
+                got = await reader.scan(route_t, newest_first=True, limit=100).collect()
+                last = T0 + (args.rows // args.hosts - 1) * 1000 + args.hosts - 1  # the newest row's ts
+                assert [r.fields["ts"] for r in got] == [last - j for j in range(100)], "not the newest rows"
                 out["newest100_all_hosts_serial_baseline"] = await newest_serial(reader, route,
                                                                                  args.reps)
                 out["newest100_all_hosts_processes"] = await newest(in_procs, route, {}, args.reps)
@@ -361,6 +382,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         finally:
             if not args.keep:
                 await hb.delete_table(table)
+                await hb.delete_table(by_time)
     return out
 
 
