@@ -35,6 +35,7 @@ from pipeline.rowkey.segments_dist import Mod
 from pipeline.rowkey.segments_num import Binary, Dec, ReverseTs, TimeBucket
 from pipeline.runtime.proctune import tune_process
 from pipeline.runtime.reader import Reader, ReadRow
+from pipeline.runtime.reader_args import MAX_PROCESSES
 from pipeline.runtime.reader_plan import explain_lines
 from pipeline.settings import RouteSpec, load_settings
 
@@ -179,7 +180,7 @@ def scan(
         "--timeout", min=0.001, help="Per-query timeout in seconds.")] = None,
     page_size: Annotated[int, typer.Option("--page-size", min=1, help="Rows per page.")] = 1000,
     processes: Annotated[int, typer.Option(
-        "--processes", min=0, max=64,
+        "--processes", min=0, max=MAX_PROCESSES,
         help="Fetch and decode pages in N worker processes (big scans on a machine with cores to "
              "spare); 0 = worker threads.")] = 0,
 ) -> None:

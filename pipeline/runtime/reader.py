@@ -68,6 +68,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from connectors.hbase import HBaseClient, PageTransform
 from pipeline.errors import HBaseIngestError
 from pipeline.rowkey import RowKey, compile_rowkey
+from pipeline.runtime.reader_args import check_query, check_reader
 from pipeline.runtime.reader_errors import QueryError, RowDecodeError
 from pipeline.runtime.reader_merge import merge_runs, top_k
 from pipeline.runtime.reader_plan import QueryPlan, ScanRange, plan_query
@@ -110,8 +111,8 @@ class Reader:
     def __init__(self, hbase: HBaseClient, *, page_size: int = 1000, first_page: int = 100,
                  read_ahead: int = 1, concurrency: int | None = None,
                  timeout_s: float | None = None, verify_keys: bool = False, processes: int = 0) -> None:
-        if page_size < 1 or first_page < 1 or read_ahead < 0 or processes < 0:
-            raise ValueError("page_size and first_page must be >= 1, read_ahead and processes >= 0")
+        check_reader(page_size=page_size, first_page=first_page, read_ahead=read_ahead,
+                     concurrency=concurrency, timeout_s=timeout_s, processes=processes)
         self.hbase = hbase
         self.page_size = page_size
         self.first_page = min(first_page, page_size)
@@ -213,8 +214,10 @@ class Reader:
         :class:`QueryError`. Breaking out early is fine; ``aclose()`` (or ``async with``) releases
         the scans at once rather than at garbage collection.
         """
-        if limit is not None and limit < 0:
-            raise ValueError(f"limit must be >= 0, got {limit}")
+        check_query(route, where=where, time_range=time_range, limit=limit, columns=columns,
+                    timeout_s=timeout_s)
+        if time_range is not None:
+            time_range = (time_range[0], time_range[1])
         return Scan(self, route, where=dict(where or {}), time_range=time_range,
                     newest_first=newest_first, limit=limit,
                     columns=[c.encode() for c in columns] if columns else None,
@@ -270,7 +273,14 @@ class Scan:
         return replace(s, elapsed_s=elapsed, ranges=[replace(r) for r in s.ranges])
 
     def __aiter__(self) -> Scan:
+        self._check_not_over()
         return self
+
+    def _check_not_over(self) -> None:
+        """A scan is read once: iterating it again after it ended would silently yield nothing."""
+        if self._finished and not self._buf:
+            raise RuntimeError(f"this scan of route {self.route.name!r} has ended ({self.stats.outcome}); "
+                               "start a new one with reader.scan(...)")
 
     async def __anext__(self) -> ReadRow:
         buf = self._buf
@@ -291,6 +301,7 @@ class Scan:
         saves an ``await`` per row. Rows already taken one by one are not repeated; rows buffered
         by row iteration come first. Close the scan (``async with``) when stopping early."""
         stats, reader = self.stats, self.reader
+        self._check_not_over()
         if self._gen is None:
             self._gen = self._batches()
         if self._buf:
