@@ -92,6 +92,12 @@ class SliceArgs:
             raise ConfigError("give an end time or end offsets, not both")
         if self.from_time_ms is not None and self.to_time_ms is not None and self.to_time_ms <= self.from_time_ms:
             raise ConfigError("the end time must be after the start time")
+        if self.from_offsets is not None and self.to_offsets is not None:
+            reversed_ = {p: (o, self.to_offsets[p]) for p, o in sorted(self.from_offsets.items())
+                         if p in self.to_offsets and self.to_offsets[p] < o}
+            if reversed_:
+                shown = ", ".join(f"partition {p}: {a} > {b}" for p, (a, b) in reversed_.items())
+                raise ConfigError(f"the end offsets must not be before the start offsets ({shown})")
 
     def canonical(self) -> dict[str, Any]:
         def offs(m: Mapping[int, int] | None) -> dict[str, int] | None:

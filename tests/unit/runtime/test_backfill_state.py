@@ -31,3 +31,11 @@ def test_bad_files_say_what_to_do(tmp_path: Path) -> None:
     a_file.write_text("")
     with pytest.raises(ConfigError, match=r"a part of its path is a file.*choose another --state-dir"):
         load_state(a_file / "sub" / "s.json")
+
+
+def test_reversed_offsets_are_refused() -> None:
+    from pipeline.runtime.backfill_slice import SliceArgs
+
+    with pytest.raises(ConfigError, match="partition 1: 50 > 10"):
+        SliceArgs("t", from_offsets={0: 0, 1: 50}, to_offsets={0: 5, 1: 10})
+    SliceArgs("t", from_offsets={0: 5}, to_offsets={0: 5, 1: 3})  # empty, or another partition: fine
