@@ -1,5 +1,5 @@
-"""The backfill state file: missing, unreadable, of another version, or under a path that cannot be
-a folder (each a ConfigError that says what to do)."""
+"""The backfill state file (missing, unreadable, of another version, or under a path that cannot be
+a folder: each a ConfigError that says what to do) and the slice arguments."""
 
 from __future__ import annotations
 
