@@ -34,6 +34,7 @@ from connectors.hbase.scanrows import CellRow, scan_rows, tscan
 from connectors.hbase.thrift2 import load_idl, open_client
 from pipeline.core.model import Mutation, MutationKind
 from pipeline.errors import HBaseRequestError, TableNotFound
+from pipeline.rowkey import format_key
 from pipeline.settings import FamilySpec, HBaseSettings
 
 __all__ = ["Cells", "HBaseClient", "RegionInfo", "Row"]
@@ -45,7 +46,9 @@ Row = tuple[bytes, Cells]
 
 @dataclass(frozen=True, slots=True)
 class RegionInfo:
-    """One region of a table: ``[start_key, end_key)``; ``b""`` is the open end on either side."""
+    """One region of a table: ``[start_key, end_key)``; ``b""`` is the open end on either side.
+    ``name`` is HBase's region name (``table,start key,id.encoded.``) in HBase shell escaping, since
+    it holds the raw start key: printable in logs and metric labels."""
 
     table: str
     start_key: bytes
@@ -217,7 +220,7 @@ class HBaseClient:
                 raise TableNotFound(f"table {table!r} does not exist or has no regions", table=table)
             out = [RegionInfo(table, r["start_key"], r["end_key"], r["server_name"].decode()
                               if isinstance(r["server_name"], bytes) else str(r["server_name"]),
-                              int(r["port"]), int(r["id"]), r["name"].decode("utf-8", "replace")
+                              int(r["port"]), int(r["id"]), format_key(r["name"])  # it holds the start key
                               if isinstance(r["name"], bytes) else str(r["name"])) for r in regs]
             return sorted(out, key=lambda r: r.start_key)
         return await self.call(get, table=table, what="list regions")

@@ -27,6 +27,8 @@ async def test_create_table_with_split_keys_lists_regions(hbase: HBaseClient, un
         assert [(r.start_key, r.end_key) for r in regions] == [
             (b"", b"\x10"), (b"\x10", b"\x20"), (b"\x20", b"\x30"), (b"\x30", b"")]
         assert all(r.server and r.port for r in regions)
+        # region names hold the raw start key: escaped, so logs and metric labels stay printable
+        assert regions[1].name.startswith(f"{table},\\x10,") and all(r.name.isprintable() for r in regions)
         assert await hbase.families(table) == {"d": 1, "e": 3}
         assert table in await hbase.tables()
     finally:
