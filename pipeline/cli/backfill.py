@@ -156,7 +156,8 @@ def backfill(
         str | None,
         typer.Option(
             "--from-time",
-            help="ISO-8601 time (UTC when no zone) or epoch ms: start at the first offset whose timestamp is >= it",
+            help="ISO-8601 time (UTC when no zone) or epoch ms: start at the first offset whose Kafka record "
+            "timestamp (the producer's CreateTime, not an event field) is >= it",
         ),
     ] = None,
     from_offset: Annotated[str | None, typer.Option("--from-offset", help="P:O,... start offsets (inclusive)")] = None,
@@ -164,8 +165,8 @@ def backfill(
         str | None,
         typer.Option(
             "--to-time",
-            help="ISO-8601 time or epoch ms (exclusive); default: the log end offsets when "
-            "the backfill is first started",
+            help="ISO-8601 time or epoch ms, on Kafka record timestamps (exclusive); default: the log end "
+            "offsets when the backfill is first started",
         ),
     ] = None,
     to_offset: Annotated[str | None, typer.Option("--to-offset", help="P:O,... end offsets (exclusive)")] = None,

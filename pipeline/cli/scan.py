@@ -164,7 +164,7 @@ async def _run(config: Path, route_name: str, where_items: list[str], t_from: st
 
 
 def scan(
-    config: Annotated[Path, typer.Option("--config", help="TOML settings file.")],
+    config: Annotated[Path, typer.Option("--config", "-c", help="TOML settings file.")],
     route: Annotated[str, typer.Option("--route", help="Route name (table, rowkey, columns).")],
     where: Annotated[list[str] | None, typer.Option(
         "--where", help="field=value on a key field (repeatable).")] = None,
