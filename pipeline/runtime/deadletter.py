@@ -1,7 +1,8 @@
 """The dead-letter topic: records that cannot be written, with their original bytes and headers
 saying where they came from and why.
 
-Headers (all UTF-8): ``hbase-ingest.source.topic``, ``hbase-ingest.source.partition``,
+The original record's key, value and headers are kept, and ours are added after them. Ours (all
+UTF-8): ``hbase-ingest.source.topic``, ``hbase-ingest.source.partition``,
 ``hbase-ingest.source.offset``, ``hbase-ingest.reason`` (a short code: undecodable, not_an_object,
 missing_field, bad_type, too_long, contains_delimiter, empty_key, key_too_long, value_too_large, unmapped_code,
 out_of_range, hbase_rejected), ``hbase-ingest.error`` (the message). For ``hbase_rejected`` the value is a JSON
@@ -12,6 +13,7 @@ original record is no longer held once its mutations were batched.
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable
 from typing import Any, Protocol
 
 import anyio
@@ -42,8 +44,13 @@ class DeadLetters:
         self.topic = topic
         self._backoff = Backoff(100, 10_000)
 
-    async def send(self, origin: Origin, key: bytes | None, value: bytes | None, reason: str, error: str) -> None:
+    async def send(self, origin: Origin, key: bytes | None, value: bytes | None, reason: str, error: str,
+                   original_headers: Iterable[tuple[str, bytes]] = ()) -> None:
+        """Send one record: the original's key, value and headers (except any of ours, which a replayed
+        dead letter could carry), then ours."""
+        kept = [(k, bytes(v)) for k, v in original_headers or () if not k.startswith(HEADER_PREFIX)]
         headers = [
+            *kept,
             (HEADER_PREFIX + "source.topic", origin.tp.topic.encode()),
             (HEADER_PREFIX + "source.partition", str(origin.tp.partition).encode()),
             (HEADER_PREFIX + "source.offset", str(origin.offset).encode()),

@@ -258,7 +258,8 @@ class Worker:
                     error = self._process(tp, rec, now)
                     if error is not None:
                         origin = Origin(tp, rec.offset)
-                        if not await self._dead_letter(origin, rec.key, rec.value, error.reason, str(error)):
+                        if not await self._dead_letter(origin, rec.key, rec.value, error.reason, str(error),
+                                                       rec.headers):
                             return  # stopping: the record stays unacknowledged (read again next run)
                         self.tracker.ack(origin)
                 self.observer.consumed(tp, processed)
@@ -315,7 +316,7 @@ class Worker:
     # -- dead letters --------------------------------------------------------------------------
 
     async def _dead_letter(self, origin: Origin, key: bytes | None, value: bytes | None, reason: str,
-                           error: str) -> bool:
+                           error: str, headers: Any = ()) -> bool:
         """Send to the dead-letter topic (retrying until Kafka has it); False when a stop request
         abandoned the send."""
         assert self._dead is not None
@@ -324,7 +325,7 @@ class Worker:
         with anyio.CancelScope() as scope:
             self._dead_scope = scope
             try:
-                await self._dead.send(origin, key, value, reason, error)
+                await self._dead.send(origin, key, value, reason, error, headers)
             finally:
                 self._dead_scope = None
         if scope.cancelled_caught:

@@ -95,7 +95,7 @@ async def test_bad_input_goes_to_dead_letter_topic_and_worker_carries_on(hbase: 
             "value_too_large": orjson.dumps({**order_event(903), "buyer_id": "B" * 2000}),
         }
         values = [orjson.dumps(e) for e in good[:10]] + list(bad.values()) + [orjson.dumps(e) for e in good[10:]]
-        await produce(settings, topic, values)
+        await produce(settings, topic, values, headers=[("trace-id", b"t-42")])
         worker = Worker(settings, hbase, stop_at=await stop_offsets(settings, topic))
         with anyio.fail_after(120):
             summary = await worker.run()
@@ -123,6 +123,7 @@ async def test_bad_input_goes_to_dead_letter_topic_and_worker_carries_on(hbase: 
             assert headers["hbase-ingest.source.partition"] == b"0"
             assert int(headers["hbase-ingest.source.offset"]) == 10 + list(bad).index(reason)
             assert headers["hbase-ingest.error"]
+            assert headers["trace-id"] == b"t-42"  # the original record's headers are kept
     finally:
         await drop_tables(hbase, settings)
 

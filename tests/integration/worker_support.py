@@ -67,11 +67,12 @@ async def setup(settings: Settings, hbase: HBaseClient, partitions: int = 4) -> 
     return topic
 
 
-async def produce(settings: Settings, topic: str, values: list[bytes], keys: list[bytes] | None = None) -> None:
+async def produce(settings: Settings, topic: str, values: list[bytes], keys: list[bytes] | None = None,
+                  headers: list[tuple[str, bytes]] | None = None) -> None:
     producer = make_producer(settings.kafka)
     await producer.start()
     try:
-        futs = [await producer.send(topic, v, key=(keys[i] if keys else str(i).encode()))
+        futs = [await producer.send(topic, v, key=(keys[i] if keys else str(i).encode()), headers=headers)
                 for i, v in enumerate(values)]
         await asyncio.gather(*futs)
     finally:
