@@ -21,7 +21,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from pipeline.errors import ConfigError
@@ -69,11 +78,19 @@ _MAX_PORT = 65535
 _MAX_CPU = 65535
 
 
-def _checked(value: str, problem_of: Callable[[str], str | None]) -> str:
-    problem = problem_of(value)
-    if problem is not None:
-        raise ValueError(problem)
-    return value
+def _name_rule(problem_of: Callable[[str], str | None]) -> AfterValidator:
+    """A validator refusing a name for which ``problem_of`` (:mod:`pipeline.names`) says what is wrong."""
+    def check(value: str) -> str:
+        problem = problem_of(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
+    return AfterValidator(check)
+
+
+TopicName = Annotated[str, _name_rule(topic_name_problem)]
+TableName = Annotated[str, _name_rule(table_name_problem)]
+RouteName = Annotated[str, _name_rule(route_name_problem)]
 
 
 class _Section(BaseModel):
@@ -94,18 +111,13 @@ class KafkaSettings(_Section):
     ssl_certfile: str | None = None
     ssl_keyfile: str | None = None
     auto_offset_reset: Literal["earliest", "latest"] = "earliest"
-    dead_letter_topic: str = "hbase-ingest.dead-letter"
+    dead_letter_topic: TopicName = "hbase-ingest.dead-letter"
     max_poll_records: int = Field(default=2000, ge=1, le=1_000_000)
     fetch_max_bytes: int = Field(default=16 * 1024 * 1024, ge=1024, le=_INT32_MAX,
                                  description="an int32 in Kafka's protocol")
     session_timeout_ms: int = Field(default=30_000, ge=1000, le=_MAX_MS)
     heartbeat_interval_ms: int = Field(default=3_000, ge=100, le=_MAX_MS)
     request_timeout_ms: int = Field(default=30_000, ge=1000, le=_MAX_MS)
-
-    @field_validator("dead_letter_topic")
-    @classmethod
-    def _topic(cls, value: str) -> str:
-        return _checked(value, topic_name_problem)
 
 
 class HBaseSettings(_Section):
@@ -119,13 +131,8 @@ class HBaseSettings(_Section):
     ddl_timeout_ms: int = Field(default=120_000, ge=1000, le=_MAX_MS)
     transport: Literal["buffered", "framed"] = "buffered"
     protocol: Literal["binary", "compact"] = "binary"
-    table_prefix: str = Field(
+    table_prefix: Annotated[str, _name_rule(table_prefix_problem)] = Field(
         default="", description="prepended to every table name (a namespace when it ends in ':', e.g. 'dev:')")
-
-    @field_validator("table_prefix")
-    @classmethod
-    def _prefix(cls, value: str) -> str:
-        return _checked(value, table_prefix_problem)
 
 
 class WriterSettings(_Section):
@@ -193,15 +200,10 @@ class FamilySpec(_Section):
 
 
 class TableSpec(_Section):
-    name: str
+    name: TableName
     families: dict[str, FamilySpec] = Field(default_factory=lambda: {"d": FamilySpec()})
     regions: int | None = Field(default=None, ge=1, le=4096,
                                 description="pre-split into this many regions (default: from the rowkey design)")
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, value: str) -> str:
-        return _checked(value, table_name_problem)
 
     @field_validator("families")
     @classmethod
@@ -245,29 +247,14 @@ class CounterSpec(_Section):
 class RouteSpec(_Section):
     """Where one topic's events go: a table, a rowkey design, columns, and the event-time field."""
 
-    name: str
-    topic: str
-    table: str
+    name: RouteName
+    topic: TopicName
+    table: TableName
     rowkey: str
     columns: dict[str, ColumnSpec] = Field(default_factory=dict)
     timestamp_field: str | None = Field(
         default=None, description="epoch-ms field used as the cell timestamp (replays rewrite the same cells)")
     counter: CounterSpec | None = None
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, value: str) -> str:
-        return _checked(value, route_name_problem)
-
-    @field_validator("topic")
-    @classmethod
-    def _topic(cls, value: str) -> str:
-        return _checked(value, topic_name_problem)
-
-    @field_validator("table")
-    @classmethod
-    def _table(cls, value: str) -> str:
-        return _checked(value, table_name_problem)
 
     @model_validator(mode="before")
     @classmethod

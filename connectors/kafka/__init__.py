@@ -83,44 +83,37 @@ def make_admin(s: KafkaSettings) -> AIOKafkaAdminClient:
     return AIOKafkaAdminClient(**common_options(s, "-admin"))
 
 
-async def create_topics(s: KafkaSettings, topics: Mapping[str, int], replication: int = 1) -> list[str]:
-    """Create each ``topic -> partition count`` that does not exist yet. Returns the ones created."""
+async def create_topics(s: KafkaSettings, topics: Mapping[str, int], replication: int | None = 1) -> list[str]:
+    """Create each ``topic -> partition count`` that does not exist yet. Returns the ones created.
+    ``replication`` None means min(3, live brokers). Raises :class:`KafkaError` when Kafka cannot be
+    reached, :class:`TopicNotCreated` when the cluster refused a creation (ACLs, a create policy)."""
     admin = make_admin(s)
     try:
-        await admin.start()
-        existing = set(await admin.list_topics())
+        try:
+            await admin.start()
+            existing = set(await admin.list_topics())
+            if replication is None and not set(topics) <= existing:
+                replication = min(3, len((await admin.describe_cluster()).get("brokers") or []) or 1)
+        except _AioKafkaError as exc:
+            raise KafkaError(f"Kafka at {s.bootstrap_servers} is unreachable: {exc!r}") from exc
         new = [NewTopic(t, n, replication) for t, n in topics.items() if t not in existing]
         if new:
-            with contextlib.suppress(TopicAlreadyExistsError):  # created concurrently elsewhere
-                await admin.create_topics(new)
+            try:
+                with contextlib.suppress(TopicAlreadyExistsError):  # created concurrently elsewhere
+                    await admin.create_topics(new)
+            except _AioKafkaError as exc:
+                raise TopicNotCreated(f"creating topics {sorted(t.name for t in new)} failed: {exc!r}") from exc
         return [t.name for t in new]
-    except _AioKafkaError as exc:
-        raise KafkaError(f"creating topics {sorted(topics)} failed: {exc!r}") from exc
     finally:
         await admin.close()
 
 
 async def ensure_topic(s: KafkaSettings, topic: str, count: int = 1) -> bool:
-    """Create ``topic`` when it does not exist, with ``count`` partitions and a replication
-    factor of min(3, live brokers). Returns True when it was created here. Raises
-    :class:`TopicNotCreated` when it still does not exist afterwards (the cluster refused it: ACLs,
-    a create policy), :class:`KafkaError` when Kafka cannot be reached."""
-    admin = make_admin(s)
-    try:
-        try:
-            await admin.start()
-            if topic in set(await admin.list_topics()):
-                return False
-            brokers = len((await admin.describe_cluster()).get("brokers") or []) or 1
-        except _AioKafkaError as exc:
-            raise KafkaError(f"Kafka at {s.bootstrap_servers} is unreachable: {exc!r}") from exc
-        try:
-            with contextlib.suppress(TopicAlreadyExistsError):  # created concurrently elsewhere
-                await admin.create_topics([NewTopic(topic, count, min(3, brokers))])
-        except _AioKafkaError as exc:
-            raise TopicNotCreated(f"topic {topic!r} does not exist, and creating it failed: {exc!r}") from exc
-    finally:
-        await admin.close()
+    """Create ``topic`` when it does not exist, with ``count`` partitions and a replication factor of
+    min(3, live brokers); True when it was created here. Raises as :func:`create_topics`, and
+    :class:`TopicNotCreated` when the topic still does not exist afterwards."""
+    if not await create_topics(s, {topic: count}, replication=None):
+        return False
     try:
         await partitions(s, topic)
     except KafkaError as exc:

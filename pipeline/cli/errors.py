@@ -20,6 +20,7 @@ from pathlib import Path
 import typer
 
 from pipeline.errors import ConfigError, HBaseIngestError
+from pipeline.rowkey.codecs import JAVA_LONG_MAX, JAVA_LONG_MIN
 
 __all__ = [
     "LOG_LEVELS",
@@ -129,14 +130,11 @@ def check_log_level(value: str, option: str = "--log-level") -> str:
     return level
 
 
-_EPOCH_MS = (-(1 << 63), (1 << 63) - 1)  # what a long (or a reverse timestamp) can hold
-
-
 def check_time_range(start: int, stop: int, options: tuple[str, str] = ("--from", "--to")) -> tuple[int, int]:
     """``(start, stop)``, a half-open range of epoch milliseconds, unless a bound does not fit 64 bits
     or the range is empty (``start`` not before ``stop``: reversed bounds would match nothing)."""
     for value, option in zip((start, stop), options, strict=True):
-        if not _EPOCH_MS[0] <= value <= _EPOCH_MS[1]:
+        if not JAVA_LONG_MIN <= value <= JAVA_LONG_MAX:  # what a long (or a reverse timestamp) holds
             raise ConfigError(f"{option} {value} is out of range: epoch milliseconds fit in 64 bits")
     if start >= stop:
         raise ConfigError(f"{options[0]} {start} is not before {options[1]} {stop}: the range "

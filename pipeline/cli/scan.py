@@ -31,6 +31,7 @@ from connectors.hbase import HBaseClient
 from pipeline.cli.errors import check_time_range
 from pipeline.errors import ConfigError
 from pipeline.rowkey import RowKey, compile_rowkey, format_key
+from pipeline.rowkey.codecs import JAVA_LONG_MAX
 from pipeline.rowkey.segments_dist import Mod
 from pipeline.rowkey.segments_num import Binary, Dec, ReverseTs, TimeBucket
 from pipeline.runtime.proctune import tune_process
@@ -42,7 +43,6 @@ from pipeline.settings import RouteSpec, load_settings
 __all__ = ["parse_time", "parse_where", "register"]
 
 _NUMERIC = (Binary, Dec, ReverseTs, TimeBucket, Mod)
-_LONG_MAX = (1 << 63) - 1
 
 
 def parse_time(text: str, option: str) -> int:
@@ -122,7 +122,7 @@ async def _run(config: Path, route_name: str, where_items: list[str], t_from: st
     time_range: tuple[int, int] | None = None
     if t_from is not None or t_to is not None:
         lo = parse_time(t_from, "--from") if t_from is not None else 0
-        hi = parse_time(t_to, "--to") if t_to is not None else _LONG_MAX
+        hi = parse_time(t_to, "--to") if t_to is not None else JAVA_LONG_MAX
         time_range = check_time_range(lo, hi)
     out = Console(soft_wrap=True)
     err = Console(stderr=True)

@@ -11,6 +11,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pipeline.rowkey.codecs import JAVA_LONG_MAX, JAVA_LONG_MIN
 from pipeline.settings import RouteSpec
 
 __all__ = ["MAX_PROCESSES", "check_query", "check_reader"]
@@ -60,7 +61,7 @@ def check_query(route: Any, *, where: Any, time_range: Any, limit: Any, columns:
         if not isinstance(time_range, Sequence) or isinstance(time_range, str | bytes) or len(time_range) != 2:
             raise TypeError(f"time_range must be a pair (t0, t1) of epoch milliseconds, got {time_range!r}")
         for i, bound in enumerate(time_range):
-            _int(f"time_range[{i}]", bound, -(1 << 63), (1 << 63) - 1)
+            _int(f"time_range[{i}]", bound, JAVA_LONG_MIN, JAVA_LONG_MAX)
         if time_range[0] > time_range[1]:
             raise ValueError(f"time_range ({time_range[0]}, {time_range[1]}) is reversed: t0 must not be after "
                              "t1 (the range is [t0, t1))")
