@@ -248,6 +248,11 @@ def backfill(
         f"{summary.rows_written:,} rows, {summary.dead_lettered:,} dead letters, "
         f"{summary.retries} retries in {summary.duration_s:.1f} s ({rate_s:,.0f} events/s)"
     )
+    if summary.skipped:
+        _console.print(
+            f"warning: {summary.skipped:,} offsets of the slice were never delivered by Kafka (deleted by "
+            "retention before they were read, compacted away, or transaction markers); they are not in HBase"
+        )
     if not summary.complete:
         left = summary.slice.total - sum(
             min(max(0, summary.committed.get(p, s) - s), summary.slice.end[p] - s)

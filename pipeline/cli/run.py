@@ -81,6 +81,10 @@ def run(config: Path = typer.Option(..., "--config", "-c", help="TOML profile wi
     _console.print(f"consumed {summary.consumed} events, wrote {summary.rows_written} rows in "
                    f"{summary.batches_written} batches, dead-lettered {summary.dead_lettered}, "
                    f"retries {summary.retries}, {summary.elapsed_s:.1f} s")
+    skipped = sum(summary.skipped.values())
+    if skipped:
+        _console.print(f"warning: {skipped} offsets were never delivered by Kafka (deleted by retention before "
+                       "they were read, compacted away, or transaction markers)")
 
 
 def produce(example: str = typer.Option(..., "--example", "-e", help=f"one of: {', '.join(EXAMPLES)}"),

@@ -154,6 +154,9 @@ class BackfillSummary:
     resumed: bool
     already_complete: bool = False
     committed: dict[int, int] = field(default_factory=dict)
+    #: offsets of the slice Kafka never delivered (deleted by retention before they were read,
+    #: compacted away, transaction markers); counted as done, since nothing can read them any more
+    skipped: int = 0
 
 
 # -- the backfill --------------------------------------------------------------------------------
@@ -315,6 +318,7 @@ class Backfill:
             events=summary.consumed,
             rows=summary.rows_written,
             dead_lettered=summary.dead_lettered,
+            skipped=sum(summary.skipped.values()),
         )
         return BackfillSummary(
             self.group,
@@ -327,6 +331,7 @@ class Backfill:
             complete,
             self.resumed,
             committed=committed,
+            skipped=sum(n for tp, n in summary.skipped.items() if tp.topic == slice_.topic),
         )
 
     def _mark_completed(self) -> None:

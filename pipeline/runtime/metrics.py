@@ -111,6 +111,13 @@ class Metrics:
             registry=r,
         )
         self.retries = Counter(p + "retries", "Batch write retries", ["table", "reason"], registry=r)
+        self.skipped = Counter(
+            p + "offsets_skipped",
+            "Offsets Kafka never delivered (deleted by retention before they were read, compacted away, "
+            "transaction markers)",
+            ["topic", "partition"],
+            registry=r,
+        )
         self.batch_rows = Histogram(
             p + "batch_rows", "Rows per written batch", ["table"], buckets=_ROW_BUCKETS, registry=r
         )
@@ -337,6 +344,10 @@ class MetricsObserver(Observer):
 
     def committed(self, tp: TopicPartition, offset: int) -> None:
         self.inner.committed(tp, offset)
+
+    def skipped(self, tp: TopicPartition, n: int) -> None:
+        self.metrics.skipped.labels(tp.topic, str(tp.partition)).inc(n)
+        self.inner.skipped(tp, n)
 
     def in_flight(self, nbytes: int) -> None:
         self.inner.in_flight(nbytes)  # the gauge reads worker.in_flight when scraped

@@ -29,6 +29,7 @@ class WorkerStats:
     dead_by_reason: Counter[str] = field(default_factory=Counter)
     rows_by_table: Counter[str] = field(default_factory=Counter)
     committed: dict[TopicPartition, int] = field(default_factory=dict)
+    skipped: dict[TopicPartition, int] = field(default_factory=dict)  # offsets Kafka never delivered
 
     def elapsed_s(self) -> float:
         return time.monotonic() - self.started_s
@@ -46,6 +47,9 @@ class Observer:
     def dead_lettered(self, reason: str) -> None: ...
 
     def committed(self, tp: TopicPartition, offset: int) -> None: ...
+
+    def skipped(self, tp: TopicPartition, n: int) -> None:
+        """``n`` offsets of ``tp`` will never be delivered (retention, compaction, transaction markers)."""
 
     def in_flight(self, nbytes: int) -> None: ...
 

@@ -14,6 +14,11 @@ Tasks (all owned by one task group):
 - **committer**: every ``commit_interval_ms`` commits, per partition, the highest contiguous offset
   whose mutations were all acknowledged, + 1. Never past unwritten data.
 
+Offsets that Kafka never delivers (deleted by retention before they were read, compacted away,
+transaction markers, aborted transactions) are counted per partition as *skipped*: a gap between
+where a partition's reading stood and the next record delivered, or, at a stop offset, the rest of
+the range up to it. A large count usually means retention deleted data before it was ingested.
+
 Partition revocation and shutdown take the same path: stop fetching, seal and write every open batch,
 wait (bounded by ``shutdown_timeout_s``) for the writes, commit, then forget the partitions / leave
 the group.
@@ -24,7 +29,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -74,6 +79,7 @@ class WorkerSummary:
     elapsed_s: float
     committed: dict[TopicPartition, int]
     streaming_s: float = 0.0  # from the first record to the end (excludes start-up and group join)
+    skipped: dict[TopicPartition, int] = field(default_factory=dict)  # offsets Kafka never delivered
 
     @property
     def events_per_s(self) -> float:
@@ -122,6 +128,8 @@ class Worker:
         self._progress = anyio.Event()
         self._paused = False
         self._assigned: set[TopicPartition] = set()
+        self._next: dict[TopicPartition, int] = {}  # per partition, the offset reading should deliver next
+        self._in_hand: set[TopicPartition] = set()  # partitions of the fetch being routed right now
         self._consumer: Any = None
         self._send: Any = None
         self._writer: BatchWriter | None = None
@@ -217,7 +225,7 @@ class Worker:
         streaming = time.monotonic() - s.first_record_s if s.first_record_s is not None else 0.0
         return WorkerSummary(s.consumed, s.rows_written, s.batches_written, s.dead_lettered,
                              self._writer.retries if self._writer else 0, s.elapsed_s(), dict(s.committed),
-                             streaming)
+                             streaming, dict(s.skipped))
 
     # -- consume -----------------------------------------------------------------------------------
 
@@ -243,29 +251,59 @@ class Worker:
             batch = await consumer.getmany(timeout_ms=200, max_records=self.settings.kafka.max_poll_records)
             if not batch:
                 continue
-            now = _now_ms()
-            for ktp, records in batch.items():
-                tp = TopicPartition(ktp.topic, ktp.partition)
-                if tp not in self._assigned:
-                    continue  # revoked while this fetch was in flight
-                end = self.stop_at.get(tp) if self.stop_at else None
-                processed = 0
-                for rec in records:
-                    if end is not None and rec.offset >= end:
-                        consumer.pause(ktp)
-                        break
-                    processed += 1
-                    error = self._process(tp, rec, now)
-                    if error is not None:
-                        origin = Origin(tp, rec.offset)
-                        if not await self._dead_letter(origin, rec.key, rec.value, error.reason, str(error),
-                                                       rec.headers):
-                            return  # stopping: the record stays unacknowledged (read again next run)
-                        self.tracker.ack(origin)
-                self.observer.consumed(tp, processed)
-                if self.rate_limit is not None and processed:
-                    await self.rate_limit(processed)
+            # the fetch position of these partitions has moved past records not yet registered
+            self._in_hand = {TopicPartition(ktp.topic, ktp.partition) for ktp in batch}
+            try:
+                if not await self._handle(batch):
+                    return
+            finally:
+                self._in_hand = set()
             self.observer.in_flight(self.in_flight)
+
+    async def _handle(self, batch: dict[Any, list[Any]]) -> bool:
+        """Route one ``getmany`` result. False when a stop request abandoned a dead-letter send."""
+        consumer = self._consumer
+        now = _now_ms()
+        for ktp, records in batch.items():
+            tp = TopicPartition(ktp.topic, ktp.partition)
+            if tp not in self._assigned:
+                continue  # revoked while this fetch was in flight
+            end = self.stop_at.get(tp) if self.stop_at else None
+            expected = self._next.get(tp)
+            if expected is not None and records[0].offset > expected:
+                self._skipped(tp, expected, records[0].offset if end is None else min(records[0].offset, end))
+            processed = 0
+            for rec in records:
+                if end is not None and rec.offset >= end:
+                    consumer.pause(ktp)
+                    break
+                processed += 1
+                error = self._process(tp, rec, now)
+                if error is not None:
+                    origin = Origin(tp, rec.offset)
+                    if not await self._dead_letter(origin, rec.key, rec.value, error.reason, str(error),
+                                                   rec.headers):
+                        return False  # stopping: the record stays unacknowledged (read again next run)
+                    self.tracker.ack(origin)
+            if processed:
+                self._next[tp] = records[processed - 1].offset + 1
+            self.observer.consumed(tp, processed)
+            if self.rate_limit is not None and processed:
+                await self.rate_limit(processed)
+        return True
+
+    def _skipped(self, tp: TopicPartition, start: int, end: int) -> None:
+        """Offsets ``[start, end)`` of ``tp`` will never be delivered; count them."""
+        n = end - start
+        if n <= 0:
+            return
+        self.stats.skipped[tp] = self.stats.skipped.get(tp, 0) + n
+        self._next[tp] = end
+        self.observer.skipped(tp, n)
+        # one offset is usually a transaction marker; more is worth a look (retention, compaction)
+        emit = log.warning if n > 1 else log.info
+        emit("offsets_skipped", tp=str(tp), start=start, end=end, count=n,
+             why="never delivered by Kafka: deleted by retention, compacted away, or transaction markers")
 
     def _process(self, tp: TopicPartition, rec: Any, now: int) -> EventError | None:
         """Route one record and queue its mutations (synchronous: the hot path creates no coroutine).
@@ -395,10 +433,7 @@ class Worker:
         if not self.stop_at:
             return out
         for tp, end in self.stop_at.items():
-            if tp not in self._assigned or self.stats.committed.get(tp, -1) >= end:
-                continue
-            pending = self.tracker.pending(tp)
-            if pending is not None and pending.pending_records:
+            if tp not in self._assigned or self.stats.committed.get(tp, -1) >= end or self._busy(tp):
                 continue
             position = -1
             with anyio.move_on_after(0.2):
@@ -406,9 +441,19 @@ class Worker:
                     position = await self._consumer.position(KafkaTP(tp.topic, tp.partition))
                 except Exception:  # not assigned any more, or no position yet: not complete
                     position = -1
-            if position >= end:
+            if position >= end and not self._busy(tp):  # checked again: a fetch may have landed meanwhile
+                log.info("stop_offset_reached_by_position", tp=str(tp), position=position, end=end)
+                self._skipped(tp, self._next.get(tp, end), end)
                 out[tp] = end
         return out
+
+    def _busy(self, tp: TopicPartition) -> bool:
+        """Records of ``tp`` are pending, or fetched and not yet registered (the fetch position is
+        past them, so it says nothing about what was written)."""
+        if tp in self._in_hand:
+            return True
+        pending = self.tracker.pending(tp)
+        return pending is not None and pending.pending_records > 0
 
     async def _commit(self) -> None:
         offsets = {tp: off for tp, off in self.tracker.committable().items() if tp in self._assigned}
@@ -456,6 +501,7 @@ class Worker:
         await self._commit()
         for tp in revoked:
             self.tracker.forget(tp)
+            self._next.pop(tp, None)
             self._assigned.discard(tp)
         self.observer.revoked(revoked)
 
@@ -465,11 +511,14 @@ class Worker:
         for tp in assigned:
             ktp = KafkaTP(tp.topic, tp.partition)
             committed = await self._consumer.committed(ktp)
+            self._next.pop(tp, None)  # unknown until the first record when Kafka's reset policy decides
             if committed is not None:
                 self.stats.committed[tp] = committed
                 self.tracker.mark_committed(tp, committed)
+                self._next[tp] = committed
             elif tp in self.start_offsets:
                 self._consumer.seek(ktp, self.start_offsets[tp])
+                self._next[tp] = self.start_offsets[tp]
         self.observer.assigned(assigned)
 
     async def _shutdown(self) -> None:

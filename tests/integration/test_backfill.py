@@ -7,16 +7,18 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import anyio
 import orjson
 import pytest
+from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
 
 from connectors.hbase import HBaseClient
 from connectors.kafka import TopicPartition as KafkaTP
-from connectors.kafka import make_consumer, make_producer
+from connectors.kafka import common_options, make_consumer, make_producer
 from pipeline.errors import ConfigError
 from pipeline.runtime.backfill import (
     Backfill,
@@ -26,11 +28,16 @@ from pipeline.runtime.backfill import (
     parse_time,
     throttled_settings,
 )
+from pipeline.runtime.metrics import attach_metrics
 from pipeline.settings import KafkaSettings, Settings
 
 from .worker_support import drop_tables, expected_cells, order_event, order_settings, setup, write_config
 
-BASE_MS = 1_714_521_600_000  # 2024-05-01T00:00:00Z
+MAY_2024_MS = 1_714_521_600_000  # 2024-05-01T00:00:00Z
+# Records carry Kafka timestamps from a whole hour a day ago: recent enough that the broker's
+# time-based retention (7 days by default) never deletes them while a test runs. (Fixed timestamps
+# from 2024 were deleted by the retention check, every 5 minutes, in the middle of a test.)
+BASE_MS = (int(time.time()) // 3600 - 24) * 3_600_000
 
 
 async def _produce_timed(settings: Settings, topic: str, events: list[dict[str, Any]], partitions: int,
@@ -54,6 +61,16 @@ async def _committed(settings: KafkaSettings, group: str, topic: str, partitions
         return {p: await consumer.committed(KafkaTP(topic, p)) for p in range(partitions)}
     finally:
         await consumer.stop()
+
+
+async def _delete_records(settings: KafkaSettings, before: dict[KafkaTP, int]) -> None:
+    """What retention does to old segments: the partition's log starts at ``before`` from now on."""
+    admin = AIOKafkaAdminClient(**common_options(settings, "-admin"))
+    await admin.start()
+    try:
+        await admin.delete_records({tp: RecordsToDelete(off) for tp, off in before.items()}, timeout_ms=10_000)
+    finally:
+        await admin.close()
 
 
 async def _index_rows(hbase: HBaseClient, settings: Settings) -> set[bytes]:
@@ -92,10 +109,10 @@ def test_argument_parsing_and_group_naming() -> None:
     for bad in ("0-10", "a:1", "1:2,1:3", ""):
         with pytest.raises(ValueError):
             parse_offsets(bad)
-    assert parse_time("2024-05-01T00:00:00Z") == BASE_MS
-    assert parse_time("2024-05-01T02:00:00+02:00") == BASE_MS
-    assert parse_time("2024-05-01T00:00:00") == BASE_MS  # no zone: UTC
-    assert parse_time(str(BASE_MS)) == BASE_MS
+    assert parse_time("2024-05-01T00:00:00Z") == MAY_2024_MS
+    assert parse_time("2024-05-01T02:00:00+02:00") == MAY_2024_MS
+    assert parse_time("2024-05-01T00:00:00") == MAY_2024_MS  # no zone: UTC
+    assert parse_time(str(MAY_2024_MS)) == MAY_2024_MS
     with pytest.raises(ValueError):
         parse_time("yesterday")
     with pytest.raises(ConfigError):
@@ -135,6 +152,34 @@ async def test_time_window_writes_exactly_the_events_in_it(hbase: HBaseClient, u
         late = Backfill(settings, hbase, SliceArgs(topic, from_time_ms=BASE_MS + 10_000_000), state_dir=tmp_path)
         with anyio.fail_after(30):
             assert (await late.run()).events == 0
+    finally:
+        await drop_tables(hbase, settings)
+
+
+async def test_records_deleted_before_they_were_read_are_reported_as_skipped(
+        hbase: HBaseClient, unique: str, tmp_path: Path) -> None:
+    settings = order_settings(unique)
+    topic = await setup(settings, hbase, partitions=2)
+    try:
+        events = [order_event(i) for i in range(200)]  # event i: partition i % 2, offset i // 2
+        await _produce_timed(settings, topic, events, 2)
+        backfill = Backfill(settings, hbase, SliceArgs(topic), state_dir=tmp_path)
+        slice_ = await backfill.prepare()  # resolved, start offsets committed
+        assert slice_.start == {0: 0, 1: 0} and slice_.end == {0: 100, 1: 100}
+        # retention removes partition 0's first 30 records before the backfill gets to them
+        await _delete_records(settings.kafka, {KafkaTP(topic, 0): 30})
+        assert backfill.worker is not None
+        metrics = attach_metrics(backfill.worker)
+        with anyio.fail_after(60):
+            summary = await backfill.run()
+        # the slice completes (nothing can read those offsets any more) and says what it missed
+        assert summary.complete and summary.skipped == 30 and summary.events == 170
+        assert metrics.registry.get_sample_value(
+            "hbase_ingest_offsets_skipped_total", {"topic": topic, "partition": "0"}) == 30
+        assert metrics.registry.get_sample_value(
+            "hbase_ingest_offsets_skipped_total", {"topic": topic, "partition": "1"}) is None
+        await _assert_exactly(hbase, settings, [e for i, e in enumerate(events) if i % 2 or i // 2 >= 30])
+        assert await _committed(settings.kafka, backfill.group, topic, 2) == {0: 100, 1: 100}
     finally:
         await drop_tables(hbase, settings)
 
