@@ -11,6 +11,7 @@ import sys
 
 BENCHES = [
     ["bench.bench_rowkey"],
+    ["bench.bench_merge"],
     ["bench.bench_worker"],
     ["bench.bench_reader"],
     ["bench.bench_backfill_rate"],

@@ -19,12 +19,13 @@ batches of 2000. Measured in the same run (ratios matter, not absolute times):
 Fairness of the serial baseline. It produces exactly the merged scan's output and does exactly its
 per-row work; only the fetching differs. It pages the 16 buckets with the same page schedule as the
 reader (``first_page`` rows, growing 4x per page up to ``--page-size``) through the same
-``HBaseClient.scan_cells``, merges them with the same ``merge_runs`` k-way merge by
-``RowKey.sort_key``, and decodes every run with the reader's own generated row decoder
-(``Reader.design``). But it fetches a range's next page only when the merge asks for it, one page
-at a time, with nothing fetched while rows are merged and decoded. The merged scan fetches up to
-``concurrency`` pages at once while ``--read-ahead`` pages per range wait for the merge, and is
-consumed through ``Scan.batches()``, the same unit (a run) that the serial loop consumes; the
+``HBaseClient.scan_cells``, merges them with the same batch merge (``merge_batches``, then
+``merge_pieces``) by ``RowKey.sort_key``, and decodes every piece with the reader's own
+generated row decoder (``Reader.design``). But it fetches a range's next page only when the merge
+asks for it, one page at a time, with nothing fetched while rows are merged and decoded. The merged
+scan fetches up to ``concurrency`` pages at once while ``--read-ahead`` pages per range wait for
+the merge, and is consumed through ``Scan.batches()``, the same unit (a batch) that the serial loop
+consumes; the
 per-row ``async for row in scan`` is timed as well (``merged_row_iteration_s``). Both scans' row
 counts and first/last keys are checked equal. One untimed pass over the table precedes every
 measurement (just after a load, the first scan otherwise pays for the memstore flush). The process
@@ -76,7 +77,7 @@ from pipeline.core.model import Mutation, MutationKind, Origin, TopicPartition
 from pipeline.rowkey import compile_rowkey
 from pipeline.runtime.proctune import tune_process
 from pipeline.runtime.reader import Reader, ReadRow
-from pipeline.runtime.reader_merge import Row, merge_runs
+from pipeline.runtime.reader_merge import Row, merge_batches, merge_pieces
 from pipeline.settings import FamilySpec, RouteSpec, load_settings
 
 SPEC = "[salt(host, 16)][host][_][reverse_ts(ts)]"
@@ -240,9 +241,10 @@ async def serial_scan(reader: Reader, route: RouteSpec) -> FullScan:
             cursors[i] = page[-1][0] + b"\x00"
         return page or None
 
-    runs = merge_runs(16, receive, rowkey.sort_key_fn, False)
-    async for i, run in runs:
-        for row in decode_run(run, f"salt={i}"):
+    sort_key = rowkey.sort_key_fn
+    async for pieces in merge_batches(16, receive, sort_key, False):
+        decoded = [decode_run(rows, f"salt={i}") for i, rows in pieces]
+        for row in merge_pieces(decoded, lambda r: sort_key(r.key)):
             out.row(row)
     return out.stop()
 

@@ -13,7 +13,7 @@ argument), no aiokafka/happybase/anyio/asyncio imports.
 
 from pipeline.core.backoff import Backoff, Jitter
 from pipeline.core.batcher import Batch, BatcherStatistics, RegionBatcher, SealReason
-from pipeline.core.merge import Descending, MergeHeap, heap_merge
+from pipeline.core.merge import Descending, PageMerge, heap_merge, merge_pieces
 from pipeline.core.model import Mutation, MutationKind, Origin, TopicPartition
 from pipeline.core.offsets import OffsetTracker, PartitionOffsets, TrackerStatistics
 from pipeline.core.ratelimit import RateLimiter, RateLimiterStatistics
@@ -26,11 +26,11 @@ __all__ = [
     "BatcherStatistics",
     "Descending",
     "Jitter",
-    "MergeHeap",
     "Mutation",
     "MutationKind",
     "OffsetTracker",
     "Origin",
+    "PageMerge",
     "PartitionOffsets",
     "RateLimiter",
     "RateLimiterStatistics",
@@ -42,4 +42,5 @@ __all__ = [
     "TopicPartition",
     "TrackerStatistics",
     "heap_merge",
+    "merge_pieces",
 ]

@@ -1,6 +1,6 @@
 """The pure part of a k-way merge of sorted streams (one per salt bucket or region).
 
-Ordering contract, for both :func:`heap_merge` and :class:`MergeHeap`: items come out by sort key,
+Ordering contract, for both :func:`heap_merge` and :class:`PageMerge`: items come out by sort key,
 ascending, or descending when asked; items with equal keys come out by source index, lowest first,
 and in arrival order within one source. Given sources that are each sorted in the requested
 direction, :func:`heap_merge` yields exactly ``sorted(chain(*sources), key=key, reverse=reverse)``.
@@ -13,10 +13,12 @@ work for byte strings, and neither does inverting every byte: ``b"a" < b"ab"`` a
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable, Iterator
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import pairwise
 from typing import Any, Generic, Protocol, TypeVar
 
-__all__ = ["Descending", "MergeHeap", "SupportsLessThan", "heap_merge"]
+__all__ = ["Descending", "PageMerge", "SupportsLessThan", "heap_merge", "merge_pieces"]
 
 
 class SupportsLessThan(Protocol):
@@ -99,75 +101,110 @@ def heap_merge(
             heapq.heappop(heap)
 
 
-class MergeHeap(Generic[T]):
-    """A heap of ``(sort_key, source_id, item)`` for a merge driven one item at a time.
+class PageMerge(Generic[T]):
+    """The merge of sorted sources that arrive in pages (one per salt bucket or region), a batch at a
+    time: the fast path of the fan-out reader.
 
-    The driver keeps at least one item from every source that is not exhausted in the heap, pops the
-    smallest (largest when ``descending``), and refills from the source it came from::
+    The driver feeds every source whose page is used up (:meth:`needs`; ``None`` ends a source),
+    then :meth:`take` returns every row that may be emitted now: with ``bound`` the smallest last
+    key among the current pages (the largest when ``descending``; the *limiting* source is the
+    lowest-index one holding it), the rows of each page that sort before ``bound``, plus those equal
+    to it in the limiting source and in sources of lower index. Nothing a later page brings can
+    sort before them. ``take`` returns them as pieces, one ``(source_id, rows)`` per source in
+    source order, so the driver can decode each piece with its source's label; :func:`merge_pieces`
+    then sorts the decoded pieces into one list.
 
-        heap = MergeHeap[Row](descending=True)
-        for source_id, stream in enumerate(streams):
-            first = await anext(stream, None)
-            if first is not None:
-                heap.push(source_id, first, first.key)
-        while heap:
-            source_id, row = heap.pop()
-            yield row
-            following = await anext(streams[source_id], None)
-            if following is not None:
-                heap.push(source_id, following, following.key)
+    Cost: per batch, one ``key`` call and one binary search per source (``O(sources x log page)``
+    key calls), then one C-level sort of the batch; none of it per row in Python except ``key`` in
+    the final sort. A per-row heap merge pays a heap operation per row, ~3 us when bucket rows
+    interleave (hash-salted keys); this pays ~0.5 us. Memory: one page per source plus the batch.
 
-    ``sort_key`` is bytes (a row key); ties are broken by ``source_id`` and then by push order.
+    Ordering contract: the concatenation of :func:`merge_pieces` over every ``take`` is exactly
+    ``sorted(chain(*sources), key=key, reverse=descending)`` (ties by source, then arrival), given
+    sources sorted in that direction.
     """
 
-    __slots__ = ("_counts", "_descending", "_heap", "_seq")
+    __slots__ = ("_active", "_descending", "_key", "_pages", "_pos", "_rank")
 
-    def __init__(self, descending: bool = False) -> None:
+    def __init__(self, sources: int, key: Callable[[T], Any], descending: bool = False) -> None:
+        self._key = key
         self._descending = descending
-        self._heap: list[tuple[bytes | Descending[bytes], int, int, T]] = []
-        self._seq = 0
-        self._counts: dict[int, int] = {}
-
-    @property
-    def descending(self) -> bool:
-        return self._descending
-
-    def __len__(self) -> int:
-        return len(self._heap)
-
-    def __bool__(self) -> bool:
-        return bool(self._heap)
+        self._rank: Callable[[T], Any] = (lambda item: Descending(key(item))) if descending else key
+        self._pages: list[Sequence[T]] = [() for _ in range(sources)]
+        self._pos = [0] * sources
+        self._active = list(range(sources))
 
     def __repr__(self) -> str:
         order = "descending" if self._descending else "ascending"
-        return f"MergeHeap({order}, items={len(self._heap)}, sources={len(self._counts)})"
+        return f"PageMerge({order}, sources={len(self._pages)}, active={len(self._active)})"
 
-    def held(self, source_id: int) -> int:
-        """How many items of ``source_id`` are in the heap (a read-ahead driver refills at 0)."""
-        return self._counts.get(source_id, 0)
+    @property
+    def done(self) -> bool:
+        """Every source has ended and every row was taken."""
+        return not self._active
 
-    def push(self, source_id: int, item: T, sort_key: bytes) -> None:
-        """Add ``item`` of ``source_id``. Items of one source must be pushed in sorted order."""
-        wrapped: bytes | Descending[bytes] = Descending(sort_key) if self._descending else sort_key
-        heapq.heappush(self._heap, (wrapped, source_id, self._seq, item))
-        self._seq += 1
-        self._counts[source_id] = self._counts.get(source_id, 0) + 1
+    def needs(self) -> list[int]:
+        """Sources whose current page is used up: feed each before :meth:`take`."""
+        return [i for i in self._active if self._pos[i] >= len(self._pages[i])]
 
-    def peek(self) -> tuple[int, T] | None:
-        """The ``(source_id, item)`` that :meth:`pop` would return, or None when empty."""
-        if not self._heap:
-            return None
-        _, source_id, _, item = self._heap[0]
-        return source_id, item
+    def feed(self, source_id: int, page: Sequence[T] | None) -> None:
+        """The next page of ``source_id`` (sorted in the merge direction), or None: it has ended."""
+        if not page:
+            if page is None:
+                self._active.remove(source_id)
+            return
+        self._pages[source_id] = page
+        self._pos[source_id] = 0
 
-    def pop(self) -> tuple[int, T]:
-        """Remove and return the next ``(source_id, item)``. Raises ``IndexError`` when empty."""
-        if not self._heap:
-            raise IndexError("pop from an empty MergeHeap")
-        _, source_id, _, item = heapq.heappop(self._heap)
-        left = self._counts[source_id] - 1
-        if left:
-            self._counts[source_id] = left
-        else:
-            del self._counts[source_id]
-        return source_id, item
+    def take(self) -> list[tuple[int, Sequence[T]]]:
+        """The rows that may be emitted now, as ``(source_id, rows)`` pieces in source order.
+        Raises ``RuntimeError`` when a source still needs a page."""
+        pages, pos, key = self._pages, self._pos, self._key
+        limiting: int = -1
+        bound: Any = None
+        for i in self._active:
+            if pos[i] >= len(pages[i]):
+                raise RuntimeError(f"source {i} needs a page before take()")
+            last = key(pages[i][-1])
+            if limiting < 0 or (bound < last if self._descending else last < bound):
+                limiting, bound = i, last
+        if limiting < 0:
+            return []
+        pieces: list[tuple[int, Sequence[T]]] = []
+        target = Descending(bound) if self._descending else bound
+        for i in self._active:
+            page, start = pages[i], pos[i]
+            if i == limiting:
+                end = len(page)
+            else:
+                search = bisect_right if i < limiting else bisect_left
+                end = search(page, target, start, len(page), key=self._rank)
+            if end > start:
+                pieces.append((i, page if start == 0 and end == len(page) else page[start:end]))
+                pos[i] = end
+        return pieces
+
+
+def merge_pieces(pieces: Sequence[Sequence[T]], key: Callable[[T], Any], descending: bool = False) -> list[T]:
+    """One sorted list from non-empty pieces that are each sorted by ``key`` (descending when
+    asked); equal keys keep the pieces' order. A single list piece is returned as it is, not copied.
+
+    When the pieces do not overlap (each one's keys all come before the next one's, as when ranges
+    hold whole entities), they are concatenated after ``O(pieces)`` key calls; otherwise one stable
+    sort (C-level Timsort over the runs) orders them, with a ``key`` call per item."""
+    if len(pieces) == 1:
+        only = pieces[0]
+        return only if isinstance(only, list) else list(only)
+    # pieces by their first key (ties: piece order, as the sort is stable), then check the seams
+    heads = sorted(range(len(pieces)), key=lambda n: key(pieces[n][0]), reverse=descending)
+    disjoint = True
+    for a, b in pairwise(heads):
+        last, first = key(pieces[a][-1]), key(pieces[b][0])
+        if (first < last if not descending else last < first) or (first == last and b < a):
+            disjoint = False
+            break
+    if disjoint:
+        return [item for n in heads for item in pieces[n]]
+    out = [item for piece in pieces for item in piece]
+    out.sort(key=key, reverse=descending)
+    return out

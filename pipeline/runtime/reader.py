@@ -23,8 +23,11 @@ How a query runs:
    merges: a full scan is then no longer bound by one process's CPU (the GIL). It pays when the
    machine has cores to spare for the workers; on small queries the page round trip to a worker
    costs more than it saves.
-3. **Merge**: a k-way heap merge (:class:`pipeline.core.merge.MergeHeap`) holds one head row per
-   range, so memory is bounded by ranges x (read_ahead + 2) pages, never by bucket size.
+3. **Merge**: a k-way merge in batches (:class:`pipeline.core.merge.PageMerge`): once every range
+   has a page, every row that sorts before the smallest last row among those pages is emitted at
+   once (each range's share decoded with its label, then one stable sort), so the cost per row does
+   not depend on how the ranges' keys interleave. Memory is bounded by ranges x (read_ahead + 2)
+   pages, never by bucket size.
 
 Order contract. Rows come out in the design's *logical order*: the key without its leading
 salt/hash/bucket prefix (``RowKey.sort_key``), ascending, or descending for ``newest_first`` when
@@ -70,7 +73,7 @@ from pipeline.errors import HBaseIngestError
 from pipeline.rowkey import RowKey, compile_rowkey
 from pipeline.runtime.reader_args import check_query, check_reader
 from pipeline.runtime.reader_errors import QueryError, RowDecodeError
-from pipeline.runtime.reader_merge import merge_runs, top_k
+from pipeline.runtime.reader_merge import merge_batches, merge_pieces, top_k
 from pipeline.runtime.reader_plan import QueryPlan, ScanRange, plan_query
 from pipeline.runtime.reader_range import Fetch, page_range, reverse_lower_bound
 from pipeline.runtime.reader_rows import (
@@ -500,32 +503,37 @@ class Scan:
 
         if plan.order == "top-k":
             assert self.limit is not None
-            runs = top_k(recvs, receive, plan.sort_key, plan.reverse, self.limit)
+            batches = top_k(recvs, receive, plan.sort_key, plan.reverse, self.limit)
         else:
-            runs = merge_runs(len(recvs), receive, plan.sort_key, plan.reverse)
-        decode_run: Callable[[list[Row], str], list[ReadRow]]
-        if reader._procs is not None:  # pages arrive decoded, as plain tuples
-            def decode_run(run: list[Row], label: str) -> list[ReadRow]:
-                return as_read_rows(run)  # type: ignore[arg-type]
-        else:
-            _, decode_run = reader.design(self.route)
+            batches = merge_batches(len(recvs), receive, plan.sort_key, plan.reverse)
+        sort_key, in_procs = plan.sort_key, reader._procs is not None
+        _, decode_run = reader.design(self.route)
         left = self.limit
         outcome = "closed"
         try:
-            async for i, run in runs:
+            async for pieces in batches:
+                if left is not None:  # no piece gives more than ``left`` of the first ``left`` rows
+                    pieces = [(i, rows[:left]) for i, rows in pieces]
+                if in_procs:  # pages arrive decoded, as plain (key, fields, columns, label) tuples
+                    merged = merge_pieces([rows for _, rows in pieces], lambda t: sort_key(t[0]), plan.reverse)
+                    batch = as_read_rows(merged[:left] if left is not None else merged)  # type: ignore[arg-type]
+                else:
+                    decoded = []
+                    for i, rows in pieces:
+                        try:
+                            decoded.append(decode_run(rows, plan.ranges[i].label))
+                        except HBaseIngestError as exc:
+                            raise self._undecodable(plan, i, rows, exc) from exc
+                    batch = merge_pieces(decoded, lambda r: sort_key(r.key), plan.reverse)
+                    if left is not None:
+                        del batch[left:]
                 if left is not None:
-                    run = run[:left]
-                    left -= len(run)
-                label = plan.ranges[i].label
-                try:
-                    batch = decode_run(run, label)
-                except HBaseIngestError as exc:
-                    raise self._undecodable(plan, i, run, exc) from exc
-                if left == 0:
-                    outcome = "limit"
-                    stop()  # before handing over the last rows: nothing keeps scanning
-                    yield batch
-                    return
+                    left -= len(batch)
+                    if left == 0:
+                        outcome = "limit"
+                        stop()  # before handing over the last rows: nothing keeps scanning
+                        yield batch
+                        return
                 yield batch
             outcome = "done"
         except QueryError as exc:
@@ -537,9 +545,9 @@ class Scan:
         finally:
             stop()
             self._finish(outcome)
-            await runs.aclose()
+            await batches.aclose()
 
-    def _undecodable(self, plan: QueryPlan, i: int, run: list[Row],
+    def _undecodable(self, plan: QueryPlan, i: int, run: Sequence[Row],
                      exc: HBaseIngestError) -> QueryError:
         _, decode_run = self.reader.design(self.route)
         bad = run[0][0]

@@ -1,13 +1,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from itertools import chain
+from itertools import chain, pairwise
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline.core.merge import Descending, MergeHeap, heap_merge
+from pipeline.core.merge import Descending, PageMerge, heap_merge, merge_pieces
 
 Item = tuple[bytes, int, int]  # (key, source, position): unique, so identity is checkable
 
@@ -39,40 +39,65 @@ def test_property_heap_merge_equals_sorted_chain(
     assert got == expected
 
 
-@given(keys=sources_strategy(), descending=st.booleans())
-def test_property_merge_heap_driven_one_item_at_a_time(
-    keys: list[list[bytes]], descending: bool
-) -> None:
-    sources = tag(keys, descending)
-    iters: list[Iterator[Item]] = [iter(s) for s in sources]
-    heap: MergeHeap[Item] = MergeHeap(descending=descending)
-    for source_id, it in enumerate(iters):
-        item = next(it, None)
-        if item is not None:
-            heap.push(source_id, item, item[0])
+def _drive(merge: PageMerge[Item], pages: list[list[list[Item]]], order: list[int]) -> list[Item]:
+    """Feed pages in the order the merge asks (``order`` picks which needy source goes first),
+    taking whenever no source needs a page; returns the merged output."""
     got: list[Item] = []
-    while heap:
-        source_id, item = heap.pop()
-        assert item[1] == source_id
-        got.append(item)
-        following = next(iters[source_id], None)
-        if following is not None:
-            heap.push(source_id, following, following[0])
-    assert got == sorted(chain(*sources), key=first, reverse=descending)
+    step = 0
+    while not merge.done:
+        needs = merge.needs()
+        if needs:
+            i = needs[order[step % len(order)] % len(needs)] if order else needs[0]
+            step += 1
+            merge.feed(i, pages[i].pop(0) if pages[i] else None)
+            continue
+        pieces = merge.take()
+        assert pieces and all(rows for _, rows in pieces)
+        assert [i for i, _ in pieces] == sorted({i for i, _ in pieces})  # source order, once each
+        assert all(item[1] == i for i, rows in pieces for item in rows)
+        got.extend(merge_pieces([rows for _, rows in pieces], first, merge_descending(merge)))
+    return got
 
 
-@given(keys=sources_strategy(), descending=st.booleans())
-def test_property_merge_heap_with_read_ahead(keys: list[list[bytes]], descending: bool) -> None:
-    """Pushing whole sources at once (unbounded read-ahead) keeps the same order."""
+def merge_descending(merge: PageMerge[Item]) -> bool:
+    return "descending" in repr(merge)
+
+
+@given(keys=sources_strategy(), descending=st.booleans(), page=st.integers(1, 6),
+       order=st.lists(st.integers(0, 5), max_size=8))
+def test_property_page_merge_equals_sorted_chain(keys: list[list[bytes]], descending: bool, page: int,
+                                                 order: list[int]) -> None:
+    """Any page size, any feeding order, duplicate keys within and across sources."""
     sources = tag(keys, descending)
-    heap: MergeHeap[Item] = MergeHeap(descending=descending)
-    for source_id, src in enumerate(sources):
-        for item in src:
-            heap.push(source_id, item, item[0])
-        assert heap.held(source_id) == len(src)
-    got = [heap.pop()[1] for _ in range(len(heap))]
+    pages = [[src[p:p + page] for p in range(0, len(src), page)] for src in sources]
+    got = _drive(PageMerge(len(sources), first, descending), pages, order)
     assert got == sorted(chain(*sources), key=first, reverse=descending)
-    assert all(heap.held(s) == 0 for s in range(len(sources)))
+
+
+def test_page_merge_takes_everything_before_the_smallest_last_key() -> None:
+    merge: PageMerge[tuple[int, str]] = PageMerge(3, lambda t: t[0])
+    assert merge.needs() == [0, 1, 2]
+    merge.feed(0, [(1, "a"), (5, "a"), (9, "a")])
+    merge.feed(1, [(2, "b"), (5, "b")])  # the limiting source: its last key is the smallest
+    merge.feed(2, [(5, "c"), (6, "c")])
+    with pytest.raises(RuntimeError):
+        PageMerge(1, lambda t: t).take()
+    # source 0 (lower index) gives its 5 too; source 2 (higher) must wait for source 1's next page
+    assert merge.take() == [(0, [(1, "a"), (5, "a")]), (1, [(2, "b"), (5, "b")])]
+    assert merge.needs() == [1]
+    merge.feed(1, [(5, "b2")])
+    assert merge.take() == [(1, [(5, "b2")])]  # still the limiting source: source 2 waits again
+    merge.feed(1, [])  # an empty page is no news: the source still needs one
+    assert merge.needs() == [1]
+    merge.feed(1, None)  # ended: now source 2's 5 and 6 are safe, source 0's 9 is not yet
+    assert merge.take() == [(2, [(5, "c"), (6, "c")])]
+    assert merge.needs() == [2]
+    merge.feed(2, None)
+    assert merge.take() == [(0, [(9, "a")])]
+    merge.feed(0, None)
+    assert merge.done and merge.needs() == []
+    assert repr(merge) == "PageMerge(ascending, sources=3, active=0)"
+    assert merge_pieces([[3, 1]], lambda x: x) == [3, 1]  # one piece is taken as it is
 
 
 def test_descending_handles_prefixes() -> None:
@@ -112,17 +137,16 @@ def test_heap_merge_stops_reading_at_the_limit() -> None:
     assert len(pulled) <= 7
 
 
-def test_merge_heap_peek_pop_and_repr() -> None:
-    heap: MergeHeap[str] = MergeHeap()
-    assert heap.peek() is None
-    assert not heap
-    with pytest.raises(IndexError):
-        heap.pop()
-    heap.push(1, "x", b"b")
-    heap.push(0, "y", b"b")
-    heap.push(2, "z", b"a")
-    assert len(heap) == 3
-    assert heap.peek() == (2, "z")
-    assert [heap.pop() for _ in range(3)] == [(2, "z"), (0, "y"), (1, "x")]
-    assert not heap.descending
-    assert "ascending" in repr(heap)
+@given(keys=sources_strategy(), descending=st.booleans(), cut=st.lists(st.integers(0, 40), max_size=5))
+def test_property_merge_pieces_equals_a_stable_sort(keys: list[list[bytes]], descending: bool,
+                                                    cut: list[int]) -> None:
+    """Overlapping or not (pieces cut from one sorted list are disjoint), ties by piece order."""
+    pieces = [p for p in tag(keys, descending) if p]
+    if cut and pieces:  # also: disjoint pieces of one sorted sequence, shuffled by the cut points
+        whole = sorted(chain(*pieces), key=first, reverse=descending)
+        bounds = sorted({0, len(whole), *(c % (len(whole) + 1) for c in cut)})
+        pieces = [whole[a:b] for a, b in pairwise(bounds) if b > a][::-1]
+    if not pieces:
+        return
+    got = merge_pieces(pieces, first, descending)
+    assert got == sorted(chain(*pieces), key=first, reverse=descending)

@@ -1,6 +1,5 @@
-"""The reader's hot path: the run-splitting merge (binary search for a run's end) equals the per-row
-heap merge, rows are decoded with the unverified generated decoder, and ``verify_keys`` restores the
-full check."""
+"""The reader's hot path: the batch merge equals the per-row heap merge, rows are decoded with the
+unverified generated decoder, and ``verify_keys`` restores the full check."""
 
 from __future__ import annotations
 
@@ -13,7 +12,7 @@ from hypothesis import strategies as st
 
 from pipeline.rowkey import compile_rowkey
 from pipeline.runtime.reader import QueryError, Reader
-from pipeline.runtime.reader_merge import Row, merge_runs
+from pipeline.runtime.reader_merge import Row, merge_batches, merge_pieces
 from pipeline.settings import RouteSpec
 
 from .test_reader_fake import FakeHBase
@@ -34,8 +33,8 @@ def _lead(key: bytes) -> bytes:
     st.integers(1, 5),
     st.booleans(),
 )
-def test_merge_runs_equals_the_per_row_merge(ranges: list[list[bytes]], page: int,
-                                             descending: bool) -> None:
+def test_merge_batches_equals_the_per_row_merge(ranges: list[list[bytes]], page: int,
+                                                descending: bool) -> None:
     # range i holds keys b"<i>" + x, sorted by x in the merge direction; duplicates across ranges
     # (ties) must come out by range index, in arrival order within a range
     sources = [sorted((bytes((i,)) + x for x in xs), key=_lead, reverse=descending)
@@ -47,10 +46,11 @@ def test_merge_runs_equals_the_per_row_merge(ranges: list[list[bytes]], page: in
         return pages[i].pop(0) if pages[i] else None
 
     async def run() -> list[tuple[int, Row]]:
-        out = []
-        async for i, chunk in merge_runs(len(rows), receive, _lead, descending):
-            assert chunk
-            out.extend((i, row) for row in chunk)
+        out: list[tuple[int, Row]] = []
+        async for pieces in merge_batches(len(rows), receive, _lead, descending):
+            assert pieces and all(chunk for _, chunk in pieces)
+            tagged = [[(i, row) for row in chunk] for i, chunk in pieces]
+            out.extend(merge_pieces(tagged, lambda t: _lead(t[1][0]), descending))
         return out
 
     got = anyio.run(run)
