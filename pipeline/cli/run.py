@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -28,17 +29,26 @@ __all__ = ["register", "run_worker", "start_metrics"]
 _console = Console(stderr=True)
 
 
-async def run_worker(settings: Settings, *, group: str | None = None, metrics: bool | None = None) -> WorkerSummary:
-    """Run a worker until SIGTERM/SIGINT; then flush, commit and leave the group."""
+async def run_worker(settings: Settings, *, group: str | None = None,
+                     metrics: bool | None = None) -> WorkerSummary | None:
+    """Run a worker until SIGTERM/SIGINT; then flush, commit and leave the group. A second signal
+    stops at once: what HBase acknowledged is committed, the rest is read again next run; returns
+    None then."""
+    summary: WorkerSummary | None = None
     async with HBaseClient(settings.hbase) as hbase:
         worker = Worker(settings, hbase, group_id=group)
         async with anyio.create_task_group() as tg:
             async def on_signal() -> None:
                 with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
                     async for sig in signals:
-                        _console.print(f"received {signal.Signals(sig).name}: draining, committing, leaving the group")
+                        name = signal.Signals(sig).name
+                        if worker.stop_requested:
+                            _console.print(f"received {name} again: stopping now")
+                            tg.cancel_scope.cancel()
+                            return
+                        _console.print(f"received {name}: draining, committing, leaving the group "
+                                       "(again: stop now)")
                         worker.request_stop()
-                        return
 
             tg.start_soon(on_signal)
             if metrics if metrics is not None else settings.metrics.enabled:
@@ -78,6 +88,10 @@ def run(config: Path = typer.Option(..., "--config", "-c", help="TOML profile wi
     settings = load_settings(config)
     tune_process(settings.runtime)
     summary = anyio.run(lambda: run_worker(settings, group=group, metrics=metrics))
+    if summary is None:
+        _console.print("stopped without draining: what HBase acknowledged is committed, the rest is read again "
+                       "by the next run")
+        sys.exit(130)
     _console.print(f"consumed {summary.consumed} events, wrote {summary.rows_written} rows in "
                    f"{summary.batches_written} batches, dead-lettered {summary.dead_lettered}, "
                    f"retries {summary.retries}, {summary.elapsed_s:.1f} s")

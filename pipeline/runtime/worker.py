@@ -21,7 +21,8 @@ the range up to it. A large count usually means retention deleted data before it
 
 Partition revocation and shutdown take the same path: stop fetching, seal and write every open batch,
 wait (bounded by ``shutdown_timeout_s``) for the writes, commit, then forget the partitions / leave
-the group.
+the group. Cancelling :meth:`Worker.run` (a second signal) skips the wait: it commits what HBase has
+acknowledged so far and returns at once; the rest is read again by the next run.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ __all__ = ["Worker", "WorkerSummary"]
 
 log = structlog.get_logger("hbase_ingest.worker")
 _REGION_REFRESH_S = 30.0
+_FINAL_COMMIT_TIMEOUT_S = 10.0  # the last commit when stopping; Kafka unreachable must not hang the exit
 # Python's own cost of holding one mutation (object, dict, bytes headers, origin), measured with
 # tracemalloc: about 250 bytes per mutation plus 90 per cell on CPython 3.11. The in-flight bound
 # counts these, so ``max_in_flight_bytes`` bounds real memory, not just the bytes on the wire.
@@ -141,6 +143,10 @@ class Worker:
         return (f"Worker(group={self.group_id!r}, topics={self.topics}, in_flight={self.in_flight}, "
                 f"consumed={self.stats.consumed}, written={self.stats.rows_written})")
 
+    @property
+    def stop_requested(self) -> bool:
+        return self._stop.is_set()
+
     def request_stop(self) -> None:
         """Graceful stop: stop fetching, flush, commit, leave the group. A dead-letter send that is
         still retrying (Kafka refuses it) is abandoned: its record stays unacknowledged, so no
@@ -210,6 +216,7 @@ class Worker:
                     task_status.started()
                     try:
                         await self._consume_loop()
+                        await self._flush_and_wait(None)  # a cancellation (a second signal) cuts this short
                     finally:
                         with anyio.CancelScope(shield=True):
                             await self._shutdown()
@@ -522,7 +529,12 @@ class Worker:
         self.observer.assigned(assigned)
 
     async def _shutdown(self) -> None:
-        await self._flush_and_wait(None)
-        await self._commit()
+        """Commit what HBase acknowledged (after the drain, or instead of it when cancelled: the
+        writers are gone then, and what they had not acknowledged is read again next run)."""
+        with anyio.move_on_after(_FINAL_COMMIT_TIMEOUT_S) as scope:
+            await self._commit()
+        if scope.cancelled_caught:
+            log.warning("final_commit_timeout", timeout_s=_FINAL_COMMIT_TIMEOUT_S)
         log.info("worker_stopped", consumed=self.stats.consumed, rows=self.stats.rows_written,
-                 dead_lettered=self.stats.dead_lettered)
+                 dead_lettered=self.stats.dead_lettered,
+                 unacknowledged=self.tracker.statistics().pending_records)

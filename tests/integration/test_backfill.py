@@ -31,7 +31,15 @@ from pipeline.runtime.backfill import (
 from pipeline.runtime.metrics import attach_metrics
 from pipeline.settings import KafkaSettings, Settings
 
-from .worker_support import drop_tables, expected_cells, order_event, order_settings, setup, write_config
+from .worker_support import (
+    drop_tables,
+    expected_cells,
+    order_event,
+    order_settings,
+    setup,
+    signal_and_wait,
+    write_config,
+)
 
 MAY_2024_MS = 1_714_521_600_000  # 2024-05-01T00:00:00Z
 # Records carry Kafka timestamps from a whole hour a day ago: recent enough that the broker's
@@ -220,6 +228,22 @@ def _spawn(config: Path, topic: str, state: Path, *extra: str) -> subprocess.Pop
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ, "NO_COLOR": "1"})
 
 
+async def _interrupted_backfill(hbase: HBaseClient, settings: Settings, topic: str, tmp_path: Path,
+                               *signals: signal.Signals) -> tuple[int, str]:
+    """Run ``hbase-ingest backfill --rate 800`` (state in ``tmp_path / "state"``), send ``signals``
+    once 300 orders are in HBase; returns the exit status and the output."""
+    proc = _spawn(write_config(tmp_path / "b.toml", settings), topic, tmp_path / "state", "--rate", "800")
+    try:
+        with anyio.fail_after(60):
+            while len(await _index_rows(hbase, settings)) < 300:
+                assert proc.poll() is None, proc.communicate()[0].decode()[-2000:]
+                await anyio.sleep(0.1)
+    except BaseException:
+        proc.kill()
+        raise
+    return await signal_and_wait(proc, *signals)
+
+
 async def test_sigint_then_resume_has_no_gaps_and_replay_is_byte_identical(
         hbase: HBaseClient, unique: str, tmp_path: Path) -> None:
     settings = order_settings(unique, max_batch_rows=50, commit_interval_ms=200)
@@ -228,21 +252,9 @@ async def test_sigint_then_resume_has_no_gaps_and_replay_is_byte_identical(
         n = 3000
         events = [order_event(i) for i in range(n)]
         await _produce_timed(settings, topic, events, 4)
-        config = write_config(tmp_path / "b.toml", settings)
         state = tmp_path / "state"
-        proc = _spawn(config, topic, state, "--rate", "800")
-        try:
-            with anyio.fail_after(60):
-                while len(await _index_rows(hbase, settings)) < 300:
-                    assert proc.poll() is None, proc.communicate()[0].decode()[-2000:]
-                    await anyio.sleep(0.1)
-            proc.send_signal(signal.SIGINT)
-            out, _ = await asyncio.to_thread(proc.communicate, timeout=60)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-        text = out.decode()
-        assert proc.returncode == 130, text[-2000:]
+        code, text = await _interrupted_backfill(hbase, settings, topic, tmp_path, signal.SIGINT)
+        assert code == 130, text[-2000:]
         assert "run the same command again to resume" in text
         group = default_group(settings, SliceArgs(topic))
         committed = await _committed(settings.kafka, group, topic, 4)
@@ -272,5 +284,33 @@ async def test_sigint_then_resume_has_no_gaps_and_replay_is_byte_identical(
         for table, rows in before.items():
             kept = dict(after[table])
             assert all(kept[row] == cells for row, cells in rows), table
+    finally:
+        await drop_tables(hbase, settings)
+
+
+async def test_a_second_signal_stops_without_draining_and_commits_only_what_was_written(
+        hbase: HBaseClient, unique: str, tmp_path: Path) -> None:
+    # a drain that could last 10 minutes: the process must not wait for it after the second signal
+    settings = order_settings(unique, max_batch_rows=50, commit_interval_ms=200, shutdown_timeout_s=600)
+    topic = await setup(settings, hbase, partitions=4)
+    try:
+        n = 3000
+        events = [order_event(i) for i in range(n)]  # event i: partition i % 4, offset i // 4
+        await _produce_timed(settings, topic, events, 4)
+        state = tmp_path / "state"
+        code, text = await _interrupted_backfill(hbase, settings, topic, tmp_path, signal.SIGINT, signal.SIGTERM)
+        assert code == 130 and "stopping now" in text, text[-2000:]
+        group = default_group(settings, SliceArgs(topic))
+        committed = await _committed(settings.kafka, group, topic, 4)
+        # every event before the commits is in HBase (more may be: written, not yet acknowledged)
+        written = await _index_rows(hbase, settings)
+        for p, off in committed.items():
+            missing = [i for i in range(p, (off or 0) * 4, 4) if f"ORD{i:08d}".encode() not in written]
+            assert not missing, (p, off, missing[:5])
+        resumed = Backfill(settings, hbase, SliceArgs(topic), state_dir=state)
+        with anyio.fail_after(60):
+            summary = await resumed.run()
+        assert summary.complete and summary.events == n - sum(c or 0 for c in committed.values())
+        await _assert_exactly(hbase, settings, events)
     finally:
         await drop_tables(hbase, settings)

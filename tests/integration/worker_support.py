@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 import struct
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -105,3 +107,17 @@ def write_config(path: Path, settings: Settings) -> Path:
                      f'rowkey = "{r.rowkey}"\ntimestamp_field = "{r.timestamp_field}"\ncolumns = {{ {cols} }}\n')
     path.write_text("\n".join(lines))
     return path
+
+
+async def signal_and_wait(proc: subprocess.Popen[bytes], *signals: signal.Signals) -> tuple[int, str]:
+    """Send ``signals`` to ``proc`` one after another, wait (at most 60 s) for it to exit, kill it
+    if it did not; returns the exit status and the output."""
+    try:
+        for sig in signals:
+            proc.send_signal(sig)
+        out, _ = await asyncio.to_thread(proc.communicate, timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return proc.returncode, out.decode()
+
