@@ -125,10 +125,13 @@ def render(prev: Snapshot | None, cur: Snapshot, url: str = "") -> RenderableTyp
         head.add_row(Text(f"mean flush {1000 * cur.flush_sum / cur.flush_count:.1f} ms"), "", "", "", "", "")
     parts: list[RenderableType] = [Text(f"hbase-ingest top  {url}", style="dim"), head]
 
+    # a backfill stops at its slice end: what matters is "backfill left"; the lag to the log end
+    # (records produced since the slice was fixed, or past its end) is shown, not flagged
+    backfill = bool(cur.remaining)
     lag = Table(title="lag", title_justify="left", show_edge=False)
-    for col in ("topic", "partition", "committed", "log end", "lag"):
+    for col in ("topic", "partition", "committed", "log end", "lag to log end" if backfill else "lag"):
         lag.add_column(col, justify="right" if col != "topic" else "left")
-    if cur.remaining:
+    if backfill:
         lag.add_column("backfill left", justify="right")
     keys = sorted(set(cur.committed) | set(cur.lag), key=lambda k: (k[0], int(k[1]) if k[1].isdigit() else 0))
     for key in keys:
@@ -138,7 +141,8 @@ def render(prev: Snapshot | None, cur: Snapshot, url: str = "") -> RenderableTyp
             key[1],
             f"{cur.committed.get(key, 0):,.0f}",
             f"{cur.log_end.get(key, 0):,.0f}",
-            Text("-" if lag_v is None else f"{lag_v:,.0f}", style="red" if lag_v else "green"),
+            Text("-" if lag_v is None else f"{lag_v:,.0f}",
+                 style="dim" if backfill else "red" if lag_v else "green"),
         ]
         if cur.remaining:
             row.append(f"{cur.remaining.get(key, 0):,.0f}")

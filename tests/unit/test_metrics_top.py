@@ -69,3 +69,18 @@ def test_first_frame_has_no_rates_and_urls_default_to_metrics() -> None:
     assert _metrics_url("localhost:9108") == "http://localhost:9108/metrics"
     assert _metrics_url("http://h:1/") == "http://h:1/metrics"
     assert _metrics_url("http://h:1/custom") == "http://h:1/custom"
+
+
+def test_a_backfill_frame_says_its_lag_is_to_the_log_end() -> None:
+    text = TEXT + (
+        '# TYPE hbase_ingest_backfill_remaining gauge\n'
+        'hbase_ingest_backfill_remaining{topic="orders",partition="0"} 0.0\n'
+        'hbase_ingest_backfill_remaining{topic="orders",partition="1"} 7.0\n'
+    )
+    console = Console(record=True, width=160, color_system=None)
+    console.print(render(None, parse_snapshot(text, at_s=0.0)))
+    out = console.export_text()
+    assert "lag to log end" in out and "backfill left" in out
+    console = Console(record=True, width=160, color_system=None)
+    console.print(render(None, parse_snapshot(TEXT, at_s=0.0)))
+    assert "lag to log end" not in console.export_text()
