@@ -299,10 +299,11 @@ class Scan:
         return buf.popleft()
 
     async def batches(self) -> AsyncGenerator[list[ReadRow], None]:
-        """The same rows in the same order, a run at a time: each list holds consecutive rows of
-        one range (the merge's unit; up to a page). For consumers that handle rows in bulk, this
-        saves an ``await`` per row. Rows already taken one by one are not repeated; rows buffered
-        by row iteration come first. Close the scan (``async with``) when stopping early."""
+        """The same rows in the same order, a batch at a time: each list holds consecutive rows of
+        the merged order, from any ranges (the merge's unit: about a page's worth, less with a
+        limit). For consumers that handle rows in bulk, this saves an ``await`` per row. Rows
+        already taken one by one are not repeated; rows buffered by row iteration come first.
+        Close the scan (``async with``) when stopping early."""
         stats, reader = self.stats, self.reader
         self._check_not_over()
         if self._gen is None:
@@ -453,7 +454,7 @@ class Scan:
         return self._error
 
     async def _batches(self) -> AsyncGenerator[list[ReadRow], None]:
-        """Plan, start the producers, merge; yield decoded runs of rows (the limit applied)."""
+        """Plan, start the producers, merge; yield decoded batches of rows (the limit applied)."""
         reader = self.reader
         self._t0 = time.monotonic()
         reader.totals.started += 1
