@@ -25,9 +25,9 @@ How a query runs:
    costs more than it saves.
 3. **Merge**: a k-way merge in batches (:class:`pipeline.core.merge.PageMerge`): once every range
    has a page, every row that sorts before the smallest last row among those pages is emitted at
-   once (each range's share decoded with its label, then one stable sort), so the cost per row does
-   not depend on how the ranges' keys interleave. Memory is bounded by ranges x (read_ahead + 2)
-   pages, never by bucket size.
+   once (each range's share decoded with its label, then one stable sort), so the merge does no
+   per-row heap work however the ranges' keys interleave. Memory is bounded by ranges x
+   (read_ahead + 2) pages, never by bucket size.
 
 Order contract. Rows come out in the design's *logical order*: the key without its leading
 salt/hash/bucket prefix (``RowKey.sort_key``), ascending, or descending for ``newest_first`` when
