@@ -186,13 +186,17 @@ class PageMerge(Generic[T]):
 
 
 def merge_pieces(pieces: Sequence[Sequence[T]], key: Callable[[T], Any], descending: bool = False) -> list[T]:
-    """One sorted list from non-empty pieces that are each sorted by ``key`` (descending when
-    asked); equal keys keep the pieces' order. A single list piece is returned as it is, not copied.
+    """One sorted list from pieces that are each sorted by ``key`` (descending when asked); equal
+    keys keep the pieces' order. A single list piece is returned as it is, not copied.
 
     When the pieces do not overlap (each one's keys all come before the next one's, as when ranges
     hold whole entities), they are concatenated after ``O(pieces)`` key calls; otherwise one stable
     sort (C-level Timsort over the runs) orders them, with a ``key`` call per item."""
-    if len(pieces) == 1:
+    if not all(pieces):
+        pieces = [piece for piece in pieces if piece]
+    if len(pieces) <= 1:
+        if not pieces:
+            return []
         only = pieces[0]
         return only if isinstance(only, list) else list(only)
     # pieces by their first key (ties: piece order, as the sort is stable), then check the seams

@@ -216,6 +216,12 @@ class Worker:
                     task_status.started()
                     try:
                         await self._consume_loop()
+                    except anyio.get_cancelled_exc_class():
+                        raise  # a second signal: no drain, the writers are being cancelled too
+                    except BaseException:
+                        await self._flush_and_wait(None)  # keep what the writers can still finish
+                        raise
+                    else:
                         await self._flush_and_wait(None)  # a cancellation (a second signal) cuts this short
                     finally:
                         with anyio.CancelScope(shield=True):
@@ -307,8 +313,9 @@ class Worker:
         self.stats.skipped[tp] = self.stats.skipped.get(tp, 0) + n
         self._next[tp] = end
         self.observer.skipped(tp, n)
-        # one offset is usually a transaction marker; more is worth a look (retention, compaction)
-        emit = log.warning if n > 1 else log.info
+        # one offset is usually a transaction marker (one per transaction: not worth a log line at
+        # INFO); more is worth a look (retention, compaction, an aborted transaction)
+        emit = log.warning if n > 1 else log.debug
         emit("offsets_skipped", tp=str(tp), start=start, end=end, count=n,
              why="never delivered by Kafka: deleted by retention, compacted away, or transaction markers")
 

@@ -98,6 +98,7 @@ def test_page_merge_takes_everything_before_the_smallest_last_key() -> None:
     assert merge.done and merge.needs() == []
     assert repr(merge) == "PageMerge(ascending, sources=3, active=0)"
     assert merge_pieces([[3, 1]], lambda x: x) == [3, 1]  # one piece is taken as it is
+    assert merge_pieces([[], [2, 5], []], lambda x: x) == [2, 5] and merge_pieces([[]], lambda x: x) == []
 
 
 def test_descending_handles_prefixes() -> None:
