@@ -31,6 +31,7 @@ __all__ = [
     "make_consumer",
     "make_producer",
     "partitions",
+    "start_offsets",
 ]
 
 
@@ -153,14 +154,24 @@ async def partitions(s: KafkaSettings, topic: str) -> list[int]:
 
 async def end_offsets(s: KafkaSettings, topic: str) -> dict[int, int]:
     """Partition -> log end offset (the offset the next record will get)."""
+    return await _log_offsets(s, topic, "end")
+
+
+async def start_offsets(s: KafkaSettings, topic: str) -> dict[int, int]:
+    """Partition -> log start offset (the first offset still stored; retention and DeleteRecords
+    move it forward)."""
+    return await _log_offsets(s, topic, "start")
+
+
+async def _log_offsets(s: KafkaSettings, topic: str, which: str) -> dict[int, int]:
     parts = await partitions(s, topic)
     consumer = make_consumer(s, group_id=None)
     try:
         await consumer.start()
         tps = [TopicPartition(topic, p) for p in parts]
-        ends = await consumer.end_offsets(tps)
-        return {tp.partition: off for tp, off in ends.items()}
+        found = await (consumer.end_offsets(tps) if which == "end" else consumer.beginning_offsets(tps))
+        return {tp.partition: off for tp, off in found.items()}
     except _AioKafkaError as exc:
-        raise KafkaError(f"reading end offsets of {topic!r} failed: {exc!r}") from exc
+        raise KafkaError(f"reading {which} offsets of {topic!r} failed: {exc!r}") from exc
     finally:
         await consumer.stop()

@@ -125,6 +125,11 @@ async def run_backfill(
                     + (" (resuming)" if backfill.resumed else "")
                     + (f", at most {rate:,.0f} events/s" if rate else "")
                 )
+            for p, (first, end) in sorted(backfill.deleted.items()):
+                _console.print(
+                    f"warning: partition {p}: offsets {first:,} to {end - 1:,} ({end - first:,} records) left the "
+                    "topic (retention or DeleteRecords) before this backfill read them; they cannot be replayed"
+                )
             if metrics and backfill.worker is not None:
                 from pipeline.runtime.metrics import serve_metrics
 

@@ -23,6 +23,7 @@ import structlog
 from anyio.abc import TaskStatus
 
 from connectors.hbase import HBaseClient
+from connectors.kafka import start_offsets
 from pipeline.core.model import TopicPartition
 from pipeline.core.ratelimit import RateLimiter
 from pipeline.errors import ConfigError
@@ -157,6 +158,8 @@ class BackfillSummary:
     #: offsets of the slice Kafka never delivered (deleted by retention before they were read,
     #: compacted away, transaction markers); counted as done, since nothing can read them any more
     skipped: int = 0
+    #: partition -> (first, end) of the offsets retention had deleted before this run began
+    deleted: dict[int, tuple[int, int]] = field(default_factory=dict)
 
 
 # -- the backfill --------------------------------------------------------------------------------
@@ -194,6 +197,8 @@ class Backfill:
         self.already_complete = False
         self._state: dict[str, Any] = {}
         self._stop_requested = False
+        #: partition -> (first, end): offsets still to replay that Kafka no longer stores
+        self.deleted: dict[int, tuple[int, int]] = {}
 
     def __repr__(self) -> str:
         return f"Backfill(group={self.group!r}, topic={self.args.topic!r}, rate={self.rate}, slice={self.slice})"
@@ -237,6 +242,7 @@ class Backfill:
         if not self.already_complete:
             committed = await commit_start_offsets(self.settings.kafka, self.group, self.slice, overwrite=self.restart)
             self.resumed = self.resumed and any(committed[p] > self.slice.start[p] for p in committed)
+            self.deleted = await self._deleted_before_read(committed)
         self.worker = Worker(
             self.settings,
             self.hbase,
@@ -249,6 +255,23 @@ class Backfill:
         if self._stop_requested:
             self.worker.request_stop()
         return self.slice
+
+    async def _deleted_before_read(self, committed: dict[int, int]) -> dict[int, tuple[int, int]]:
+        """Offsets between where each partition resumes and the end of the slice that the log no
+        longer holds (retention or DeleteRecords moved its start past them)."""
+        assert self.slice is not None
+        log_start = await start_offsets(self.settings.kafka, self.slice.topic)
+        deleted: dict[int, tuple[int, int]] = {}
+        for p, end in self.slice.end.items():
+            first = committed.get(p, self.slice.start[p])
+            gone = min(log_start.get(p, 0), end)
+            if gone > first:
+                deleted[p] = (first, gone)
+        if deleted:
+            log.warning("backfill_records_deleted_before_read", group=self.group, topic=self.slice.topic,
+                        partitions={p: f"{a}..{b - 1}" for p, (a, b) in deleted.items()},
+                        count=sum(b - a for a, b in deleted.values()))
+        return deleted
 
     @property
     def stop_requested(self) -> bool:
@@ -332,6 +355,7 @@ class Backfill:
             self.resumed,
             committed=committed,
             skipped=sum(n for tp, n in summary.skipped.items() if tp.topic == slice_.topic),
+            deleted=dict(self.deleted),
         )
 
     def _mark_completed(self) -> None:

@@ -456,7 +456,7 @@ class Worker:
                 except Exception:  # not assigned any more, or no position yet: not complete
                     position = -1
             if position >= end and not self._busy(tp):  # checked again: a fetch may have landed meanwhile
-                log.info("stop_offset_reached_by_position", tp=str(tp), position=position, end=end)
+                log.debug("stop_offset_reached_by_position", tp=str(tp), position=position, end=end)
                 self._skipped(tp, self._next.get(tp, end), end)
                 out[tp] = end
         return out

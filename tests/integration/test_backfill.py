@@ -171,17 +171,21 @@ async def test_records_deleted_before_they_were_read_are_reported_as_skipped(
     try:
         events = [order_event(i) for i in range(200)]  # event i: partition i % 2, offset i // 2
         await _produce_timed(settings, topic, events, 2)
-        backfill = Backfill(settings, hbase, SliceArgs(topic), state_dir=tmp_path)
-        slice_ = await backfill.prepare()  # resolved, start offsets committed
-        assert slice_.start == {0: 0, 1: 0} and slice_.end == {0: 100, 1: 100}
+        first = Backfill(settings, hbase, SliceArgs(topic), state_dir=tmp_path)
+        slice_ = await first.prepare()  # resolved and stored, start offsets committed; not run
+        assert slice_.start == {0: 0, 1: 0} and slice_.end == {0: 100, 1: 100} and first.deleted == {}
         # retention removes partition 0's first 30 records before the backfill gets to them
         await _delete_records(settings.kafka, {KafkaTP(topic, 0): 30})
+        backfill = Backfill(settings, hbase, SliceArgs(topic), state_dir=tmp_path)
+        await backfill.prepare()  # the stored slice, from offset 0: known lost before reading
+        assert backfill.deleted == {0: (0, 30)}
         assert backfill.worker is not None
         metrics = attach_metrics(backfill.worker)
         with anyio.fail_after(60):
             summary = await backfill.run()
         # the slice completes (nothing can read those offsets any more) and says what it missed
         assert summary.complete and summary.skipped == 30 and summary.events == 170
+        assert summary.deleted == {0: (0, 30)}
         assert metrics.registry.get_sample_value(
             "hbase_ingest_offsets_skipped_total", {"topic": topic, "partition": "0"}) == 30
         assert metrics.registry.get_sample_value(
