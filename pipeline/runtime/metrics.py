@@ -15,6 +15,8 @@ rows_written_total                     counter    table: rows acknowledged by HB
 region_rows_written_total              counter    table, region, server
 dead_lettered_total                    counter    reason
 retries_total                          counter    table, reason (exception type)
+offsets_skipped_total                  counter    topic, partition: offsets Kafka never delivered
+                                                  (retention, compaction, transaction markers)
 batch_rows / batch_bytes               histogram  table
 flush_seconds                          histogram  table, server: one ``write`` round trip
 reader_query_seconds                   histogram  table: the reader calls ``observe_query``
