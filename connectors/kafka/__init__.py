@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import ssl
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -163,7 +163,7 @@ async def start_offsets(s: KafkaSettings, topic: str) -> dict[int, int]:
     return await _log_offsets(s, topic, "start")
 
 
-async def _log_offsets(s: KafkaSettings, topic: str, which: str) -> dict[int, int]:
+async def _log_offsets(s: KafkaSettings, topic: str, which: Literal["start", "end"]) -> dict[int, int]:
     parts = await partitions(s, topic)
     consumer = make_consumer(s, group_id=None)
     try:

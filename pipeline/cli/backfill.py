@@ -5,7 +5,6 @@ resuming and :mod:`pipeline.runtime.backfill` for the rate cap."""
 
 from __future__ import annotations
 
-import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -35,6 +34,7 @@ from pipeline.cli.errors import (
 )
 from pipeline.cli.logsetup import configure_logging
 from pipeline.cli.run import start_metrics
+from pipeline.cli.signals import EXIT_INTERRUPTED, stop_on_signals
 from pipeline.errors import ConfigError
 from pipeline.runtime.backfill import (
     Backfill,
@@ -49,8 +49,6 @@ from pipeline.settings import Settings, load_settings
 __all__ = ["register", "run_backfill"]
 
 _console = Console(stderr=True)
-#: exit status of a backfill stopped by a signal before it finished (run it again to resume)
-EXIT_INTERRUPTED = 130
 T = TypeVar("T")
 
 
@@ -102,21 +100,8 @@ async def run_backfill(
     async with HBaseClient(settings.hbase) as hbase:
         backfill = Backfill(settings, hbase, args, group=group, rate=rate, state_dir=state_dir, restart=restart)
         async with anyio.create_task_group() as tg:
-
-            async def on_signal() -> None:
-                with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-                    async for sig in signals:
-                        if backfill.stop_requested:
-                            _console.print(f"received {signal.Signals(sig).name} again: stopping now")
-                            tg.cancel_scope.cancel()
-                            return
-                        _console.print(
-                            f"received {signal.Signals(sig).name}: draining and committing; "
-                            "run the same command again to resume"
-                        )
-                        backfill.request_stop()
-
-            tg.start_soon(on_signal)
+            tg.start_soon(stop_on_signals, backfill, tg.cancel_scope, _console,
+                          "draining and committing; run the same command again to resume")
             slice_ = await backfill.prepare()
             if not backfill.already_complete:
                 _console.print(

@@ -12,7 +12,6 @@ The ``check_*`` helpers validate option values up front and raise
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,6 +19,7 @@ from pathlib import Path
 import typer
 
 from pipeline.errors import ConfigError, HBaseIngestError
+from pipeline.names import topic_name_problem
 from pipeline.rowkey.codecs import JAVA_LONG_MAX, JAVA_LONG_MIN
 
 __all__ = [
@@ -38,8 +38,6 @@ __all__ = [
 
 #: ``--log-level`` values (case-insensitive).
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
-#: Kafka's rule for topic names.
-_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 
 
 def error_leaves(exc: BaseException) -> Iterator[BaseException]:
@@ -103,15 +101,12 @@ def check_rate(value: float | None, option: str = "--rate") -> float | None:
 
 
 def check_topic(value: str | None, option: str = "--topic") -> str | None:
-    """``value`` unless it breaks Kafka's rule: 1-249 characters of ``[a-zA-Z0-9._-]``, not ``.``
-    or ``..``."""
+    """``value`` unless it breaks Kafka's rule for topic names (:func:`pipeline.names.topic_name_problem`)."""
     if value is None:
         return None
-    if not _TOPIC.fullmatch(value) or value in (".", ".."):
-        raise ConfigError(
-            f"{option} {value!r} is not a valid Kafka topic name (1-249 characters of letters, "
-            "digits, '.', '_' and '-'; not '.' or '..')"
-        )
+    problem = topic_name_problem(value)
+    if problem is not None:
+        raise ConfigError(f"{option} {value!r} is not a valid Kafka topic name: {problem}")
     return value
 
 

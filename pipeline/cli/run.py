@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import signal
 import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -17,6 +16,7 @@ from rich.console import Console
 from connectors.hbase import HBaseClient
 from pipeline.cli.errors import LOG_LEVELS, check_log_level, check_not_empty, check_rate, check_topic, error_leaves
 from pipeline.cli.logsetup import configure_logging
+from pipeline.cli.signals import EXIT_INTERRUPTED, stop_on_signals
 from pipeline.core.examples import EXAMPLES, generate
 from pipeline.errors import ConfigError
 from pipeline.runtime.proctune import tune_process
@@ -38,19 +38,8 @@ async def run_worker(settings: Settings, *, group: str | None = None,
     async with HBaseClient(settings.hbase) as hbase:
         worker = Worker(settings, hbase, group_id=group)
         async with anyio.create_task_group() as tg:
-            async def on_signal() -> None:
-                with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-                    async for sig in signals:
-                        name = signal.Signals(sig).name
-                        if worker.stop_requested:
-                            _console.print(f"received {name} again: stopping now")
-                            tg.cancel_scope.cancel()
-                            return
-                        _console.print(f"received {name}: draining, committing, leaving the group "
-                                       "(again: stop now)")
-                        worker.request_stop()
-
-            tg.start_soon(on_signal)
+            tg.start_soon(stop_on_signals, worker, tg.cancel_scope, _console,
+                          "draining, committing, leaving the group (again: stop now)")
             if metrics if metrics is not None else settings.metrics.enabled:
                 try:
                     from pipeline.runtime.metrics import serve_metrics
@@ -91,7 +80,7 @@ def run(config: Path = typer.Option(..., "--config", "-c", help="TOML profile wi
     if summary is None:
         _console.print("stopped without draining: what HBase acknowledged is committed, the rest is read again "
                        "by the next run")
-        sys.exit(130)
+        sys.exit(EXIT_INTERRUPTED)
     _console.print(f"consumed {summary.consumed} events, wrote {summary.rows_written} rows in "
                    f"{summary.batches_written} batches, dead-lettered {summary.dead_lettered}, "
                    f"retries {summary.retries}, {summary.elapsed_s:.1f} s")

@@ -175,8 +175,8 @@ async def resolve_slice(kafka: KafkaSettings, args: SliceArgs) -> ResolvedSlice:
             found = await consumer.offsets_for_times({ktps[p]: ms for p in parts})
             return {k.partition: (None if v is None else int(v.offset)) for k, v in found.items()}
 
-        from_t = await by_time(args.from_time_ms) if args.from_time_ms is not None else {}
-        to_t = await by_time(args.to_time_ms) if args.to_time_ms is not None else {}
+        from_t = await by_time(args.from_time_ms) if args.from_time_ms is not None else None
+        to_t = await by_time(args.to_time_ms) if args.to_time_ms is not None else None
     except KafkaError:
         raise
     except Exception as exc:  # aiokafka's errors, translated at this edge
@@ -184,7 +184,17 @@ async def resolve_slice(kafka: KafkaSettings, args: SliceArgs) -> ResolvedSlice:
     finally:
         await consumer.stop()
 
-    def clamp(p: int, off: int) -> int:
+    def bound(p: int, offsets: Mapping[int, int] | None, by_time: dict[int, int | None] | None,
+              default: int) -> int:
+        """One end of partition ``p``'s slice: a given offset or the first at a time (no record at
+        or after the time: the log end), clamped into the log; ``default`` when neither is given."""
+        if offsets is not None:
+            off = offsets.get(p, default)
+        elif by_time is not None:
+            found = by_time.get(p)
+            off = last[p] if found is None else found
+        else:
+            return default
         return min(max(off, first[p]), last[p])
 
     start: dict[int, int] = {}
@@ -193,19 +203,7 @@ async def resolve_slice(kafka: KafkaSettings, args: SliceArgs) -> ResolvedSlice:
         if p not in selected:
             start[p] = end[p] = last[p]
             continue
-        if args.to_offsets is not None:
-            e = clamp(p, args.to_offsets.get(p, last[p]))
-        elif args.to_time_ms is not None:
-            found = to_t.get(p)
-            e = last[p] if found is None else clamp(p, found)
-        else:
-            e = last[p]
-        if args.from_offsets is not None:
-            s = clamp(p, args.from_offsets.get(p, first[p]))
-        elif args.from_time_ms is not None:
-            found = from_t.get(p)
-            s = last[p] if found is None else clamp(p, found)
-        else:
-            s = first[p]
+        e = bound(p, args.to_offsets, to_t, last[p])
+        s = bound(p, args.from_offsets, from_t, first[p])
         start[p], end[p] = min(s, e), e
     return ResolvedSlice(args.topic, start, end)

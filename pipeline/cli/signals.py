@@ -1,0 +1,40 @@
+"""How the long-running commands (``run``, ``backfill``) stop on SIGINT/SIGTERM.
+
+The first signal asks for a graceful stop (drain, commit, leave the group); a second one cancels
+``scope`` at once, and the command exits with :data:`EXIT_INTERRUPTED` (only what HBase
+acknowledged is committed; the next run reads the rest again).
+"""
+
+from __future__ import annotations
+
+import signal
+from typing import Protocol
+
+import anyio
+from rich.console import Console
+
+__all__ = ["EXIT_INTERRUPTED", "Stoppable", "stop_on_signals"]
+
+#: exit status of a command stopped by a signal before it finished
+EXIT_INTERRUPTED = 130
+
+
+class Stoppable(Protocol):
+    @property
+    def stop_requested(self) -> bool: ...
+
+    def request_stop(self) -> None: ...
+
+
+async def stop_on_signals(target: Stoppable, scope: anyio.CancelScope, console: Console, graceful: str) -> None:
+    """Until cancelled: the first SIGINT/SIGTERM prints ``received <SIG>: <graceful>`` and calls
+    ``target.request_stop()``; the next one prints that it stops now and cancels ``scope``."""
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for sig in signals:
+            name = signal.Signals(sig).name
+            if target.stop_requested:
+                console.print(f"received {name} again: stopping now")
+                scope.cancel()
+                return
+            console.print(f"received {name}: {graceful}")
+            target.request_stop()
