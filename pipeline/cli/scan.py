@@ -3,7 +3,7 @@
 ::
 
     hbase-ingest scan --config FILE --route NAME [--where field=value ...] [--from T] [--to T]
-                      [--newest-first] [--limit N] [--format table|jsonl] [--explain]
+                      [--newest-first] [--by-time] [--limit N] [--format table|jsonl] [--explain]
                       [--page-size N] [--processes N] [--timeout S]
 
 ``--from``/``--to`` take epoch milliseconds or ISO-8601 (a time without a zone is UTC) and select
@@ -113,7 +113,7 @@ def _cell(value: Any) -> str:
 
 async def _run(config: Path, route_name: str, where_items: list[str], t_from: str | None,
                t_to: str | None, newest_first: bool, limit: int | None, fmt: str, explain: bool,
-               timeout: float | None, page_size: int, processes: int) -> None:
+               timeout: float | None, page_size: int, processes: int, by_time: bool) -> None:
     settings = load_settings(config)
     tune_process(settings.runtime)  # a full scan allocates ~10 objects per row
     route: RouteSpec = settings.route(route_name)
@@ -130,12 +130,12 @@ async def _run(config: Path, route_name: str, where_items: list[str], t_from: st
                                                          processes=processes) as reader:
         if explain:
             plan = await reader.plan(route, where=where, time_range=time_range,
-                                     newest_first=newest_first, limit=limit)
+                                     newest_first=newest_first, limit=limit, by_time=by_time)
             for line in explain_lines(plan):
                 out.print(line, markup=False, highlight=False)
             return
         query = reader.scan(route, where=where, time_range=time_range, newest_first=newest_first,
-                            limit=limit)
+                            limit=limit, by_time=by_time)
         async with query:
             if fmt == "jsonl":
                 write = sys.stdout.buffer.write
@@ -157,7 +157,9 @@ async def _run(config: Path, route_name: str, where_items: list[str], t_from: st
         err.print(f"{s.rows_returned} row(s); {s.ranges_planned} range(s)"
                   f"{' per region' if s.per_region else ''}; "
                   f"{s.scanners_opened} scanner(s) opened; "
-                  f"{s.rows_scanned} row(s) scanned; {s.elapsed_s * 1000:.1f} ms",
+                  f"{s.rows_scanned} row(s) scanned; "
+                  + (f"{sum(r.entities for r in s.ranges)} entities walked; " if by_time else "")
+                  + f"{s.elapsed_s * 1000:.1f} ms",
                   markup=False, highlight=False)
         for note in query.plan.notes if query.plan is not None else ():
             err.print(f"note: {note}", markup=False, highlight=False)
@@ -173,6 +175,10 @@ def scan(
     t_to: Annotated[str | None, typer.Option(
         "--to", help="End time, exclusive (epoch ms or ISO-8601).")] = None,
     newest_first: Annotated[bool, typer.Option("--newest-first", help="Newest first.")] = False,
+    by_time: Annotated[bool, typer.Option(
+        "--by-time", help="Order by time across every entity (needs --limit): the newest (with "
+                          "--newest-first) or oldest N rows, even when the key leads with an entity "
+                          "such as a host.")] = False,
     limit: Annotated[int | None, typer.Option("--limit", min=0, help="At most N rows.")] = None,
     fmt: Annotated[str, typer.Option("--format", help="table or jsonl.")] = "table",
     explain: Annotated[bool, typer.Option("--explain", help="Print the plan only.")] = False,
@@ -188,7 +194,7 @@ def scan(
     if fmt not in ("table", "jsonl"):
         raise ConfigError(f"--format {fmt!r}: expected table or jsonl")
     anyio.run(_run, config, route, where or [], t_from, t_to, newest_first, limit, fmt, explain,
-              timeout, page_size, processes)
+              timeout, page_size, processes, by_time)
 
 
 def register(app: typer.Typer) -> None:

@@ -72,8 +72,9 @@ from connectors.hbase import HBaseClient, PageTransform
 from pipeline.errors import HBaseIngestError
 from pipeline.rowkey import RowKey, compile_rowkey
 from pipeline.runtime.reader_args import check_query, check_reader
+from pipeline.runtime.reader_entities import walk_entities
 from pipeline.runtime.reader_errors import QueryError, RowDecodeError
-from pipeline.runtime.reader_merge import merge_batches, merge_pieces, top_k
+from pipeline.runtime.reader_merge import Cutoff, merge_batches, merge_pieces, top_k
 from pipeline.runtime.reader_plan import QueryPlan, ScanRange, plan_query
 from pipeline.runtime.reader_range import Fetch, page_range, reverse_lower_bound
 from pipeline.runtime.reader_rows import (
@@ -191,14 +192,15 @@ class Reader:
 
     async def plan(self, route: RouteSpec, *, where: Mapping[str, Any] | None = None,
                    time_range: tuple[int, int] | None = None, newest_first: bool = False,
-                   limit: int | None = None) -> QueryPlan:
+                   limit: int | None = None, by_time: bool = False) -> QueryPlan:
         """The ranges a query would scan (reads the region list only for per-region plans).
 
         Raises :class:`QueryError` (from the rowkey's ``PlanError`` or an HBase error)."""
         rowkey, _ = self.design(route)
         try:
             return await plan_query(self.hbase, rowkey, route, where=where, time_range=time_range,
-                                    newest_first=newest_first, limit=limit)
+                                    newest_first=newest_first, limit=limit, by_time=by_time,
+                                    decode_key=self.key_decoder(rowkey))
         except HBaseIngestError as exc:
             if isinstance(exc, QueryError):
                 raise
@@ -208,21 +210,23 @@ class Reader:
     def scan(self, route: RouteSpec, *, where: Mapping[str, Any] | None = None,
              time_range: tuple[int, int] | None = None, newest_first: bool = False,
              limit: int | None = None, columns: Sequence[str] | None = None,
-             timeout_s: float | None = None) -> Scan:
+             timeout_s: float | None = None, by_time: bool = False) -> Scan:
         """One query: an async iterator of :class:`ReadRow` (the module docstring gives the order).
 
         ``where`` maps rowkey field names to values; ``time_range`` is ``[t0, t1)`` in epoch ms on
         the design's time field; ``columns`` restricts the cells fetched (``family:qualifier`` or
-        ``family``); ``timeout_s`` overrides the reader's per-query timeout. Iterating raises
-        :class:`QueryError`. Breaking out early is fine; ``aclose()`` (or ``async with``) releases
-        the scans at once rather than at garbage collection.
+        ``family``); ``timeout_s`` overrides the reader's per-query timeout. ``by_time`` (needs
+        ``limit``) returns the newest (``newest_first``) or oldest ``limit`` rows by time across
+        every entity instead of the logical order. Iterating raises :class:`QueryError`. Breaking
+        out early is fine; ``aclose()`` (or ``async with``) releases the scans at once rather than
+        at garbage collection.
         """
         check_query(route, where=where, time_range=time_range, limit=limit, columns=columns,
-                    timeout_s=timeout_s)
+                    timeout_s=timeout_s, by_time=by_time)
         if time_range is not None:
             time_range = (time_range[0], time_range[1])
         return Scan(self, route, where=dict(where or {}), time_range=time_range,
-                    newest_first=newest_first, limit=limit,
+                    newest_first=newest_first, limit=limit, by_time=by_time,
                     columns=[c.encode() for c in columns] if columns else None,
                     timeout_s=self.timeout_s if timeout_s is None else timeout_s)
 
@@ -242,13 +246,14 @@ class Scan:
 
     def __init__(self, reader: Reader, route: RouteSpec, *, where: dict[str, Any],
                  time_range: tuple[int, int] | None, newest_first: bool, limit: int | None,
-                 columns: list[bytes] | None, timeout_s: float | None) -> None:
+                 columns: list[bytes] | None, timeout_s: float | None, by_time: bool = False) -> None:
         self.reader = reader
         self.route = route
         self.where = where
         self.time_range = time_range
         self.newest_first = newest_first
         self.limit = limit
+        self.by_time = by_time
         self.columns = columns
         self.timeout_s = timeout_s
         self.plan: QueryPlan | None = None
@@ -351,19 +356,21 @@ class Scan:
 
     # -- producers (reader's task group) ---------------------------------------------------------
 
-    async def _run(self, plan: QueryPlan, sends: list[MemoryObjectSendStream[list[Row]]]) -> None:
+    async def _run(self, plan: QueryPlan, sends: list[MemoryObjectSendStream[list[Row]]],
+                   cutoff: Cutoff) -> None:
         limiter = anyio.CapacityLimiter(self.reader.concurrency)
         # built once per query; a worker caches the decoder it builds from it by value
         transform = self.reader.transform(self.route) if self.reader._procs is not None else None
         with self._runner:
             async with anyio.create_task_group() as tg:
                 for i, send in enumerate(sends):
-                    tg.start_soon(self._produce, plan, i, send, limiter, transform)
+                    tg.start_soon(self._produce, plan, i, send, limiter, transform, cutoff)
         for send in sends:  # when cancelled before the producers started
             send.close()
 
     async def _produce(self, plan: QueryPlan, i: int, send: MemoryObjectSendStream[list[Row]],
-                       limiter: anyio.CapacityLimiter, transform: PageTransform | None) -> None:
+                       limiter: anyio.CapacityLimiter, transform: PageTransform | None,
+                       cutoff: Cutoff) -> None:
         """One range's producer: pages it (never raising) and records how it ended."""
         rng, st, reader = plan.ranges[i], self.stats.ranges[i], self.reader
         hb, table, columns, procs = reader.hbase, plan.table, self.columns, reader._procs
@@ -378,15 +385,30 @@ class Scan:
             async def fetch(start: bytes, stop: bytes, limit: int, reverse: bool) -> list[Row]:
                 return await hb.scan_cells(table, start=start, stop=stop, limit=limit, reverse=reverse,
                                            columns=columns)
+        sort_key = plan.sort_key
+
+        def more(last: bytes) -> bool:  # by time: the rest of a time-ordered run may still count
+            return not cutoff.useless(sort_key(last))
+
+        # a range (an entity) never needs more matching rows than the limit, unless its rows are
+        # not in the output's order (a top-k, or by time over per-region ranges)
+        in_order = plan.order == "logical" or (plan.order == "by-time" and not plan.per_region)
         async with send:
             try:
                 st.state = "scanning"
-                await page_range(
-                    fetch, rng, send, reverse=plan.reverse, matches=plan.matches,
-                    # a range never needs more matching rows than the limit, except for a top-k
-                    limit=None if plan.order == "top-k" else self.limit,
-                    first_page=reader.first_page, page_size=reader.page_size, limiter=limiter,
-                    stats=st, query=self.stats, totals=reader.totals)
+                if plan.bounds is not None:
+                    assert self.limit is not None
+                    await walk_entities(
+                        fetch, rng, send, bounds=plan.bounds, reverse=plan.reverse, matches=plan.matches,
+                        limit=self.limit, first_page=reader.first_page, page_size=reader.page_size,
+                        limiter=limiter, stats=st, query=self.stats, totals=reader.totals, more=more)
+                else:
+                    await page_range(
+                        fetch, rng, send, reverse=plan.reverse, matches=plan.matches,
+                        limit=self.limit if in_order else None,
+                        first_page=reader.first_page, page_size=reader.page_size, limiter=limiter,
+                        stats=st, query=self.stats, totals=reader.totals,
+                        more=more if in_order and plan.order == "by-time" else None)
                 st.state = "done"
                 self._done[i] = True
             except anyio.BrokenResourceError:
@@ -464,7 +486,8 @@ class Scan:
                 self._deadline = anyio.current_time() + self.timeout_s
             with anyio.fail_after(self.timeout_s):
                 plan = await reader.plan(self.route, where=self.where, time_range=self.time_range,
-                                         newest_first=self.newest_first, limit=self.limit)
+                                         newest_first=self.newest_first, limit=self.limit,
+                                         by_time=self.by_time)
         except TimeoutError as exc:
             self._finish("timeout")
             raise QueryError(f"query timed out after {self.timeout_s} s while planning",
@@ -486,8 +509,9 @@ class Scan:
             s, r = anyio.create_memory_object_stream[list[Row]](reader.read_ahead)
             sends.append(s)
             recvs.append(r)
+        cutoff = Cutoff(plan.descending)
         try:
-            reader._spawn(lambda: self._run(plan, sends))
+            reader._spawn(lambda: self._run(plan, sends, cutoff))
         except BaseException:
             for s in sends:
                 s.close()
@@ -502,11 +526,11 @@ class Scan:
         async def receive(i: int) -> list[Row] | None:
             return await self._receive(plan, i, recvs[i])
 
-        if plan.order == "top-k":
+        if plan.order in ("top-k", "by-time"):
             assert self.limit is not None
-            batches = top_k(recvs, receive, plan.sort_key, plan.reverse, self.limit)
+            batches = top_k(recvs, receive, plan.sort_key, plan.descending, self.limit, cutoff)
         else:
-            batches = merge_batches(len(recvs), receive, plan.sort_key, plan.reverse)
+            batches = merge_batches(len(recvs), receive, plan.sort_key, plan.descending)
         sort_key, in_procs = plan.sort_key, reader._procs is not None
         _, decode_run = reader.design(self.route)
         left = self.limit
@@ -516,7 +540,7 @@ class Scan:
                 if left is not None:  # no piece gives more than ``left`` of the first ``left`` rows
                     pieces = [(i, rows[:left]) for i, rows in pieces]
                 if in_procs:  # pages arrive decoded, as plain (key, fields, columns, label) tuples
-                    merged = merge_pieces([rows for _, rows in pieces], lambda t: sort_key(t[0]), plan.reverse)
+                    merged = merge_pieces([rows for _, rows in pieces], lambda t: sort_key(t[0]), plan.descending)
                     batch = as_read_rows(merged[:left] if left is not None else merged)  # type: ignore[arg-type]
                 else:
                     decoded = []
@@ -525,7 +549,7 @@ class Scan:
                             decoded.append(decode_run(rows, plan.ranges[i].label))
                         except HBaseIngestError as exc:
                             raise self._undecodable(plan, i, rows, exc) from exc
-                    batch = merge_pieces(decoded, lambda r: sort_key(r.key), plan.reverse)
+                    batch = merge_pieces(decoded, lambda r: sort_key(r.key), plan.descending)
                     if left is not None:
                         del batch[left:]
                 if left is not None:

@@ -22,7 +22,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 
 from pipeline.core.merge import Descending, PageMerge, merge_pieces
 
-__all__ = ["Pieces", "Receive", "Row", "merge_batches", "merge_pieces", "top_k"]
+__all__ = ["Cutoff", "Pieces", "Receive", "Row", "merge_batches", "merge_pieces", "top_k"]
 
 Row = tuple[bytes, dict[bytes, Any]]  # (key, cells): only the key is read here
 Receive = Callable[[int], Awaitable[list[Row] | None]]
@@ -42,12 +42,31 @@ async def merge_batches(n: int, receive: Receive, sort_key: Callable[[bytes], by
             yield merge.take()
 
 
+class Cutoff:
+    """What :func:`top_k` has kept so far, for producers that read rows best first and can stop
+    early: :meth:`useless` is True for a sort key that cannot enter the top ``k`` any more (``k``
+    rows are kept and every one sorts before it). Starts empty: nothing is useless."""
+
+    __slots__ = ("descending", "worst")
+
+    def __init__(self, descending: bool) -> None:
+        self.descending = descending
+        self.worst: Any = None  # the sort key of the k-th row kept, once k rows are
+
+    def useless(self, sk: Any) -> bool:
+        worst = self.worst
+        if worst is None:
+            return False
+        return bool(sk < worst) if self.descending else bool(worst < sk)
+
+
 async def top_k(recvs: list[MemoryObjectReceiveStream[list[Row]]], receive: Receive,
-                sort_key: Callable[[bytes], bytes], descending: bool,
-                k: int) -> AsyncGenerator[Pieces, None]:
+                sort_key: Callable[[bytes], Any], descending: bool,
+                k: int, cutoff: Cutoff | None = None) -> AsyncGenerator[Pieces, None]:
     """The first ``k`` rows in ``sort_key`` order (descending when asked) over ranges that are not
     sorted by it: reads every range to its end, taking pages from whichever range has one ready,
-    and keeps at most ``k`` rows. Yields them once, in order, one piece per row."""
+    and keeps at most ``k`` rows. Yields them once, in order, one piece per run of rows from the
+    same range. ``cutoff`` (optional) is kept up to date with the worst row kept."""
     # the heap's root is the worst row kept: the largest key (ascending) or the smallest
     best: list[tuple[Any, int, int, Row]] = []
     seq = 0
@@ -63,6 +82,9 @@ async def top_k(recvs: list[MemoryObjectReceiveStream[list[Row]]], receive: Rece
                 heapq.heappush(best, item)
             elif best[0] < item:
                 heapq.heapreplace(best, item)
+        if cutoff is not None and len(best) == k:
+            root = best[0][0]
+            cutoff.worst = root if descending else root.key
 
     active = list(range(len(recvs)))
     while active:
@@ -83,5 +105,11 @@ async def top_k(recvs: list[MemoryObjectReceiveStream[list[Row]]], receive: Rece
             else:
                 take(active[0], page)
     best.sort(reverse=True)
-    if best:
-        yield [(-neg_i, [row]) for _, neg_i, _, row in best]
+    pieces: Pieces = []
+    for _, neg_i, _, row in best:  # consecutive rows of one range make one piece
+        if pieces and pieces[-1][0] == -neg_i:
+            pieces[-1][1].append(row)  # type: ignore[attr-defined]
+        else:
+            pieces.append((-neg_i, [row]))
+    if pieces:
+        yield pieces

@@ -19,6 +19,13 @@ Merge order (``QueryPlan.order``):
   hash prefixes, so the rows stream in table (byte) order.
 - ``top-k``: per-region ranges with a limit: the first ``limit`` rows in logical order, kept in a
   heap of ``limit`` rows while every region is read.
+- ``by-time`` (``by_time=True``, a limit required): the newest (or oldest) ``limit`` rows by the
+  time field across every entity, ties in logical order, kept in a heap of ``limit`` rows. On an
+  entity-led design (``[salt(host, 16)][host][_][reverse_ts(ts)]``: rows ordered by host before
+  time) every range is walked entity by entity and only each entity's best ``limit`` rows are read
+  (:mod:`pipeline.runtime.reader_entities`); ``entity`` names the fields that make an entity
+  (:func:`entity_fields`). Within an entity the scan runs in the wanted time direction:
+  ``reverse`` is ``newest_first`` unless the design stores time descending, and then its opposite.
 """
 
 from __future__ import annotations
@@ -29,12 +36,17 @@ from typing import Any
 
 from connectors.hbase import HBaseClient, RegionInfo
 from pipeline.rowkey import RowKey, format_key
-from pipeline.rowkey.segments_num import Binary, ReverseTs
+from pipeline.rowkey.errors import PlanError
+from pipeline.rowkey.segments_num import Binary, ReverseTs, TimeBucket
 from pipeline.runtime.reader_errors import QueryError
 from pipeline.settings import RouteSpec
 
-__all__ = ["QueryPlan", "ScanRange", "clip_to_regions", "explain_lines", "plan_query",
-           "time_descending"]
+__all__ = ["EntityBounds", "QueryPlan", "ScanRange", "clip_to_regions", "entity_bounds", "entity_fields",
+           "explain_lines", "intersect", "plan_query", "time_descending"]
+
+EntityBounds = Callable[[bytes], tuple[bytes, list[tuple[bytes, bytes]]]]
+"""``bounds(key) -> (skip_to, parts)``: the exclusive end of ``key``'s entity (``b""``: the end of the
+table) and the ``[start, stop)`` parts of that entity that the query reads (its time range applied)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,8 +64,11 @@ class QueryPlan:
 
     ``matches`` is None when every key in the ranges answers the query (an exact plan).
     ``sort_key`` is the merge key: ``RowKey.sort_key`` (as its C-level ``sort_key_fn``) for
-    ``logical`` and ``top-k``, the key itself for ``table``. ``reverse``: scan every range in
-    reverse and merge descending.
+    ``logical`` and ``top-k``, the key itself for ``table``, ``(time, RowKey.sort_key)`` for
+    ``by-time``. ``reverse``: scan every range (every entity, for ``by-time``) in reverse.
+    ``descending``: merge descending (``reverse``, except for ``by-time``, where it is
+    ``newest_first``). ``entity`` and ``bounds``: the entity walk of a ``by-time`` plan over an
+    entity-led design (empty and None otherwise).
     """
 
     route: str
@@ -73,7 +88,10 @@ class QueryPlan:
     key_order: str
     notes: tuple[str, ...]
     matches: Callable[[bytes], bool] | None
-    sort_key: Callable[[bytes], bytes]
+    sort_key: Callable[[bytes], Any]
+    descending: bool = False
+    entity: tuple[str, ...] = ()
+    bounds: EntityBounds | None = None
 
     @staticmethod
     def format_key(key: bytes) -> str:
@@ -93,6 +111,55 @@ def time_descending(rowkey: RowKey, time_field: str | None) -> bool:
 
 def _identity(key: bytes) -> bytes:
     return key
+
+
+def intersect(start: bytes, stop: bytes, low: bytes, high: bytes) -> tuple[bytes, bytes] | None:
+    """``[start, stop) & [low, high)`` (an empty stop is the end of the table), None when empty."""
+    start = max(start, low)
+    if high and (not stop or stop > high):
+        stop = high
+    return (start, stop) if not stop or start < stop else None
+
+
+def entity_fields(rowkey: RowKey, time_field: str) -> tuple[str, ...]:
+    """The fields of the segments before the first segment that stores ``time_field`` in order
+    (salt inputs included), in key order: what names one entity of the design. Empty for a
+    time-led design. Raises ``PlanError`` when no segment stores the time in order, or when a time
+    bucket comes first (one entity's rows are then spread over many buckets)."""
+    out: list[str] = []
+    for seg in rowkey.segments:
+        if seg.time_ordered and time_field in seg.fields:
+            if isinstance(seg, TimeBucket):
+                raise PlanError(f"a by-time query cannot walk the design {rowkey.spec!r} entity by entity: "
+                                f"its time bucket {seg.source} comes before the time itself, so one "
+                                "entity's rows are spread over many buckets")
+            return tuple(out)
+        out.extend(f for f in seg.fields if f != time_field and f not in out)
+    raise PlanError(f"a by-time query needs a key that stores {time_field!r} in order, and "
+                    f"{rowkey.spec!r} does not")
+
+
+def entity_bounds(rowkey: RowKey, time_field: str, fields: tuple[str, ...], where: Mapping[str, Any],
+                  time_range: tuple[int, int] | None,
+                  decode_key: Callable[[bytes], dict[str, Any]]) -> EntityBounds:
+    """The :data:`EntityBounds` of a query (``where``, ``time_range``) whose entity is ``fields``:
+    the query planned again with the entity's values added to ``where``. Raises the rowkey's errors:
+    for a key that does not decode, and ``PlanError`` when that plan does not pin the entity to one
+    contiguous key range."""
+
+    def bounds(key: bytes) -> tuple[bytes, list[tuple[bytes, bytes]]]:
+        decoded = decode_key(key)
+        query = {**where, **{f: decoded[f] for f in fields}}
+        whole = rowkey.plan(query, None, time_field=time_field)
+        rng = whole.range_of(key) if whole.exact and not whole.per_region else None
+        if rng is None:
+            raise PlanError(f"a by-time query cannot walk the design {rowkey.spec!r} entity by entity: "
+                            f"the rows of one ({', '.join(fields)}) are not one contiguous key range")
+        part = rowkey.plan(query, time_range, time_field=time_field)
+        parts = [p for r in part.ranges if (p := intersect(r.start, r.stop, rng.start, rng.stop))]
+        return rng.stop, parts
+
+    return bounds
 
 
 def clip_to_regions(ranges: Sequence[ScanRange], regions: Sequence[RegionInfo]) -> list[ScanRange]:
@@ -128,31 +195,51 @@ def time_field_of(rowkey: RowKey, route: RouteSpec) -> str | None:
 
 async def plan_query(hbase: HBaseClient, rowkey: RowKey, route: RouteSpec, *,
                      where: Mapping[str, Any] | None, time_range: tuple[int, int] | None,
-                     newest_first: bool, limit: int | None) -> QueryPlan:
+                     newest_first: bool, limit: int | None, by_time: bool = False,
+                     decode_key: Callable[[bytes], dict[str, Any]] | None = None) -> QueryPlan:
     """Plan one query on ``route`` (reads the region list only for a per-region plan).
+    ``decode_key`` (the reader's key decoder; default ``RowKey.decode``) is what a ``by_time``
+    entity walk decodes keys with.
 
     Raises the rowkey's ``PlanError`` for a query the design cannot answer, :class:`QueryError` for
-    ``newest_first`` on a design without a time field, and HBase errors from the region list."""
+    ``newest_first`` or ``by_time`` on a design without a time field, ``by_time`` without a limit
+    or on a design it cannot walk, and HBase errors from the region list."""
     where = dict(where or {})
     tf = time_field_of(rowkey, route)
-    if newest_first and tf is None:
-        raise QueryError(f"newest_first needs a time field, and the key {route.rowkey!r} has none "
-                         "that the design or the route's timestamp_field names", table=route.table)
+    for wanted, flag in ((newest_first, "newest_first"), (by_time, "by_time")):
+        if wanted and tf is None:
+            raise QueryError(f"{flag} needs a time field, and the key {route.rowkey!r} has none "
+                             "that the design or the route's timestamp_field names", table=route.table)
+    entity: tuple[str, ...] = ()
+    if by_time:
+        assert tf is not None
+        if limit is None:
+            raise QueryError("by_time needs a limit: it returns the newest (or oldest) N rows by "
+                             f"{tf} across the whole query, and reads at most N rows per entity",
+                             table=route.table)
+        if not rowkey.decodable:
+            raise QueryError(f"by_time decodes {tf} from every key, and the key {route.rowkey!r} "
+                             "does not decode", table=route.table)
+        entity = entity_fields(rowkey, tf)
+        if all(f in where for f in entity):
+            entity = ()  # one entity: its rows are already in time order
     sp = rowkey.plan(where, time_range, time_field=tf)
-    reverse = newest_first and not time_descending(rowkey, tf)
+    reverse = newest_first != time_descending(rowkey, tf) if by_time else (
+        newest_first and not time_descending(rowkey, tf))
     # the planner's generic labels (prefix, point, time, all) get the range's start key
     ranges = [ScanRange(r.start, r.stop,
                         r.label if "=" in r.label else f"{r.label} {format_key(r.start)}".rstrip())
               for r in sp.ranges]
     notes = list(sp.notes)
-    if newest_first and tf is not None:
+    if newest_first and tf is not None and not by_time:
         before = [f for f in rowkey.ordered_before_time(tf) if f not in where]
         if before:
             names = ", ".join(before)
             notes.append(f"newest first is per ({names}): the key orders rows by {names} before "
                          f"{tf}, so rows of different {names} come in key order, not by time; give "
-                         f"{names} in where for one newest-first stream, or use a design that leads "
-                         f"with time (for example [mod({tf}, 16)][long({tf})]...)")
+                         f"{names} in where for one newest-first stream, ask by_time (--by-time) "
+                         f"with a limit for the newest rows across every {names}, or use a design that "
+                         f"leads with time (for example [mod({tf}, 16)][long({tf})]...)")
     if sp.per_region:
         regions = await hbase.regions(route.table)
         ranges = clip_to_regions(ranges, regions)
@@ -162,13 +249,28 @@ async def plan_query(hbase: HBaseClient, rowkey: RowKey, route: RouteSpec, *,
     else:
         order = "logical"
     matches = None if sp.exact and not sp.per_region else sp.matches
+    sort_key: Callable[[bytes], Any] = _identity if order == "table" else rowkey.sort_key_fn
+    bounds: EntityBounds | None = None
+    if by_time:
+        assert tf is not None
+        order = "by-time"
+        decode = decode_key or rowkey.decode
+        logical = rowkey.sort_key_fn
+
+        def sort_key(key: bytes) -> tuple[Any, bytes]:
+            return decode(key)[tf], logical(key)
+
+        if entity:
+            bounds = entity_bounds(rowkey, tf, entity, where, time_range, decode)
+            notes.append(f"by time across every ({', '.join(entity)}): each range is walked entity by "
+                         f"entity, reading at most {limit} row(s) of each (two scanner calls per entity)")
     return QueryPlan(
         route=route.name, table=route.table, spec=route.rowkey, where=where, time_range=time_range,
         time_field=tf, newest_first=newest_first, limit=limit, ranges=tuple(ranges),
         reverse=reverse, order=order, per_region=sp.per_region,
         exact=sp.exact and not sp.per_region,
         fanout_size=rowkey.fanout_size, key_order=sp.order, notes=tuple(notes), matches=matches,
-        sort_key=_identity if order == "table" else rowkey.sort_key_fn)
+        sort_key=sort_key, descending=newest_first if by_time else reverse, entity=entity, bounds=bounds)
 
 
 def _order_text(plan: QueryPlan) -> str:
@@ -176,6 +278,10 @@ def _order_text(plan: QueryPlan) -> str:
     if plan.order == "table":
         return f"table (byte) order, {direction}: regions mix hash prefixes, so no logical order"
     what = "logical order (key without its salt/bucket prefix)"
+    if plan.order == "by-time":
+        first = "newest" if plan.newest_first else "oldest"
+        return (f"the {first} {plan.limit} rows by {plan.time_field} across the query (ties in {what}), "
+                "selected over every range")
     if plan.order == "top-k":
         return f"first {plan.limit} rows in {what}, {direction}, selected over full region scans"
     return f"{what}, {direction}, by a streaming k-way merge"
@@ -190,7 +296,8 @@ def explain_lines(plan: QueryPlan) -> list[str]:
         f"query: where {where}; time "
         + (f"[{plan.time_range[0]}, {plan.time_range[1]}) on {plan.time_field!r}"
            if plan.time_range else "(any)")
-        + f"; newest first: {'yes' if plan.newest_first else 'no'}; limit: {plan.limit}",
+        + f"; newest first: {'yes' if plan.newest_first else 'no'}; limit: {plan.limit}"
+        + ("; by time: yes" if plan.order == "by-time" else ""),
     ]
     if plan.per_region:
         kind = f"per region ({len(plan.ranges)} region range(s))"
@@ -207,7 +314,13 @@ def explain_lines(plan: QueryPlan) -> list[str]:
     if plan.newest_first:
         why = (" (time is stored ascending)" if plan.reverse
                else " (time is stored descending: forward is newest first)")
+    if plan.order == "by-time":
+        why = f" (within each {'entity' if plan.entity else 'range'}, {plan.time_field} " + (
+            "newest first)" if plan.newest_first else "oldest first)")
     lines.append(f"scan: {scan}{why}")
+    if plan.entity:
+        lines.append(f"walk: entity by entity, an entity being one ({', '.join(plan.entity)}); at most "
+                     f"{plan.limit} row(s) read per entity")
     lines.append(f"order: {_order_text(plan)}")
     lines.append(f"key order: {plan.key_order}")
     lines.extend(f"note: {n}" for n in plan.notes)

@@ -58,10 +58,12 @@ async def page_range(fetch: Fetch, rng: ScanRange, send: MemoryObjectSendStream[
                      *, reverse: bool, matches: Callable[[bytes], bool] | None, limit: int | None,
                      first_page: int, page_size: int,
                      limiter: anyio.CapacityLimiter, stats: RangeStats, query: QueryStats,
-                     totals: ReaderTotals) -> None:
+                     totals: ReaderTotals, more: Callable[[bytes], bool] | None = None) -> None:
     """Page ``rng`` into ``send`` until the range is exhausted or ``limit`` matching
     rows were sent (None: no limit). Updates ``stats``, ``query`` and ``totals`` as pages arrive.
-    ``matches`` (a key predicate) filters rows the range's bounds cannot exclude."""
+    ``matches`` (a key predicate) filters rows the range's bounds cannot exclude. ``more``
+    (optional) is asked with the last key scanned after each page: False stops the range there
+    (rows come best first and the rest cannot be used)."""
     low = rng.start
     # reverse: start = upper bound (inclusive, so a row equal to it is dropped), stop = lower
     cursor = rng.stop if reverse else rng.start
@@ -98,6 +100,8 @@ async def page_range(fetch: Fetch, rng: ScanRange, send: MemoryObjectSendStream[
         if page:
             await send.send(page)
         if exhausted or (limit is not None and stats.rows_matched >= limit):
+            return
+        if more is not None and not more(last):
             return
         if reverse:
             cursor = skip = last

@@ -15,10 +15,12 @@ __all__ = ["QueryStats", "RangeStats", "ReaderStats", "ReaderTotals"]
 @dataclass(slots=True)
 class RangeStats:
     """One range of one query. ``state`` is ``pending``, ``scanning``, ``done`` (exhausted or its
-    share of the limit reached), ``failed`` or ``cancelled``."""
+    share of the limit reached), ``failed`` or ``cancelled``. ``entities``: entities walked (a
+    by-time query over an entity-led design; 0 otherwise)."""
 
     label: str
     pages: int = 0
+    entities: int = 0
     rows_scanned: int = 0
     rows_matched: int = 0
     state: str = "pending"

@@ -30,7 +30,7 @@ from tests.integration.reader_support import (
     route_of,
     settings_of,
 )
-from tests.reader_oracle import brute_force
+from tests.reader_oracle import brute_force, brute_force_by_time
 
 queries = st.fixed_dictionaries({
     "host": st.none() | st.sampled_from([*HOSTS, "nobody"]),
@@ -77,6 +77,48 @@ def test_reader_equals_brute_force(stack: LocalStack, reader_tables: dict[str, s
             assert scan.plan.per_region is (d.per_region and not where)
         assert scan.plan.reverse is (newest and not d.time_desc)
         assert scan.stats.rows_returned == len(want)
+
+    anyio.run(run)
+
+
+@pytest.mark.parametrize("design", list(DESIGNS))
+@settings(max_examples=15, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=st.sets(st.tuples(st.sampled_from(HOSTS), st.integers(0, 40)), max_size=30),
+       query=queries, limit=st.integers(1, 12), processes=st.sampled_from([0, 0, 2]))
+def test_by_time_equals_brute_force(stack: LocalStack, reader_tables: dict[str, str], design: str,
+                                    rows: set[tuple[str, int]], query: dict[str, Any], limit: int,
+                                    processes: int) -> None:
+    """``by_time``: the newest (or oldest) ``limit`` rows by time across every host, on entity-led
+    designs (walked host by host) as on time-led ones, in threads and in worker processes."""
+    d = DESIGNS[design]
+    table = reader_tables[design]
+    rowkey = compile_rowkey(d.spec)
+    route = route_of(design, table, d.spec)
+    where = {"host": query["host"]} if query["host"] is not None else {}
+    newest, trange = query["newest_first"], query["time_range"]
+
+    async def run() -> None:
+        async with HBaseClient(settings_of(stack)) as hb:
+            if rows:
+                await hb.write(table, [mutation(rowkey, table, h, T0 + t) for h, t in rows])
+            everything = [k for k, _ in await hb.scan_page(table, limit=1_000_000)]
+            want = brute_force_by_time(rowkey, everything, where, trange, newest, limit)
+            async with Reader(hb, page_size=query["page_size"], first_page=3,
+                              processes=processes) as reader:
+                scan = reader.scan(route, where=where, time_range=trange, newest_first=newest,
+                                   limit=limit, by_time=True)
+                with anyio.fail_after(60):
+                    got = await scan.collect()
+        assert [r.key for r in got] == want
+        assert scan.plan is not None and scan.plan.order == "by-time"
+        walked = sum(r.entities for r in scan.stats.ranges)
+        if design != "bucketed" and not where:  # entity-led: walked host by host
+            assert scan.plan.entity == ("host",)
+            if scan.plan.ranges:  # each host probed once, however many rows it has
+                assert walked == len({rowkey.decode(k)["host"] for k in everything})
+        else:  # time-led, or one host: ranges read in time order, no walk
+            assert scan.plan.entity == () and walked == 0
 
     anyio.run(run)
 
@@ -214,5 +256,16 @@ def test_scan_command_explain_and_jsonl(stack: LocalStack, tmp_path: Path) -> No
                                     *extra]) for extra in ([], ["--processes", "2"])]
         assert [r.exit_code for r in full] == [0, 0], [r.output for r in full]
         assert full[0].stdout == full[1].stdout and full[0].stdout.count("\n") == len(HOSTS) * 5
+        # newest 3 by time across every host: all at T0 + 4, ties in descending key order (the
+        # key of web1 is web1_..., after web12...)
+        res = runner.invoke(app, ["scan", "--config", str(config), "--route", "m", "--by-time",
+                                  "--newest-first", "--limit", "3", "--format", "jsonl"])
+        assert res.exit_code == 0, res.output
+        lines = [orjson.loads(x) for x in res.stdout.splitlines() if x.startswith("{")]
+        assert [(x["fields"]["host"], x["fields"]["ts"] - T0) for x in lines] == [
+            ("z9", 4), ("web1", 4), ("web12", 4)]
+        assert f"{len(HOSTS)} entities walked" in " ".join(res.stderr.split())
+        res = runner.invoke(app, ["scan", "--config", str(config), "--route", "m", "--by-time"])
+        assert res.exit_code != 0 and "by_time needs a limit" in res.output
     finally:
         anyio.run(teardown)

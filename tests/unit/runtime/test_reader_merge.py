@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from pipeline.rowkey import compile_rowkey
 from pipeline.runtime.reader import Reader
 from pipeline.settings import RouteSpec
-from tests.reader_oracle import brute_force
+from tests.reader_oracle import brute_force, brute_force_by_time
 
 from .test_reader_fake import FakeHBase
 
@@ -83,6 +83,61 @@ def test_reader_equals_brute_force(spec: str, rows: set[tuple[str, int]], query:
                 assert r.rows_scanned <= limit
         assert hb.in_flight == 0
         assert hb.max_in_flight <= tune["concurrency"]
+
+    anyio.run(run)
+
+
+@pytest.mark.parametrize("spec", list(DESIGNS))
+@settings(max_examples=60, deadline=None)
+@given(rows=st.sets(st.tuples(st.sampled_from(HOSTS), st.integers(0, 50)), max_size=40),
+       query=queries, limit=st.integers(1, 12), tune=tuning)
+def test_by_time_equals_brute_force(spec: str, rows: set[tuple[str, int]], query: dict[str, Any],
+                                    limit: int, tune: dict[str, int]) -> None:
+    """by_time: the newest/oldest ``limit`` rows by (time, logical key) across every host; an
+    entity-led walk reads at most ``limit`` rows of each host and probes each host once."""
+    rowkey = compile_rowkey(spec)
+    hb = FakeHBase([(rowkey.build({"host": h, "ts": t}), cells(h, t)) for h, t in rows],
+                   splits=SPLITS)
+    where = {"host": query["host"]} if query["host"] is not None else {}
+    newest, trange = query["newest_first"], query["time_range"]
+    want = brute_force_by_time(rowkey, hb.keys, where, trange, newest, limit)
+
+    async def run() -> None:
+        async with Reader(hb, **tune) as reader:  # type: ignore[arg-type]
+            scan = reader.scan(route_for(spec), where=where, time_range=trange,
+                               newest_first=newest, limit=limit, by_time=True)
+            got = await scan.collect()
+        assert [r.key for r in got] == want
+        assert scan.stats.scanners_opened == hb.calls
+        assert hb.in_flight == 0
+        plan = scan.plan
+        assert plan is not None and plan.order == "by-time"
+        if plan.entity and plan.ranges:
+            hosts = {h for h, _ in rows}
+            assert sum(r.entities for r in scan.stats.ranges) == len(hosts)
+            # probes (one row each) plus at most ``limit`` rows per host, and the reverse-paging
+            # overlap of one row per page
+            assert scan.stats.rows_scanned <= len(hosts) * (1 + limit) + hb.calls
+
+    anyio.run(run)
+
+
+def test_by_time_prunes_hosts_that_cannot_enter_the_top() -> None:
+    """Once ``limit`` rows are kept, a host whose first row is older than all of them costs its
+    probe and one page, not its rows: 50 hosts x 200 rows, newest 5 by time."""
+    spec = "[salt(host, 4)][host][_][reverse_ts(ts)]"
+    rowkey = compile_rowkey(spec)
+    data = [(rowkey.build({"host": f"h{h:02d}", "ts": 1000 * h + t}), cells(f"h{h:02d}", 1000 * h + t))
+            for h in range(50) for t in range(200)]
+    hb = FakeHBase(data, splits=SPLITS)
+
+    async def run() -> None:
+        async with Reader(hb, page_size=100, first_page=5, read_ahead=0, concurrency=1) as reader:  # type: ignore[arg-type]
+            scan = reader.scan(route_for(spec), newest_first=True, limit=5, by_time=True)
+            got = await scan.collect()
+        assert [r.fields["ts"] for r in got] == [49_199 - i for i in range(5)]
+        assert sum(r.entities for r in scan.stats.ranges) == 50
+        assert scan.stats.rows_scanned <= 50 * (1 + 5)  # not 10,000
 
     anyio.run(run)
 

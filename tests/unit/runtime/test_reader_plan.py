@@ -10,9 +10,17 @@ from connectors.hbase import RegionInfo
 from pipeline.cli.scan import parse_time, parse_where
 from pipeline.errors import ConfigError
 from pipeline.rowkey import compile_rowkey
+from pipeline.rowkey.errors import PlanError
 from pipeline.runtime.reader import Reader, reverse_lower_bound
 from pipeline.runtime.reader_columns import CellDecodeError, compile_columns, decode_long
-from pipeline.runtime.reader_plan import ScanRange, clip_to_regions, explain_lines, time_descending
+from pipeline.runtime.reader_errors import QueryError
+from pipeline.runtime.reader_plan import (
+    ScanRange,
+    clip_to_regions,
+    entity_fields,
+    explain_lines,
+    time_descending,
+)
 from pipeline.settings import RouteSpec
 
 from .test_reader_fake import FakeHBase
@@ -125,3 +133,48 @@ async def test_explain_says_when_newest_first_is_per_entity() -> None:
         assert "newest first is per" not in one
         oldest = "\n".join(explain_lines(await reader.plan(route)))
         assert "newest first is per" not in oldest
+
+
+@pytest.mark.parametrize(("spec", "entity"), [
+    ("[salt(host, 4)][host][_][reverse_ts(ts)]", ("host",)),
+    ("[salt(host, 4)][host][_][metric][_][long(ts)]", ("host", "metric")),
+    ("[md5(user, 4)][host][_][long(ts)]", ("user", "host")),  # the hash's input names the run too
+    ("[mod(ts, 8)][long(ts)][host]", ()),
+    ("[long(ts)][host]", ()),
+])
+def test_entity_fields(spec: str, entity: tuple[str, ...]) -> None:
+    assert entity_fields(compile_rowkey(spec), "ts") == entity
+
+
+@pytest.mark.parametrize(("spec", "text"), [
+    ("[time_bucket(ts, 3600)][host][long(ts)]", "time bucket .* comes before the time itself"),
+    ("[host][_][md5(ts, 4)]", "stores 'ts' in order"),
+])
+def test_entity_fields_refuses_designs_it_cannot_walk(spec: str, text: str) -> None:
+    with pytest.raises(PlanError, match=text):
+        entity_fields(compile_rowkey(spec), "ts")
+
+
+async def test_by_time_plan_explain_and_errors() -> None:
+    spec = "[salt(host, 4)][host][_][reverse_ts(ts)]"
+    route = RouteSpec(name="r", topic="t", table="t", rowkey=spec, columns={"d:h": "host"})
+    async with Reader(FakeHBase()) as reader:  # type: ignore[arg-type]
+        newest = await reader.plan(route, newest_first=True, limit=5, by_time=True)
+        assert newest.order == "by-time" and newest.entity == ("host",) and newest.bounds is not None
+        assert not newest.reverse and newest.descending  # time stored descending: forward is newest
+        text = "\n".join(explain_lines(newest))
+        assert "by time: yes" in text and "walk: entity by entity, an entity being one (host)" in text
+        assert "the newest 5 rows by ts across the query" in text
+        assert "newest first is per" not in text  # that note is for the logical order
+        oldest = await reader.plan(route, limit=5, by_time=True)
+        assert oldest.reverse and not oldest.descending  # oldest of each host: its end, scanned back
+        one = await reader.plan(route, where={"host": "a"}, newest_first=True, limit=5, by_time=True)
+        assert one.entity == () and one.bounds is None and len(one.ranges) == 1
+        with pytest.raises(QueryError, match="by_time needs a limit"):
+            await reader.plan(route, by_time=True)
+        untimed = RouteSpec(name="u", topic="t", table="t", rowkey="[salt(host, 4)][host]",
+                            columns={"d:h": "host"})
+        with pytest.raises(QueryError, match="by_time needs a time field"):
+            await reader.plan(untimed, limit=5, by_time=True)
+        with pytest.raises(TypeError, match="by_time must be a bool"):
+            reader.scan(route, limit=5, by_time="yes")  # type: ignore[arg-type]

@@ -1,0 +1,87 @@
+"""By-time queries over entity-led designs: a skip scan that reads each entity's best rows only.
+
+An entity-led design such as ``[salt(host, 16)][host][_][reverse_ts(ts)]`` orders rows by host
+first, so "the newest 100 rows across every host" is not a prefix of any merge. It is, though,
+among the newest 100 rows *of each host*, and each host's rows are contiguous and sorted by time.
+A by-time query therefore walks every planned range entity by entity:
+
+1. **Probe**: read one row at the cursor (forward). Its key names the next entity: the values of
+   :func:`~pipeline.runtime.reader_plan.entity_fields` decoded from it.
+2. **Read the entity** (:func:`~pipeline.runtime.reader_plan.entity_bounds`): plan the query
+   again with the entity's fields added to ``where``. That plan pins every byte up to the time
+   segment, so it gives the entity's whole key range (where the walk goes next) and, with the
+   query's time range, the part of it to read. That part is paged like any range
+   (:func:`~pipeline.runtime.reader_range.page_range`), in the wanted time direction (a reverse
+   scan when the design stores time the other way), at most ``limit`` rows, and it stops early
+   once its rows cannot enter the top ``limit`` kept so far
+   (:class:`~pipeline.runtime.reader_merge.Cutoff`).
+3. **Skip** to the end of the entity's key range and probe again.
+
+The merge is :func:`~pipeline.runtime.reader_merge.top_k` by ``(time, logical key)``. Cost: two
+scanner calls per entity (probe and read) and at most ``limit`` rows per entity, instead of every
+row of the table. A design where the entity's rows are not one contiguous, time-sorted run (a
+coarse time bucket before the entity, or a key that does not store the time field in order) is
+refused when planned, or at the first entity that shows it, with
+:class:`~pipeline.runtime.reader_errors.QueryError` naming the range.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import anyio
+from anyio.streams.memory import MemoryObjectSendStream
+
+from pipeline.errors import HBaseIngestError
+from pipeline.runtime.reader_errors import QueryError
+from pipeline.runtime.reader_plan import EntityBounds, ScanRange, intersect
+from pipeline.runtime.reader_range import Fetch, page_range
+from pipeline.runtime.reader_rows import ScannedRow
+from pipeline.runtime.reader_stats import QueryStats, RangeStats, ReaderTotals
+
+__all__ = ["walk_entities"]
+
+async def walk_entities(fetch: Fetch, rng: ScanRange, send: MemoryObjectSendStream[list[ScannedRow]], *,
+                        bounds: EntityBounds, reverse: bool, matches: Callable[[bytes], bool] | None,
+                        limit: int, first_page: int, page_size: int, limiter: anyio.CapacityLimiter,
+                        stats: RangeStats, query: QueryStats, totals: ReaderTotals,
+                        more: Callable[[bytes], bool]) -> None:
+    """Send the best ``limit`` rows (or fewer, once ``more`` says no) of every entity of ``rng``
+    into ``send``, an entity at a time (the module docstring gives the walk). ``reverse``: read an
+    entity's part with a reverse scan. Updates ``stats`` (``entities`` too), ``query`` and ``totals``."""
+    cursor = rng.start
+    while True:
+        async with limiter:
+            query.scanners_opened += 1
+            totals.scanners += 1
+            probe = await fetch(cursor, rng.stop, 1, False)
+        stats.pages += 1
+        if not probe:
+            return
+        key = probe[0][0]
+        query.rows_scanned += 1
+        totals.scanned += 1
+        stats.rows_scanned += 1
+        try:
+            skip_to, parts = bounds(key)
+        except HBaseIngestError as exc:  # the key does not decode, or the entity does not plan
+            raise QueryError(f"row {key!r} cannot be walked by entity: {exc}", table=query.table,
+                             range_label=rng.label) from exc
+        if skip_to and skip_to <= key:  # defensive: a walk that does not advance would never end
+            raise QueryError(f"the entity of row {key!r} ends at or before it", table=query.table,
+                             range_label=rng.label)
+        stats.entities += 1
+        for start, stop in parts:
+            clipped = intersect(start, stop, rng.start, rng.stop)
+            if clipped is None:
+                continue
+            one = RangeStats(rng.label)
+            await page_range(fetch, ScanRange(clipped[0], clipped[1], rng.label), send, reverse=reverse,
+                             matches=matches, limit=limit, first_page=first_page, page_size=page_size,
+                             limiter=limiter, stats=one, query=query, totals=totals, more=more)
+            stats.pages += one.pages
+            stats.rows_scanned += one.rows_scanned
+            stats.rows_matched += one.rows_matched
+        if not skip_to or (rng.stop and skip_to >= rng.stop):
+            return
+        cursor = skip_to
