@@ -11,7 +11,10 @@ batches of 2000. Measured in the same run (ratios matter, not absolute times):
   one host's newest rows; ``newest100_by_time_all_hosts`` loads the same hosts and values into the
   time-led design ``[mod(ts, 16)][long(ts)][host]`` (each host's timestamps offset by its number in
   ms, so that the buckets share the rows) and asks for its newest 100 across every host (16 reverse
-  scans merged by time; checked to be exactly the 100 newest rows);
+  scans merged by time; checked to be exactly the 100 newest rows).
+  ``newest100_all_hosts_by_time`` asks the entity-led table itself for its newest 100 by time
+  across every host (``by_time=True``: each bucket walked host by host, at most 100 rows read per
+  host; checked to be the 100 newest rows, ties in descending key order);
 - wall time of a full merged scan (16 concurrent ranges, k-way merge, rows decoded) against the
   same scan done serially (target: merged <= 0.6 x serial), and against one happybase scanner over
   the whole table (no decoding, no merge: the floor of what Thrift can deliver).
@@ -25,12 +28,13 @@ generated row decoder (``Reader.design``). But it fetches a range's next page on
 asks for it, one page at a time, with nothing fetched while rows are merged and decoded. The merged
 scan fetches up to ``concurrency`` pages at once while ``--read-ahead`` pages per range wait for
 the merge, and is consumed through ``Scan.batches()``, the same unit (a batch) that the serial loop
-consumes; the
-per-row ``async for row in scan`` is timed as well (``merged_row_iteration_s``). Both scans' row
-counts and first/last keys are checked equal. One untimed pass over the table precedes every
-measurement (just after a load, the first scan otherwise pays for the memstore flush). The process
-tunes its garbage collector and CPU affinity as ``hbase-ingest scan`` does (``[runtime]``; the
-machine entry of the figures records the CPUs used).
+consumes; the per-row ``async for row in scan`` is timed as well (``merged_row_iteration_s``). Both
+scans' row counts and first/last keys are checked equal. The five full scans of a repetition run in
+an order that rotates from one repetition to the next: in a fixed order, the scan that always ran
+right after the serial one came out up to 10% slower, with more HBase CPU, than the same scan in
+other places. One untimed pass over the table precedes every measurement (just after a load, the
+first scan otherwise pays for the memstore flush). The process tunes its garbage collector and CPU
+affinity as ``hbase-ingest scan`` does (``[runtime]``; the machine entry of the figures records the CPUs used).
 
 The merged scan is measured twice: with worker threads (the default reader) and with
 ``Reader(processes=--processes)``, where pages are fetched and decoded in worker processes and this
@@ -118,22 +122,25 @@ async def load(hb: HBaseClient, table: str, rows: int, hosts: int, batch: int, s
     return time.perf_counter() - t0
 
 
-async def newest(reader: Reader, route: RouteSpec, where: dict[str, Any], reps: int
+async def newest(reader: Reader, route: RouteSpec, where: dict[str, Any], reps: int, by_time: bool = False
                  ) -> dict[str, Any]:
     times, stats = [], None
     for _ in range(reps):
         t0 = time.perf_counter()
-        scan = reader.scan(route, where=where, newest_first=True, limit=100)
+        scan = reader.scan(route, where=where, newest_first=True, limit=100, by_time=by_time)
         rows = await scan.collect()
         times.append(time.perf_counter() - t0)
         assert len(rows) == 100, len(rows)
         stats = scan.stats
     assert stats is not None
     times.sort()
-    return {"median_ms": round(statistics.median(times) * 1000, 2),
-            "p90_ms": round(times[int(0.9 * (len(times) - 1))] * 1000, 2),
-            "ranges": stats.ranges_planned, "scanners_opened": stats.scanners_opened,
-            "rows_scanned": stats.rows_scanned}
+    out = {"median_ms": round(statistics.median(times) * 1000, 2),
+           "p90_ms": round(times[int(0.9 * (len(times) - 1))] * 1000, 2),
+           "ranges": stats.ranges_planned, "scanners_opened": stats.scanners_opened,
+           "rows_scanned": stats.rows_scanned}
+    if by_time:
+        out["entities_walked"] = sum(r.entities for r in stats.ranges)
+    return out
 
 
 async def newest_serial(reader: Reader, route: RouteSpec, reps: int) -> dict[str, Any]:
@@ -298,10 +305,20 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 out["newest100_all_hosts"] = await newest(reader, route, {}, args.reps)
                 out["newest100_all_hosts"]["order"] = (
                     "logical (host, then newest first): the first 100 rows are one host's newest; "
-                    "this design has no newest-first order across hosts")
+                    "newest100_all_hosts_by_time asks for the newest across hosts")
                 out["newest100_all_hosts_serial_baseline"] = await newest_serial(reader, route,
                                                                                  args.reps)
                 out["newest100_all_hosts_processes"] = await newest(in_procs, route, {}, args.reps)
+                out["newest100_all_hosts_by_time"] = await newest(reader, route, {}, args.by_time_reps,
+                                                                  by_time=True)
+                got = await reader.scan(route, newest_first=True, limit=100, by_time=True).collect()
+                last_ts = T0 + (args.rows // args.hosts - 1) * 1000  # every host's newest row
+                want_hosts = [f"host{h:05d}" for h in range(args.hosts - 1, args.hosts - 101, -1)]
+                assert [(r.fields["host"], r.fields["ts"]) for r in got] == [(h, last_ts) for h in want_hosts], \
+                    "by time: not the newest rows (ties in descending key order)"
+                out["newest100_all_hosts_by_time"]["order"] = (
+                    "by time across every host, ties in descending key order: the reader walks each "
+                    "bucket host by host and reads at most 100 rows of each")
                 out["newest100_all_hosts"]["over_serial"] = round(
                     out["newest100_all_hosts"]["median_ms"]
                     / out["newest100_all_hosts_serial_baseline"]["median_ms"], 3)
@@ -319,12 +336,24 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 per_row: list[FullScan] = []
                 serial: list[FullScan] = []
                 single: list[float] = []
-                for _ in range(args.full_reps):
-                    ms = await merged_scan(reader, route)
-                    mp = await merged_scan(in_procs, route)
-                    per_row.append(await merged_scan(reader, route, per_row=True))
-                    ss = await serial_scan(reader, route)
-                    h_s, h_n = await single_scanner(hb, table)
+                for rep in range(args.full_reps):
+                    # the five scans in a rotating order: none always runs first or after another
+                    scans: dict[str, Any] = {}
+                    kinds = ["merged", "procs", "per_row", "serial", "single"]
+                    for kind in kinds[rep % 5:] + kinds[:rep % 5]:
+                        if kind == "merged":
+                            scans[kind] = await merged_scan(reader, route)
+                        elif kind == "procs":
+                            scans[kind] = await merged_scan(in_procs, route)
+                        elif kind == "per_row":
+                            scans[kind] = await merged_scan(reader, route, per_row=True)
+                        elif kind == "serial":
+                            scans[kind] = await serial_scan(reader, route)
+                        else:
+                            scans[kind] = await single_scanner(hb, table)
+                    ms, mp, ss = scans["merged"], scans["procs"], scans["serial"]
+                    per_row.append(scans["per_row"])
+                    h_s, h_n = scans["single"]
                     assert ms.n == mp.n == ss.n == h_n, (ms.n, mp.n, ss.n, h_n)
                     assert (ms.first, ms.last) == (mp.first, mp.last) == (ss.first, ss.last), "outputs differ"
                     merged.append(ms)
@@ -405,7 +434,10 @@ def cli() -> None:
     parser.add_argument("--processes", type=int, default=4,
                         help="worker processes of the process-mode merged scan (Reader(processes=N))")
     parser.add_argument("--reps", type=int, default=20, help="repetitions of each newest-100 query")
-    parser.add_argument("--full-reps", type=int, default=3, help="repetitions of each full scan")
+    parser.add_argument("--full-reps", type=int, default=5,
+                        help="repetitions of each full scan (the order of the five scans rotates)")
+    parser.add_argument("--by-time-reps", type=int, default=5,
+                        help="repetitions of the newest 100 by time across every host")
     parser.add_argument("--config", default=None, help="TOML settings ([hbase] section)")
     parser.add_argument("--keep", action="store_true", help="keep the table for --reuse")
     parser.add_argument("--reuse", action="store_true", help="reuse a table kept by --keep")

@@ -95,6 +95,7 @@ __all__ = [
 ]
 
 Row = ScannedRow
+_PRUNED_FIRST_PAGE = 4  # rows an entity's first page asks for once a by-time top-k is full
 
 
 class Reader:
@@ -390,6 +391,9 @@ class Scan:
         def more(last: bytes) -> bool:  # by time: the rest of a time-ordered run may still count
             return not cutoff.useless(sort_key(last))
 
+        def first() -> int:  # by time: once the top-k is full, most entities cannot enter it
+            return reader.first_page if cutoff.worst is None else min(reader.first_page, _PRUNED_FIRST_PAGE)
+
         # a range (an entity) never needs more matching rows than the limit, unless its rows are
         # not in the output's order (a top-k, or by time over per-region ranges)
         in_order = plan.order == "logical" or (plan.order == "by-time" and not plan.per_region)
@@ -400,7 +404,7 @@ class Scan:
                     assert self.limit is not None
                     await walk_entities(
                         fetch, rng, send, bounds=plan.bounds, reverse=plan.reverse, matches=plan.matches,
-                        limit=self.limit, first_page=reader.first_page, page_size=reader.page_size,
+                        limit=self.limit, first=first, page_size=reader.page_size,
                         limiter=limiter, stats=st, query=self.stats, totals=reader.totals, more=more)
                 else:
                     await page_range(

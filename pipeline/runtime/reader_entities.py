@@ -17,9 +17,10 @@ A by-time query therefore walks every planned range entity by entity:
    (:class:`~pipeline.runtime.reader_merge.Cutoff`).
 3. **Skip** to the end of the entity's key range and probe again.
 
-The merge is :func:`~pipeline.runtime.reader_merge.top_k` by ``(time, logical key)``. Cost: two
-scanner calls per entity (probe and read) and at most ``limit`` rows per entity, instead of every
-row of the table. A design where the entity's rows are not one contiguous, time-sorted run (a
+The merge is :func:`~pipeline.runtime.reader_merge.top_k` by ``(time, logical key)``. Cost: one
+or two scanner calls per entity (a forward walk reads the entity's first rows with its probe) and at
+most ``limit`` rows per entity, fewer once the top ``limit`` is full, instead of every row of the
+table. A design where the entity's rows are not one contiguous, time-sorted run (a
 coarse time bucket before the entity, or a key that does not store the time field in order) is
 refused when planned, or at the first entity that shows it, with
 :class:`~pipeline.runtime.reader_errors.QueryError` naming the range.
@@ -43,25 +44,32 @@ __all__ = ["walk_entities"]
 
 async def walk_entities(fetch: Fetch, rng: ScanRange, send: MemoryObjectSendStream[list[ScannedRow]], *,
                         bounds: EntityBounds, reverse: bool, matches: Callable[[bytes], bool] | None,
-                        limit: int, first_page: int, page_size: int, limiter: anyio.CapacityLimiter,
-                        stats: RangeStats, query: QueryStats, totals: ReaderTotals,
-                        more: Callable[[bytes], bool]) -> None:
+                        limit: int, first: Callable[[], int], page_size: int,
+                        limiter: anyio.CapacityLimiter, stats: RangeStats, query: QueryStats,
+                        totals: ReaderTotals, more: Callable[[bytes], bool]) -> None:
     """Send the best ``limit`` rows (or fewer, once ``more`` says no) of every entity of ``rng``
     into ``send``, an entity at a time (the module docstring gives the walk). ``reverse``: read an
-    entity's part with a reverse scan. Updates ``stats`` (``entities`` too), ``query`` and ``totals``."""
+    entity's part with a reverse scan. ``first()``: the first page size for the next entity (the
+    caller makes it small once the top-k is full). Updates ``stats`` (``entities`` too), ``query``
+    and ``totals``.
+
+    A forward walk reads ``first()`` rows at the probe: when the entity's part starts at or before
+    the probe's key, the probe's rows of that part are its first rows in the wanted order, and the
+    part is read on from there (one scanner call per entity when the probe holds what it needs)."""
     cursor = rng.start
     while True:
+        n = 1 if reverse else max(1, min(first(), limit))
         async with limiter:
             query.scanners_opened += 1
             totals.scanners += 1
-            probe = await fetch(cursor, rng.stop, 1, False)
+            probe = await fetch(cursor, rng.stop, n, False)
         stats.pages += 1
         if not probe:
             return
         key = probe[0][0]
-        query.rows_scanned += 1
-        totals.scanned += 1
-        stats.rows_scanned += 1
+        query.rows_scanned += len(probe)
+        totals.scanned += len(probe)
+        stats.rows_scanned += len(probe)
         try:
             skip_to, parts = bounds(key)
         except HBaseIngestError as exc:  # the key does not decode, or the entity does not plan
@@ -71,14 +79,29 @@ async def walk_entities(fetch: Fetch, rng: ScanRange, send: MemoryObjectSendStre
             raise QueryError(f"the entity of row {key!r} ends at or before it", table=query.table,
                              range_label=rng.label)
         stats.entities += 1
-        for start, stop in parts:
+        for idx, (start, stop) in enumerate(parts):
             clipped = intersect(start, stop, rng.start, rng.stop)
             if clipped is None:
                 continue
+            low, high = clipped
+            sent = 0
+            if idx == 0 and not reverse and low <= key:
+                own = [r for r in probe if not high or r[0] < high]
+                goes_on = len(own) == n  # the probe ended inside the part
+                if matches is not None:
+                    own = [r for r in own if matches(r[0])]
+                own = own[:limit]
+                if own:
+                    await send.send(own)
+                sent = len(own)
+                stats.rows_matched += sent
+                if not goes_on or sent >= limit or not more(probe[-1][0]):
+                    continue
+                low = probe[-1][0] + b"\x00"
             one = RangeStats(rng.label)
-            await page_range(fetch, ScanRange(clipped[0], clipped[1], rng.label), send, reverse=reverse,
-                             matches=matches, limit=limit, first_page=first_page, page_size=page_size,
-                             limiter=limiter, stats=one, query=query, totals=totals, more=more)
+            await page_range(fetch, ScanRange(low, high, rng.label), send, reverse=reverse, matches=matches,
+                             limit=limit - sent, first_page=first(), page_size=page_size, limiter=limiter,
+                             stats=one, query=query, totals=totals, more=more)
             stats.pages += one.pages
             stats.rows_scanned += one.rows_scanned
             stats.rows_matched += one.rows_matched

@@ -263,7 +263,7 @@ async def plan_query(hbase: HBaseClient, rowkey: RowKey, route: RouteSpec, *,
         if entity:
             bounds = entity_bounds(rowkey, tf, entity, where, time_range, decode)
             notes.append(f"by time across every ({', '.join(entity)}): each range is walked entity by "
-                         f"entity, reading at most {limit} row(s) of each (two scanner calls per entity)")
+                         f"entity, reading at most {limit} row(s) of each (one or two scanner calls per entity)")
     return QueryPlan(
         route=route.name, table=route.table, spec=route.rowkey, where=where, time_range=time_range,
         time_field=tf, newest_first=newest_first, limit=limit, ranges=tuple(ranges),
