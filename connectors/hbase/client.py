@@ -30,7 +30,7 @@ import Hbase_thrift  # the Thrift1 IDL module happybase loads at import
 from connectors.hbase.errors import map_exceptions
 from connectors.hbase.pool import ConnectionPool
 from connectors.hbase.scanprocs import Gateway, PageTransform, scan_page_in_process, warm_worker
-from connectors.hbase.scanrows import CellRow, scan_rows, tscan
+from connectors.hbase.scanrows import SMALL_PAGE_ROWS, CellRow, scan_rows, scan_rows2, tscan
 from connectors.hbase.thrift2 import load_idl, open_client
 from pipeline.core.model import Mutation, MutationKind
 from pipeline.errors import HBaseRequestError, TableNotFound
@@ -316,11 +316,17 @@ class HBaseClient:
                          filter: str | None = None) -> list[CellRow]:
         """:meth:`scan_page` with each row's cells as :class:`~connectors.hbase.scanrows.Cell` objects
         (``value``, ``timestamp``) straight from the Thrift reply: the reader's path, which skips
-        building a second dict per row."""
+        building a second dict per row. A page of at most ``SMALL_PAGE_ROWS`` rows is one Thrift2
+        call, a bigger one goes through Thrift1 (:mod:`connectors.hbase.scanrows`)."""
         if limit <= 0:
             return []
         scan = tscan(start, stop, prefix, limit, reverse, columns, filter)
         name = self._name(table).encode()
+        if limit <= SMALL_PAGE_ROWS:
+            idl = load_idl()
+            return await self.call2(
+                lambda c: scan_rows2(c, idl, name, scan.startRow or b"", scan.stopRow or b"", limit, reverse,
+                                     columns, filter), table=table, what="scan")
         return await self.call(lambda c: scan_rows(c, name, scan, limit), table=table, what="scan")
 
     async def scan_in_process(self, table: str, *, start: bytes = b"", stop: bytes = b"", limit: int = 1000,

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
 from connectors.hbase import HBaseClient
+from connectors.hbase.scanrows import SMALL_PAGE_ROWS
 from connectors.kafka import create_topics, delete_topics, end_offsets, make_consumer, make_producer
 from pipeline.core.model import Mutation, MutationKind, Origin, TopicPartition
 from pipeline.errors import HBaseRequestError, HBaseUnavailable, KafkaError, TableNotFound
@@ -75,6 +77,19 @@ async def test_paged_scans_bounds_prefix_reverse_limit(hbase: HBaseClient, uniqu
         assert [k for k, _ in cells] == [b"k048", b"k049", b"k050", b"k051"]  # across the split
         assert [(q, c.value, c.timestamp) for q, c in cells[0][1].items()] == [(b"d:v", b"48", 1)]
         assert await hbase.scan_cells(table, limit=0) == []
+        # small pages (one Thrift2 call) and big ones (Thrift1) give the same rows and cells
+        await hbase.write(table, [put(table, b"k%03d" % i, b"x%d" % i, 2) for i in range(0, 100, 7)])
+        cases: list[dict[str, Any]] = [
+            {"start": b"k010", "stop": b"k090"}, {"prefix": b"k05"}, {"reverse": True},
+            {"start": b"k060", "stop": b"k040", "reverse": True}, {"columns": [b"d:v"]},
+            {"columns": [b"d:nothing"]}, {"filter": "KeyOnlyFilter()"}, {"start": b"k200"}]
+        for case in cases:
+            small = await hbase.scan_cells(table, limit=SMALL_PAGE_ROWS, **case)
+            big = await hbase.scan_cells(table, limit=SMALL_PAGE_ROWS + 1, **case)
+            assert [(k, [(q, c.value, c.timestamp) for q, c in v.items()]) for k, v in small] == \
+                [(k, [(q, c.value, c.timestamp) for q, c in v.items()]) for k, v in big], case
+            few = await hbase.scan_cells(table, limit=3, **case)
+            assert [k for k, _ in few] == [k for k, _ in big][:3], case
         rows = await hbase.rows(table, [b"k001", b"k002", b"missing"])
         assert [k for k, _ in rows] == [b"k001", b"k002"]
     finally:
