@@ -36,6 +36,9 @@ When the design stores time descending (``reverse_ts``, ``long(ts, desc)``), a f
 gives newest first, so ``newest_first`` changes nothing. Plans made per region cannot stream the
 logical order (a region holds many hash prefixes): without a limit they stream in table order;
 with a limit they return the first ``limit`` rows in logical order (a bounded top-k over the scan).
+``by_time=True`` (with a limit) asks for another order: the newest (``newest_first``) or oldest
+``limit`` rows by the time field across every entity, ties in logical order, kept by a top-k; an
+entity-led design is then walked entity by entity (:mod:`pipeline.runtime.reader_entities`).
 
 Limits are pushed down: a range never fetches more than ``limit`` matching rows (page size =
 min(page_size, rows still allowed)), and the merge stops at ``limit`` rows, cancelling the scans

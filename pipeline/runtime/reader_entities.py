@@ -5,7 +5,8 @@ first, so "the newest 100 rows across every host" is not a prefix of any merge. 
 among the newest 100 rows *of each host*, and each host's rows are contiguous and sorted by time.
 A by-time query therefore walks every planned range entity by entity:
 
-1. **Probe**: read one row at the cursor (forward). Its key names the next entity: the values of
+1. **Probe**: read forward from the cursor: one row, or, when the entity is read forward anyway, a
+   first page. The first key names the next entity: the values of
    :func:`~pipeline.runtime.reader_plan.entity_fields` decoded from it.
 2. **Read the entity** (:func:`~pipeline.runtime.reader_plan.entity_bounds`): plan the query
    again with the entity's fields added to ``where``. That plan pins every byte up to the time
