@@ -2,7 +2,8 @@
 
 Starts the local stack, (re)creates the demo tables pre-split from their rowkey designs, produces
 example events for every design in the guides, runs the worker until every event is written and
-committed, prints a throughput summary, and reads a few rows back with their keys decoded.
+committed, prints a throughput summary, reads a few rows back with their keys decoded, and asks
+the fan-out reader for the newest events across every host (a by-time walk of ``logs_by_host``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from pipeline.errors import HBaseIngestError
 from pipeline.rowkey import format_key
 from pipeline.runtime.proctune import tune_process
 from pipeline.runtime.produce import produce_events
+from pipeline.runtime.reader import Reader
 from pipeline.runtime.reader_rows import compile_row_decoder
 from pipeline.runtime.tables import create_tables
 from pipeline.runtime.worker import Worker
@@ -36,6 +38,7 @@ from pipeline.settings import Settings, load_settings
 __all__ = ["DEMO_CONFIG", "register"]
 
 DEMO_CONFIG = Path(__file__).resolve().parents[2] / "config" / "demo.toml"
+_BY_TIME_ROUTE = "logs_by_host"  # its key leads with the host: a by-time query walks it host by host
 _console = Console()
 
 
@@ -86,6 +89,20 @@ async def _demo(settings: Settings, count: int, partitions: int) -> None:
                 cols = {c: _short(v) for c, v in row.columns.items()}
                 _console.print(f"[bold]{route.table}[/bold] " + escape(
                     f"{format_key(row.key)}\n    key fields: {row.fields}\n    columns: {cols}"))
+
+        # the fan-out reader on the host-led log table: the newest events across every host
+        by_host = next((r for r in settings.routes if r.name == _BY_TIME_ROUTE), None)
+        if by_host is not None:
+            async with Reader(hbase) as reader:
+                scan = reader.scan(by_host, newest_first=True, limit=3, by_time=True)
+                newest = await scan.collect()
+            st = scan.statistics()
+            _console.print(escape(
+                f"newest {len(newest)} events across every host, by time (scan --route {by_host.name} "
+                f"--by-time --newest-first --limit 3): {sum(r.entities for r in st.ranges)} entities walked, "
+                f"{st.scanners_opened} scanner calls, {st.elapsed_s * 1000:.0f} ms"))
+            for row in newest:
+                _console.print(escape(f"    {row.fields}"))
 
 
 def _key_fields(decode: Callable[[bytes], dict[str, Any]]) -> Callable[[bytes], dict[str, Any]]:
