@@ -19,6 +19,7 @@ Contract of :func:`scan_page_in_process`:
 - Errors: HBase and socket errors come back as the project's :class:`~pipeline.errors.HBaseError`
   types (as from the thread path). An exception the transform raises comes back as it is when it
   pickles (the caller's own types should), otherwise as ``RuntimeError`` with its type and text.
+- A worker that dies raises ``anyio.BrokenWorkerProcess`` (also when it dies while starting).
 - A call is not cancellable once started (like a worker thread): it finishes within the socket
   timeout and returns its connection to a sane state. Worker processes are anyio's: spawned on
   demand up to the caller's limiter, reused, stopped when the event loop ends or after 5 idle minutes.
@@ -30,7 +31,7 @@ import contextlib
 import gc
 import marshal
 import pickle
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -147,11 +148,23 @@ async def scan_page_in_process(gw: Gateway, name: bytes, table: str, *, start: b
     (its full name; ``table`` is the name errors give), in a worker process (the module docstring
     gives the contract); at most ``limiter``'s tokens of workers run at once."""
     cols = tuple(columns) if columns else None
-    page = await anyio.to_process.run_sync(_scan_page, gw, name, table, start, stop, limit, reverse, cols,
-                                           transform, label, limiter=limiter)
+    with _died_starting():
+        page = await anyio.to_process.run_sync(_scan_page, gw, name, table, start, stop, limit, reverse, cols,
+                                               transform, label, limiter=limiter)
     return marshal.loads(page) if isinstance(page, _Marshalled) else page
 
 
 async def warm_worker(gw: Gateway, limiter: anyio.CapacityLimiter) -> None:
     """Start (or reuse) a worker and open its connection, so the first page does not pay for it."""
-    await anyio.to_process.run_sync(_warm, gw, limiter=limiter)
+    with _died_starting():
+        await anyio.to_process.run_sync(_warm, gw, limiter=limiter)
+
+
+@contextlib.contextmanager
+def _died_starting() -> Iterator[None]:
+    """A worker that dies while it starts makes anyio kill a process that is already gone, and the
+    ``ProcessLookupError`` of that kill escapes instead of ``BrokenWorkerProcess``: raise the latter."""
+    try:
+        yield
+    except ProcessLookupError as exc:
+        raise anyio.BrokenWorkerProcess("the worker process died while starting") from exc

@@ -1,0 +1,28 @@
+"""Scan worker processes: a worker that dies while starting surfaces as ``BrokenWorkerProcess``
+(anyio's own kill of the dead process raises ``ProcessLookupError``, seen when a test killed
+workers as they were spawned)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import anyio.to_process
+import pytest
+
+from connectors.hbase import scanprocs
+from connectors.hbase.scanprocs import Gateway, scan_page_in_process, warm_worker
+
+
+async def test_a_worker_dying_while_it_starts_is_a_broken_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def dies(*args: Any, **kwargs: Any) -> Any:
+        raise ProcessLookupError
+
+    monkeypatch.setattr(scanprocs.anyio.to_process, "run_sync", dies)
+    gw = Gateway("127.0.0.1", 9, 1000, "buffered", "binary")
+    limiter = anyio.CapacityLimiter(1)
+    with pytest.raises(anyio.BrokenWorkerProcess, match="died while starting"):
+        await scan_page_in_process(gw, b"t", "t", start=b"", stop=b"", limit=1, reverse=False, columns=None,
+                                   transform=(dict, ()), label="all", limiter=limiter)
+    with pytest.raises(anyio.BrokenWorkerProcess, match="died while starting"):
+        await warm_worker(gw, limiter)
