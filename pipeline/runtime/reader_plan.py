@@ -37,6 +37,7 @@ from typing import Any
 from connectors.hbase import HBaseClient, RegionInfo
 from pipeline.rowkey import RowKey, format_key
 from pipeline.rowkey.errors import PlanError
+from pipeline.rowkey.segments import Segment
 from pipeline.rowkey.segments_num import Binary, ReverseTs, TimeBucket
 from pipeline.runtime.reader_errors import QueryError
 from pipeline.settings import RouteSpec
@@ -124,17 +125,24 @@ def intersect(start: bytes, stop: bytes, low: bytes, high: bytes) -> tuple[bytes
 def entity_fields(rowkey: RowKey, time_field: str) -> tuple[str, ...]:
     """The fields of the segments before the first segment that stores ``time_field`` in order
     (salt inputs included), in key order: what names one entity of the design. Empty for a
-    time-led design. Raises ``PlanError`` when no segment stores the time in order, or when a time
-    bucket comes first (one entity's rows are then spread over many buckets)."""
+    time-led design. A coarse time bucket of ``time_field`` may come before the time itself when no
+    other field sits between them (rows then stay in time order). Raises ``PlanError`` when no
+    segment stores the time in order, or when an entity field follows a time bucket (one entity's
+    rows are then spread over many buckets)."""
     out: list[str] = []
+    bucket: Segment | None = None
     for seg in rowkey.segments:
         if seg.time_ordered and time_field in seg.fields:
             if isinstance(seg, TimeBucket):
-                raise PlanError(f"a by-time query cannot walk the design {rowkey.spec!r} entity by entity: "
-                                f"its time bucket {seg.source} comes before the time itself, so one "
-                                "entity's rows are spread over many buckets")
+                bucket = bucket or seg
+                continue
             return tuple(out)
-        out.extend(f for f in seg.fields if f != time_field and f not in out)
+        fields = [f for f in seg.fields if f != time_field and f not in out]
+        if bucket is not None and fields:
+            raise PlanError(f"a by-time query cannot walk the design {rowkey.spec!r} entity by entity: "
+                            f"its time bucket {bucket.source} comes before {', '.join(fields)}, so one "
+                            "entity's rows are spread over many buckets")
+        out.extend(fields)
     raise PlanError(f"a by-time query needs a key that stores {time_field!r} in order, and "
                     f"{rowkey.spec!r} does not")
 

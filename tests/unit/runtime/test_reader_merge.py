@@ -87,7 +87,7 @@ def test_reader_equals_brute_force(spec: str, rows: set[tuple[str, int]], query:
     anyio.run(run)
 
 
-@pytest.mark.parametrize("spec", list(DESIGNS))
+@pytest.mark.parametrize("spec", [*DESIGNS, "[time_bucket(ts, 10)][long(ts)][host]"])
 @settings(max_examples=60, deadline=None)
 @given(rows=st.sets(st.tuples(st.sampled_from(HOSTS), st.integers(0, 50)), max_size=40),
        query=queries, limit=st.integers(1, 12), tune=tuning)

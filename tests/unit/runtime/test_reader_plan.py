@@ -141,13 +141,15 @@ async def test_explain_says_when_newest_first_is_per_entity() -> None:
     ("[md5(user, 4)][host][_][long(ts)]", ("user", "host")),  # the hash's input names the run too
     ("[mod(ts, 8)][long(ts)][host]", ()),
     ("[long(ts)][host]", ()),
+    ("[time_bucket(ts, 3600)][long(ts)][host]", ()),  # hour, then time: still time order
+    ("[host][_][time_bucket(ts, 3600)][long(ts)]", ("host",)),
 ])
 def test_entity_fields(spec: str, entity: tuple[str, ...]) -> None:
     assert entity_fields(compile_rowkey(spec), "ts") == entity
 
 
 @pytest.mark.parametrize(("spec", "text"), [
-    ("[time_bucket(ts, 3600)][host][long(ts)]", "time bucket .* comes before the time itself"),
+    ("[time_bucket(ts, 3600)][host][long(ts)]", r"time bucket time_bucket\(ts, 3600\) comes before host"),
     ("[host][_][md5(ts, 4)]", "stores 'ts' in order"),
 ])
 def test_entity_fields_refuses_designs_it_cannot_walk(spec: str, text: str) -> None:
