@@ -21,10 +21,10 @@ A by-time query therefore walks every planned range entity by entity:
 The merge is :func:`~pipeline.runtime.reader_merge.top_k` by ``(time, logical key)``. Cost: one
 or two scanner calls per entity (a forward walk reads the entity's first rows with its probe) and at
 most ``limit`` rows per entity, fewer once the top ``limit`` is full, instead of every row of the
-table. A design where the entity's rows are not one contiguous, time-sorted run (a
-coarse time bucket before the entity, or a key that does not store the time field in order) is
-refused when planned, or at the first entity that shows it, with
-:class:`~pipeline.runtime.reader_errors.QueryError` naming the range.
+table. A design where the entity's rows are not one contiguous, time-sorted run (a coarse time
+bucket before an entity field, or a key that does not store the time field in order) is refused
+with :class:`~pipeline.runtime.reader_errors.QueryError`: when the query is planned, or, naming the
+range, at the first entity that shows it.
 """
 
 from __future__ import annotations
