@@ -90,9 +90,13 @@ class QueryPlan:
     notes: tuple[str, ...]
     matches: Callable[[bytes], bool] | None
     sort_key: Callable[[bytes], Any]
-    descending: bool = False
     entity: tuple[str, ...] = ()
     bounds: EntityBounds | None = None
+
+    @property
+    def descending(self) -> bool:
+        """Merge descending: ``reverse``, except for ``by-time`` (then ``newest_first``)."""
+        return self.newest_first if self.order == "by-time" else self.reverse
 
     @staticmethod
     def format_key(key: bytes) -> str:
@@ -163,6 +167,8 @@ def entity_bounds(rowkey: RowKey, time_field: str, fields: tuple[str, ...], wher
         if rng is None:
             raise PlanError(f"a by-time query cannot walk the design {rowkey.spec!r} entity by entity: "
                             f"the rows of one ({', '.join(fields)}) are not one contiguous key range")
+        if time_range is None:  # the part to read is the whole entity
+            return rng.stop, [(rng.start, rng.stop)]
         part = rowkey.plan(query, time_range, time_field=time_field)
         parts = [p for r in part.ranges if (p := intersect(r.start, r.stop, rng.start, rng.stop))]
         return rng.stop, parts
@@ -176,18 +182,12 @@ def clip_to_regions(ranges: Sequence[ScanRange], regions: Sequence[RegionInfo]) 
     n = len(regions)
     for idx, region in enumerate(regions):
         for rng in ranges:
-            start = max(rng.start, region.start_key)
-            if not rng.stop:
-                stop = region.end_key
-            elif not region.end_key:
-                stop = rng.stop
-            else:
-                stop = min(rng.stop, region.end_key)
-            if stop and start >= stop:
+            clipped = intersect(rng.start, rng.stop, region.start_key, region.end_key)
+            if clipped is None:
                 continue
             bounds = f"[{format_key(region.start_key)}, {format_key(region.end_key)})"
             label = f"region {idx + 1}/{n} {bounds}"
-            out.append(ScanRange(start, stop, label))
+            out.append(ScanRange(*clipped, label))
     out.sort(key=lambda r: r.start)
     return out
 
@@ -278,7 +278,7 @@ async def plan_query(hbase: HBaseClient, rowkey: RowKey, route: RouteSpec, *,
         reverse=reverse, order=order, per_region=sp.per_region,
         exact=sp.exact and not sp.per_region,
         fanout_size=rowkey.fanout_size, key_order=sp.order, notes=tuple(notes), matches=matches,
-        sort_key=sort_key, descending=newest_first if by_time else reverse, entity=entity, bounds=bounds)
+        sort_key=sort_key, entity=entity, bounds=bounds)
 
 
 def _order_text(plan: QueryPlan) -> str:
