@@ -2,20 +2,23 @@
 
 A full scan through threads is bound by one process's CPU: Thrift decoding and the caller's own
 per-row work (the reader's row decoding) all hold the GIL. Here a page is fetched in an
-``anyio.to_process`` worker, on that worker's own Thrift1 connection, and turned into the caller's
-rows there by a :data:`PageTransform`; only the transformed page (pickled) comes back. What the
-calling process keeps is the unpickling, about a fifth of the work per row.
+``anyio.to_process`` worker, on that worker's own connections, and turned into the caller's rows
+there by a :data:`PageTransform`; only the transformed page (pickled) comes back. What the calling
+process keeps is the unpickling, about a fifth of the work per row. As in the thread path
+(:meth:`~connectors.hbase.client.HBaseClient.scan_cells`), a page of at most
+:data:`~connectors.hbase.scanrows.SMALL_PAGE_ROWS` rows is one Thrift2 call and a bigger one goes
+through Thrift1.
 
 Contract of :func:`scan_page_in_process`:
 
-- The page is exactly :func:`~connectors.hbase.scanrows.scan_rows`' page (same bounds, order and
-  limit; the scanner is opened and closed in the worker, whatever happens), passed through
+- The page is exactly ``scan_cells``' page (same bounds, order and limit, the same rows and
+  cells; the scanner is opened and closed in the worker, whatever happens), passed through
   ``transform``. A transform is ``(factory, args)``: ``factory(*args)`` is called once per worker
   process (cached by ``(factory, args)``, so ``args`` must be hashable) and returns
   ``fn(rows, label)``. The factory is pickled by reference: a module-level function. The page
   travels in ``marshal`` form when it is made of builtin types, pickled otherwise.
-- A worker keeps one connection per :class:`Gateway`; a connection whose call failed is dropped
-  and reopened on the next call.
+- A worker keeps one Thrift1 connection and one Thrift2 client per :class:`Gateway`, each opened
+  on first use; one whose call failed is dropped and reopened on the next call.
 - Errors: HBase and socket errors come back as the project's :class:`~pipeline.errors.HBaseError`
   types (as from the thread path). An exception the transform raises comes back as it is when it
   pickles (the caller's own types should), otherwise as ``RuntimeError`` with its type and text.
@@ -40,7 +43,8 @@ import anyio.to_process
 import happybase
 
 from connectors.hbase.errors import map_exceptions
-from connectors.hbase.scanrows import CellRow, scan_rows, tscan
+from connectors.hbase.scanrows import SMALL_PAGE_ROWS, CellRow, scan_rows, scan_rows2, tscan
+from connectors.hbase.thrift2 import load_idl, open_client
 from pipeline.settings import HBaseSettings
 
 __all__ = ["Gateway", "PageTransform", "scan_page_in_process", "warm_worker"]
@@ -51,22 +55,25 @@ PageTransform = tuple[Callable[..., PageFn], tuple[Any, ...]]
 
 @dataclass(frozen=True, slots=True)
 class Gateway:
-    """How a worker process reaches the Thrift1 gateway (picklable, hashable)."""
+    """How a worker process reaches the Thrift1 and Thrift2 gateways (picklable, hashable)."""
 
     host: str
     port: int
+    thrift2_port: int
     timeout_ms: int
     transport: str
     protocol: str
 
     @classmethod
     def of(cls, settings: HBaseSettings) -> Gateway:
-        return cls(settings.host, settings.port, settings.timeout_ms, settings.transport, settings.protocol)
+        return cls(settings.host, settings.port, settings.thrift2_port, settings.timeout_ms, settings.transport,
+                   settings.protocol)
 
 
 # -- worker-process state (module globals live as long as the worker) ----------------------------
 
 _connections: dict[Gateway, happybase.Connection] = {}
+_clients2: dict[Gateway, Any] = {}
 _transforms: dict[tuple[Callable[..., PageFn], tuple[Any, ...]], PageFn] = {}
 _GC_THRESHOLD0 = 50_000  # a page allocates a few objects per cell: keep young collections rare
 
@@ -77,19 +84,33 @@ class _Marshalled(bytes):
     version-specific format is safe here."""
 
 
+def _tune_gc() -> None:
+    if gc.get_threshold()[0] < _GC_THRESHOLD0:
+        gc.set_threshold(_GC_THRESHOLD0)
+
+
 def _connection(gw: Gateway) -> happybase.Connection:
     conn = _connections.get(gw)
     if conn is None:
-        if gc.get_threshold()[0] < _GC_THRESHOLD0:
-            gc.set_threshold(_GC_THRESHOLD0)
+        _tune_gc()
         conn = happybase.Connection(gw.host, gw.port, timeout=gw.timeout_ms, transport=gw.transport,
                                     protocol=gw.protocol, autoconnect=True)
         _connections[gw] = conn
     return conn
 
 
-def _drop(gw: Gateway) -> None:
-    conn = _connections.pop(gw, None)
+def _client2(gw: Gateway) -> Any:
+    client = _clients2.get(gw)
+    if client is None:
+        _tune_gc()
+        client = _clients2[gw] = open_client(gw.host, gw.thrift2_port, gw.timeout_ms,
+                                             framed=gw.transport == "framed", compact=gw.protocol == "compact")
+    return client
+
+
+def _drop(gw: Gateway, small: bool) -> None:
+    """Forget (and close) the connection whose call failed: the Thrift2 client for small pages."""
+    conn = _clients2.pop(gw, None) if small else _connections.pop(gw, None)
     if conn is not None:
         with contextlib.suppress(Exception):  # a broken socket may fail to close; it is gone either way
             conn.close()
@@ -104,9 +125,10 @@ def _picklable(exc: BaseException) -> BaseException:
 
 
 def _warm(gw: Gateway) -> None:
-    """Open the worker's connection (imports included) ahead of use."""
+    """Open the worker's connections (imports and the Thrift2 IDL included) ahead of use."""
     with map_exceptions(None, "connect"):
         _connection(gw)
+        _client2(gw)
 
 
 def _transform(transform: PageTransform) -> PageFn:
@@ -124,11 +146,16 @@ def _scan_page(gw: Gateway, name: bytes, table: str, start: bytes, stop: bytes, 
         fn = _transform(transform)
     except Exception as exc:
         raise _picklable(exc) from None
+    small = limit <= SMALL_PAGE_ROWS
     try:
         with map_exceptions(table, "scan"):
-            rows = scan_rows(_connection(gw), name, tscan(start, stop, None, limit, reverse, columns, None), limit)
+            if small:
+                rows = scan_rows2(_client2(gw), load_idl(), name, start, stop, limit, reverse, columns, None)
+            else:
+                rows = scan_rows(_connection(gw), name, tscan(start, stop, None, limit, reverse, columns, None),
+                                 limit)
     except Exception:
-        _drop(gw)
+        _drop(gw, small)
         raise
     try:
         page = fn(rows, label)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
+import anyio
 import pytest
 
 from connectors.hbase import HBaseClient
-from connectors.hbase.scanrows import SMALL_PAGE_ROWS
+from connectors.hbase.scanrows import SMALL_PAGE_ROWS, CellRow
 from connectors.kafka import create_topics, delete_topics, end_offsets, make_consumer, make_producer
 from pipeline.core.model import Mutation, MutationKind, Origin, TopicPartition
 from pipeline.errors import HBaseRequestError, HBaseUnavailable, KafkaError, TableNotFound
@@ -92,6 +94,37 @@ async def test_paged_scans_bounds_prefix_reverse_limit(hbase: HBaseClient, uniqu
             assert [k for k, _ in few] == [k for k, _ in big][:3], case
         rows = await hbase.rows(table, [b"k001", b"k002", b"missing"])
         assert [k for k, _ in rows] == [b"k001", b"k002"]
+    finally:
+        await hbase.delete_table(table)
+
+
+def cells_page() -> Callable[[list[CellRow], str], list[Any]]:
+    """A scan worker process's transform: every row's cells as plain ``(column, value, timestamp)``."""
+    def page(rows: list[CellRow], label: str) -> list[Any]:
+        return [(k, [(q, c.value, c.timestamp) for q, c in cells.items()], label) for k, cells in rows]
+    return page
+
+
+async def test_pages_in_worker_processes_equal_thread_pages(hbase: HBaseClient, unique: str) -> None:
+    # small pages take Thrift2 in the worker too, bigger ones Thrift1: both give the thread path's
+    # Thrift1 page (cells, timestamps, bounds, direction, columns)
+    table = f"t_scanproc_{unique}"
+    await hbase.create_table(table, {"d": FamilySpec()}, [b"k150"])
+    try:
+        await hbase.write(table, [put(table, b"k%03d" % i, b"%d" % i, 1) for i in range(300)])
+        await hbase.write(table, [put(table, b"k%03d" % i, b"x%d" % i, 2) for i in range(0, 300, 7)])
+        limiter = anyio.CapacityLimiter(1)
+        cases: list[dict[str, Any]] = [
+            {}, {"start": b"k010", "stop": b"k290"}, {"reverse": True},
+            {"start": b"k260", "stop": b"k040", "reverse": True}, {"columns": [b"d:v"]},
+            {"columns": [b"d:nothing"]}, {"start": b"k900"}]
+        for case in cases:
+            big = [(k, [(q, c.value, c.timestamp) for q, c in v.items()], "L")
+                   for k, v in await hbase.scan_cells(table, limit=SMALL_PAGE_ROWS + 1, **case)]
+            for limit in (3, SMALL_PAGE_ROWS, SMALL_PAGE_ROWS + 1):
+                got = await hbase.scan_in_process(table, limit=limit, transform=(cells_page, ()), label="L",
+                                                  limiter=limiter, **case)
+                assert got == big[:limit], (case, limit)
     finally:
         await hbase.delete_table(table)
 

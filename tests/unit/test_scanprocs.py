@@ -19,7 +19,7 @@ async def test_a_worker_dying_while_it_starts_is_a_broken_worker(monkeypatch: py
         raise ProcessLookupError
 
     monkeypatch.setattr(scanprocs.anyio.to_process, "run_sync", dies)
-    gw = Gateway("127.0.0.1", 9, 1000, "buffered", "binary")
+    gw = Gateway("127.0.0.1", 9, 10, 1000, "buffered", "binary")
     limiter = anyio.CapacityLimiter(1)
     with pytest.raises(anyio.BrokenWorkerProcess, match="died while starting"):
         await scan_page_in_process(gw, b"t", "t", start=b"", stop=b"", limit=1, reverse=False, columns=None,
