@@ -82,7 +82,7 @@ from pipeline.rowkey import compile_rowkey
 from pipeline.runtime.proctune import tune_process
 from pipeline.runtime.reader import Reader, ReadRow
 from pipeline.runtime.reader_merge import Row, merge_batches, merge_pieces
-from pipeline.settings import FamilySpec, RouteSpec, load_settings
+from pipeline.settings import ColumnSpec, FamilySpec, RouteSpec, load_settings
 
 SPEC = "[salt(host, 16)][host][_][reverse_ts(ts)]"
 #: the same rows in a time-led design: newest first is then by time across every host
@@ -94,7 +94,7 @@ OUT = Path(__file__).parent / "results" / "reader.json"
 
 def route_for(table: str, spec: str = SPEC) -> RouteSpec:
     return RouteSpec(name="bench", topic="bench", table=table, rowkey=spec,
-                     columns={"d:v": {"field": "v", "encoding": "long"}, "d:h": "host"})
+                     columns={"d:v": ColumnSpec(field="v", encoding="long"), "d:h": ColumnSpec(field="host")})
 
 
 async def load(hb: HBaseClient, table: str, rows: int, hosts: int, batch: int, spec: str = SPEC,

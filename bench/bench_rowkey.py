@@ -47,8 +47,9 @@ _MAX = (1 << 63) - 1
 
 
 def _salted_by_hand(e: Mapping[str, Any]) -> bytes:
-    u = e["user_id"].encode()
-    return bytes((mmh3.hash(u, 0, False) % 16,)) + u + _pack_q(e["ts"]) + e["order_id"].encode()
+    u: bytes = e["user_id"].encode()
+    order: bytes = e["order_id"].encode()
+    return bytes((mmh3.hash(u, 0, False) % 16,)) + u + _pack_q(e["ts"]) + order
 
 
 def _log_by_hand(e: Mapping[str, Any]) -> bytes:
