@@ -24,6 +24,8 @@ is translated into one of these at the I/O edge and raised ``from`` its cause.
 
 from __future__ import annotations
 
+from typing import Any, Self
+
 __all__ = [
     "ConfigError",
     "EventError",
@@ -41,7 +43,29 @@ __all__ = [
 
 
 class HBaseIngestError(Exception):
-    """Root of every error this project raises on purpose."""
+    """Root of every error this project raises on purpose.
+
+    Every one pickles (and copies) as itself, whatever its constructor's signature: the arguments it
+    was built with are kept and given to the constructor again, then its attributes are restored.
+    (``Exception`` alone rebuilds from ``args``, which a subclass that formats its message from
+    several arguments, or takes keyword-only ones, cannot be rebuilt from.) Errors raised in a scan
+    worker process, or in any other process, thus reach the caller with their type and fields.
+    """
+
+    _init_args: tuple[tuple[Any, ...], dict[str, Any]]
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
+        self = super().__new__(cls, *args)
+        self._init_args = (args, kwargs)
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        args, kwargs = self._init_args
+        return (_rebuild, (type(self), args, kwargs), self.__dict__)
+
+
+def _rebuild(cls: type[HBaseIngestError], args: tuple[Any, ...], kwargs: dict[str, Any]) -> HBaseIngestError:
+    return cls(*args, **kwargs)
 
 
 class ConfigError(HBaseIngestError):

@@ -30,13 +30,11 @@ class QueryError(HBaseIngestError):
 
 class RowDecodeError(HBaseIngestError):
     """A scanned row that the route cannot decode: ``key`` (raw bytes) and ``detail`` (the key's or
-    the column's own error text). Raised by page decoders that run in worker processes, so it
-    pickles with its fields; the reader turns it into a :class:`QueryError` naming the range."""
+    the column's own error text). Raised by page decoders that run in worker processes (it pickles
+    with its fields, as every project error does); the reader turns it into a :class:`QueryError`
+    naming the range."""
 
     def __init__(self, key: bytes, detail: str) -> None:
         super().__init__(f"row {key!r} does not decode: {detail}")
         self.key = key
         self.detail = detail
-
-    def __reduce__(self) -> tuple[type[RowDecodeError], tuple[bytes, str]]:
-        return (type(self), (self.key, self.detail))

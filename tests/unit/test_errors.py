@@ -1,0 +1,112 @@
+"""Every project error pickles and copies as itself (type, message, args and fields), whatever its
+constructor's signature, and crosses a real process boundary intact."""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import pickle
+import pkgutil
+from typing import Any
+
+import anyio
+import anyio.to_process
+import pytest
+
+import connectors
+import pipeline
+from pipeline.errors import (
+    ConfigError,
+    EventError,
+    HBaseError,
+    HBaseIngestError,
+    HBaseRequestError,
+    HBaseTimeout,
+    HBaseUnavailable,
+    KafkaError,
+    RegionMapStale,
+    StackError,
+    TableNotFound,
+    TopicNotCreated,
+)
+from pipeline.rowkey.errors import EventFieldError, KeyDecodeError, PlanError, RowKeyError, SpecSyntaxError
+from pipeline.runtime.reader_columns import CellDecodeError
+from pipeline.runtime.reader_errors import QueryError, RowDecodeError
+from pipeline.runtime.writer import WriteAbandoned
+
+SAMPLES: list[HBaseIngestError] = [
+    HBaseIngestError("plain"),
+    ConfigError("route 'r': no such topic"),
+    EventError("missing_field", "field 'host' is missing"),
+    StackError("java not found"),
+    KafkaError("broker down"),
+    TopicNotCreated("topic 't' refused"),
+    HBaseError("call failed", table="t"),
+    HBaseUnavailable("refused"),
+    HBaseTimeout("slow", table="t"),
+    RegionMapStale("moved", table="t"),
+    TableNotFound("gone", table="t"),
+    HBaseRequestError("bad", table=None),
+    RowKeyError("bad key"),
+    SpecSyntaxError("unexpected ']'", "[salt(host, 16)]]", 16),
+    EventFieldError("user.id", {"nested": [1, 2]}, "bad_type", "expected a string"),
+    KeyDecodeError("3 bytes left over"),
+    PlanError("ambiguous boundary"),
+    WriteAbandoned("shutting down"),
+    QueryError("range salt=3 failed: gone", table="t", range_label="salt=3", timed_out=True),
+    QueryError("cannot plan", table="t"),
+    RowDecodeError(b"\x03web1", "column 'd:v' (long): expected 8 bytes, got 3"),
+    CellDecodeError("d:v", "long", "expected 8 bytes, got 3"),
+]
+
+
+def every_error_class() -> set[type[HBaseIngestError]]:
+    for package in (pipeline, connectors):
+        for module in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+            if not module.name.endswith("__main__"):
+                importlib.import_module(module.name)
+    found: set[type[HBaseIngestError]] = set()
+    todo: list[type[HBaseIngestError]] = [HBaseIngestError]
+    while todo:
+        cls = todo.pop()
+        found.add(cls)
+        todo += [c for c in cls.__subclasses__() if c.__module__.startswith(("pipeline.", "connectors."))]
+    return found
+
+
+def same(a: BaseException, b: BaseException) -> bool:
+    return type(a) is type(b) and str(a) == str(b) and a.args == b.args and vars(a) == vars(b)
+
+
+def test_every_error_class_has_a_sample() -> None:
+    # a new error class must be added to SAMPLES, so that the round trips below cover it
+    assert every_error_class() - {type(e) for e in SAMPLES} == set()
+
+
+@pytest.mark.parametrize("err", SAMPLES, ids=lambda e: type(e).__name__)
+def test_pickles_and_copies_as_itself(err: HBaseIngestError) -> None:
+    for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
+        assert same(pickle.loads(pickle.dumps(err, protocol)), err)
+    assert same(copy.copy(err), err)
+    assert same(copy.deepcopy(err), err)
+
+
+def test_fields_set_after_construction_survive() -> None:
+    err = HBaseUnavailable("refused", table="t")
+    err.add_note("while writing batch 7")
+    err.attempt = 3  # type: ignore[attr-defined]
+    back = pickle.loads(pickle.dumps(err))
+    assert back.attempt == 3 and back.table == "t"  # type: ignore[attr-defined]
+    assert back.__notes__ == ["while writing batch 7"]
+
+
+def raise_query_error() -> None:
+    raise QueryError("range salt=3 failed: gone", table="t", range_label="salt=3", timed_out=True)
+
+
+async def test_crosses_a_worker_process_as_itself() -> None:
+    with pytest.raises(QueryError) as info:
+        await anyio.to_process.run_sync(raise_query_error)
+    err: Any = info.value
+    assert (err.table, err.range_label, err.timed_out) == ("t", "salt=3", True)
+    assert str(err) == "range salt=3 failed: gone (table 't', range salt=3)"
