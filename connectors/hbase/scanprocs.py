@@ -14,8 +14,8 @@ Contract of :func:`scan_page_in_process`:
 - The page is exactly ``scan_cells``' page (same bounds, order and limit, the same rows and
   cells; the scanner is opened and closed in the worker, whatever happens), passed through
   ``transform``. A transform is ``(factory, args)``: ``factory(*args)`` is called once per worker
-  process (cached by ``(factory, args)``, so ``args`` must be hashable) and returns
-  ``fn(rows, label)``. The factory is pickled by reference: a module-level function. The page
+  process (cached by ``(factory, args)``, so ``args`` must be hashable; the 16 most recently used
+  are kept) and returns ``fn(rows, label)``. The factory is pickled by reference: a module-level function. The page
   travels in ``marshal`` form when it is made of builtin types, pickled otherwise.
 - A worker keeps one Thrift1 connection and one Thrift2 client per :class:`Gateway`, each opened
   on first use; one whose call failed is dropped and reopened on the next call.
@@ -74,7 +74,8 @@ class Gateway:
 
 _connections: dict[Gateway, happybase.Connection] = {}
 _clients2: dict[Gateway, Any] = {}
-_transforms: dict[tuple[Callable[..., PageFn], tuple[Any, ...]], PageFn] = {}
+_transforms: dict[tuple[Callable[..., PageFn], tuple[Any, ...]], PageFn] = {}  # oldest use first
+_TRANSFORMS_KEPT = 16  # a transform may carry one query's filter: keep the recent ones only
 _GC_THRESHOLD0 = 50_000  # a page allocates a few objects per cell: keep young collections rare
 
 
@@ -132,10 +133,13 @@ def _warm(gw: Gateway) -> None:
 
 
 def _transform(transform: PageTransform) -> PageFn:
-    fn = _transforms.get(transform)
+    fn = _transforms.pop(transform, None)
     if fn is None:
         factory, args = transform
-        fn = _transforms[transform] = factory(*args)
+        fn = factory(*args)
+        if len(_transforms) >= _TRANSFORMS_KEPT:
+            del _transforms[next(iter(_transforms))]
+    _transforms[transform] = fn  # the most recent last
     return fn
 
 

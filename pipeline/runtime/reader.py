@@ -20,7 +20,9 @@ How a query runs:
    ``HBaseSettings.pool_size``). With ``Reader(processes=N)`` a page is fetched *and decoded* in
    one of N worker processes (``HBaseClient.scan_in_process`` with the route's
    :func:`~pipeline.runtime.reader_rows.page_decoder`), and this process only unpickles and
-   merges: a full scan is then no longer bound by one process's CPU (the GIL). It pays when the
+   merges: a full scan is then no longer bound by one process's CPU (the GIL). When the plan
+   filters rows (per-region plans, or ranges the bounds cannot narrow), the workers apply the
+   filter too (:func:`page_query`) and decode, send and unpickle only the rows it keeps. It pays when the
    machine has cores to spare for the workers; on small queries the page round trip to a worker
    costs more than it saves.
 3. **Merge**: a k-way merge in batches (:class:`pipeline.core.merge.PageMerge`): once every range
@@ -81,11 +83,13 @@ from pipeline.runtime.reader_merge import Cutoff, merge_batches, merge_pieces, t
 from pipeline.runtime.reader_plan import QueryPlan, ScanRange, plan_query
 from pipeline.runtime.reader_range import Fetch, page_range, reverse_lower_bound
 from pipeline.runtime.reader_rows import (
+    PageQuery,
     ReadRow,
     RowDecoder,
     ScannedRow,
     as_read_rows,
     compile_row_decoder,
+    is_decoded,
     key_decoder,
     page_decoder,
 )
@@ -99,6 +103,27 @@ __all__ = [
 
 Row = ScannedRow
 _PRUNED_FIRST_PAGE = 4  # rows an entity's first page asks for once a by-time top-k is full
+
+
+def page_query(plan: QueryPlan) -> PageQuery | None:
+    """The plan's filter in the form a scan worker process rebuilds it from (``RowKey.plan``'s
+    arguments, hashable), or None: the plan has no filter, or a ``where`` value does not hash (its
+    rows are then filtered in this process)."""
+    if plan.matches is None:
+        return None
+    query: PageQuery = (tuple(sorted(plan.where.items())), plan.time_range, plan.time_field)
+    try:
+        hash(query)
+    except TypeError:
+        return None
+    return query
+
+
+def _key_filter(matches: Callable[[bytes], bool] | None) -> Callable[[Any], bool] | None:
+    """A row predicate from a key predicate."""
+    if matches is None:
+        return None
+    return lambda row: matches(row[0])
 
 
 class Reader:
@@ -188,11 +213,12 @@ class Reader:
         """The key decoder the reader uses: unverified (generated) unless ``verify_keys``."""
         return key_decoder(rowkey, self.verify_keys)
 
-    def transform(self, route: RouteSpec) -> PageTransform:
+    def transform(self, route: RouteSpec, query: PageQuery | None = None) -> PageTransform:
         """What a scan worker process applies to ``route``'s pages: the same decoding as
         :meth:`design`'s decoder, built in the worker from the route's JSON
-        (:func:`~pipeline.runtime.reader_rows.page_decoder`)."""
-        return (page_decoder, (route.model_dump_json(), self.verify_keys))
+        (:func:`~pipeline.runtime.reader_rows.page_decoder`); with ``query`` (:func:`page_query`),
+        only the rows the query's filter keeps are decoded."""
+        return (page_decoder, (route.model_dump_json(), self.verify_keys, query))
 
     async def plan(self, route: RouteSpec, *, where: Mapping[str, Any] | None = None,
                    time_range: tuple[int, int] | None = None, newest_first: bool = False,
@@ -364,18 +390,24 @@ class Scan:
                    cutoff: Cutoff) -> None:
         limiter = anyio.CapacityLimiter(self.reader.concurrency)
         # built once per query; a worker caches the decoder it builds from it by value
-        transform = self.reader.transform(self.route) if self.reader._procs is not None else None
+        transform, keep = None, _key_filter(plan.matches)
+        if self.reader._procs is not None:
+            query = page_query(plan)
+            transform = self.reader.transform(self.route, query)
+            if query is not None:  # the workers filter: the rows they dropped come back as (key,)
+                keep = is_decoded
         with self._runner:
             async with anyio.create_task_group() as tg:
                 for i, send in enumerate(sends):
-                    tg.start_soon(self._produce, plan, i, send, limiter, transform, cutoff)
+                    tg.start_soon(self._produce, plan, i, send, limiter, transform, keep, cutoff)
         for send in sends:  # when cancelled before the producers started
             send.close()
 
     async def _produce(self, plan: QueryPlan, i: int, send: MemoryObjectSendStream[list[Row]],
                        limiter: anyio.CapacityLimiter, transform: PageTransform | None,
-                       cutoff: Cutoff) -> None:
-        """One range's producer: pages it (never raising) and records how it ended."""
+                       keep: Callable[[Any], bool] | None, cutoff: Cutoff) -> None:
+        """One range's producer: pages it (never raising) and records how it ended. ``keep``
+        filters the fetched rows (None: every row matches)."""
         rng, st, reader = plan.ranges[i], self.stats.ranges[i], self.reader
         hb, table, columns, procs = reader.hbase, plan.table, self.columns, reader._procs
         fetch: Fetch
@@ -406,12 +438,12 @@ class Scan:
                 if plan.bounds is not None:
                     assert self.limit is not None
                     await walk_entities(
-                        fetch, rng, send, bounds=plan.bounds, reverse=plan.reverse, matches=plan.matches,
+                        fetch, rng, send, bounds=plan.bounds, reverse=plan.reverse, keep=keep,
                         limit=self.limit, first=first, page_size=reader.page_size,
                         limiter=limiter, stats=st, query=self.stats, totals=reader.totals, more=more)
                 else:
                     await page_range(
-                        fetch, rng, send, reverse=plan.reverse, matches=plan.matches,
+                        fetch, rng, send, reverse=plan.reverse, keep=keep,
                         limit=self.limit if in_order else None,
                         first_page=reader.first_page, page_size=reader.page_size, limiter=limiter,
                         stats=st, query=self.stats, totals=reader.totals,

@@ -30,6 +30,7 @@ range, at the first entity that shows it.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
@@ -44,7 +45,7 @@ from pipeline.runtime.reader_stats import QueryStats, RangeStats, ReaderTotals
 __all__ = ["walk_entities"]
 
 async def walk_entities(fetch: Fetch, rng: ScanRange, send: MemoryObjectSendStream[list[ScannedRow]], *,
-                        bounds: EntityBounds, reverse: bool, matches: Callable[[bytes], bool] | None,
+                        bounds: EntityBounds, reverse: bool, keep: Callable[[Any], bool] | None,
                         limit: int, first: Callable[[], int], page_size: int,
                         limiter: anyio.CapacityLimiter, stats: RangeStats, query: QueryStats,
                         totals: ReaderTotals, more: Callable[[bytes], bool]) -> None:
@@ -89,8 +90,8 @@ async def walk_entities(fetch: Fetch, rng: ScanRange, send: MemoryObjectSendStre
             if idx == 0 and not reverse and low <= key:
                 own = [r for r in probe if not high or r[0] < high]
                 goes_on = len(own) == n  # the probe ended inside the part
-                if matches is not None:
-                    own = [r for r in own if matches(r[0])]
+                if keep is not None:
+                    own = [r for r in own if keep(r)]
                 own = own[:limit]
                 if own:
                     await send.send(own)
@@ -100,7 +101,7 @@ async def walk_entities(fetch: Fetch, rng: ScanRange, send: MemoryObjectSendStre
                     continue
                 low = probe[-1][0] + b"\x00"
             one = RangeStats(rng.label)
-            await page_range(fetch, ScanRange(low, high, rng.label), send, reverse=reverse, matches=matches,
+            await page_range(fetch, ScanRange(low, high, rng.label), send, reverse=reverse, keep=keep,
                              limit=limit - sent, first_page=first(), page_size=page_size, limiter=limiter,
                              stats=one, query=query, totals=totals, more=more)
             stats.pages += one.pages

@@ -3,8 +3,9 @@
 :func:`page_range` is the body of one producer task: it fetches the range's rows a page at a time
 with its ``fetch`` (``HBaseClient.scan_cells`` in a worker thread, or ``scan_in_process``: one
 scanner opened and closed per page; only a row's key, ``row[0]``, is read here), drops what the
-plan's filter rejects, and sends each non-empty page (rows in the merge direction) to the query's
-merge.
+plan's filter rejects (``keep``: the plan's key filter, or, for pages a worker process decoded and
+filtered, :func:`~pipeline.runtime.reader_rows.is_decoded`), and sends each non-empty page (rows in
+the merge direction) to the query's merge.
 
 Page schedule: the first page asks for ``first_page`` rows, each next page four times as many, up
 to ``page_size``, so a small limit or an early stop costs little and a full scan pays few round
@@ -25,6 +26,7 @@ Errors are the client's :class:`~pipeline.errors.HBaseIngestError` and the strea
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
@@ -55,13 +57,13 @@ def reverse_lower_bound(start: bytes) -> bytes:
 
 
 async def page_range(fetch: Fetch, rng: ScanRange, send: MemoryObjectSendStream[list[ScannedRow]],
-                     *, reverse: bool, matches: Callable[[bytes], bool] | None, limit: int | None,
+                     *, reverse: bool, keep: Callable[[Any], bool] | None, limit: int | None,
                      first_page: int, page_size: int,
                      limiter: anyio.CapacityLimiter, stats: RangeStats, query: QueryStats,
                      totals: ReaderTotals, more: Callable[[bytes], bool] | None = None) -> None:
     """Page ``rng`` into ``send`` until the range is exhausted or ``limit`` matching
     rows were sent (None: no limit). Updates ``stats``, ``query`` and ``totals`` as pages arrive.
-    ``matches`` (a key predicate) filters rows the range's bounds cannot exclude. ``more``
+    ``keep`` (a row predicate) filters rows the range's bounds cannot exclude. ``more``
     (optional) is asked with the last key scanned after each page: False stops the range there
     (rows come best first and the rest cannot be used)."""
     low = rng.start
@@ -72,7 +74,7 @@ async def page_range(fetch: Fetch, rng: ScanRange, send: MemoryObjectSendStream[
     size = first_page
     while True:
         want = min(size, page_size)
-        if limit is not None and matches is None:
+        if limit is not None and keep is None:
             # exact ranges: every row counts toward the limit (a filtered range keeps its pages,
             # since most of what it scans may be dropped)
             want = min(want, limit - stats.rows_matched)
@@ -94,8 +96,8 @@ async def page_range(fetch: Fetch, rng: ScanRange, send: MemoryObjectSendStream[
         if reverse and low and page and page[-1][0] < low:
             page = [r for r in page if r[0] >= low]
             exhausted = True
-        if matches is not None:
-            page = [r for r in page if matches(r[0])]
+        if keep is not None:
+            page = [r for r in page if keep(r)]
         stats.rows_matched += len(page)
         if page:
             await send.send(page)

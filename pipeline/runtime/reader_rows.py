@@ -13,7 +13,8 @@ path for those cells.
 pages away from the merging process: its rows are plain ``(key, fields, columns, range_label)``
 tuples (they pickle in about half the time of :class:`ReadRow`; :func:`as_read_rows` rebuilds
 them), and a row that does not decode raises the picklable
-:class:`~pipeline.runtime.reader_errors.RowDecodeError` naming its key.
+:class:`~pipeline.runtime.reader_errors.RowDecodeError` naming its key. Given the query's filter,
+it decodes only the rows the filter keeps and returns the others as ``(key,)``.
 
 Errors: a cell that does not decode raises :class:`~pipeline.runtime.reader_columns.CellDecodeError`
 naming the column (the generated code catches ``ValueError`` and re-runs the row through the
@@ -33,8 +34,8 @@ from pipeline.runtime.reader_columns import CellDecodeError, compile_columns
 from pipeline.runtime.reader_errors import RowDecodeError
 from pipeline.settings import RouteSpec
 
-__all__ = ["ReadRow", "RowDecoder", "ScannedRow", "as_read_rows", "compile_row_decoder", "key_decoder",
-           "page_decoder"]
+__all__ = ["PageQuery", "ReadRow", "RowDecoder", "ScannedRow", "as_read_rows", "compile_row_decoder",
+           "is_decoded", "key_decoder", "page_decoder"]
 
 
 ScannedRow = tuple[bytes, dict[bytes, Any]]
@@ -76,12 +77,25 @@ def as_read_rows(rows: Sequence[tuple[bytes, dict[str, Any], dict[str, Any], str
     return list(map(_read_row, rows))  # C all the way: no Python frame per row
 
 
-def page_decoder(route_json: str, verify_keys: bool) -> Callable[[Sequence[ScannedRow], str], list[Any]]:
+PageQuery = tuple[tuple[tuple[str, Any], ...], "tuple[int, int] | None", "str | None"]
+"""A query's filter in hashable form, for a worker process: ``(sorted where items, time_range,
+time_field)``, the arguments of ``RowKey.plan`` that give the query's ``matches``."""
+
+
+def page_decoder(route_json: str, verify_keys: bool,
+                 query: PageQuery | None = None) -> Callable[[Sequence[ScannedRow], str], list[Any]]:
     """``decode(rows, range_label)`` for ``RouteSpec.model_validate_json(route_json)``: rows as plain
     ``(key, fields, columns, range_label)`` tuples; an undecodable row raises
-    :class:`RowDecodeError` naming it (see the module docstring). Pure: no I/O."""
+    :class:`RowDecodeError` naming it (see the module docstring). Pure: no I/O.
+
+    With ``query``, only the rows whose key the query matches (``RowKey.plan(...).matches``, the
+    reader's own filter) are decoded; every other row comes back as ``(key,)``, so the page keeps
+    its length and its keys (paging goes on from the last one) and the caller drops those rows
+    (:func:`is_decoded`) without having decoded, sent or unpickled them. As in this process, a key
+    the filter cannot read does not match it."""
     route = RouteSpec.model_validate_json(route_json)
-    decode_run = compile_row_decoder(route, key_decoder(compile_rowkey(route.rowkey), verify_keys), plain=True)
+    rowkey = compile_rowkey(route.rowkey)
+    decode_run = compile_row_decoder(route, key_decoder(rowkey, verify_keys), plain=True)
 
     def decode(rows: Sequence[ScannedRow], label: str) -> list[Any]:
         try:
@@ -94,7 +108,22 @@ def page_decoder(route_json: str, verify_keys: bool) -> Callable[[Sequence[Scann
                     raise RowDecodeError(row[0], str(exc)) from None
             raise
 
-    return decode
+    if query is None:
+        return decode
+    where, time_range, time_field = query
+    matches = rowkey.plan(dict(where), time_range, time_field=time_field).matches
+
+    def decode_matching(rows: Sequence[ScannedRow], label: str) -> list[Any]:
+        wanted = [matches(row[0]) for row in rows]
+        decoded = iter(decode([row for row, w in zip(rows, wanted, strict=True) if w], label))
+        return [next(decoded) if w else (row[0],) for row, w in zip(rows, wanted, strict=True)]
+
+    return decode_matching
+
+
+def is_decoded(row: tuple[Any, ...]) -> bool:
+    """False for the ``(key,)`` stand-in of a row that :func:`page_decoder`'s filter dropped."""
+    return len(row) > 1
 
 
 def compile_row_decoder(route: RouteSpec, decode_key: Callable[[bytes], dict[str, Any]], *,

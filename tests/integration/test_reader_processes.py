@@ -106,6 +106,29 @@ async def test_processes_undecodable_row_is_named(hbase: HBaseClient, unique: st
         assert err.range_label is not None
 
 
+async def test_processes_filter_in_the_workers(hbase: HBaseClient, unique: str) -> None:
+    # a time range without the host: every bucket is read whole and filtered by time. The workers
+    # decode only the rows the filter keeps, so an undecodable row outside the range does not fail
+    # the query (nor does it in threads, which filter before decoding); inside the range it does.
+    async with salted_table(hbase, f"t_reader_pfilter_{unique}", 4, ["web1", "web2"], 20) as (table, spec, rowkey):
+        bad = rowkey.build({"host": "web1", "ts": T0 + 7})
+        await hbase.write(table, [Mutation(table, bad, MutationKind.PUT, {b"d:n": b"xyz"}, None, ORIGIN)])
+        route = route_of("r", table, spec)
+        async with Reader(hbase, processes=2) as procs, Reader(hbase) as threads:
+            plan = await procs.plan(route, time_range=(T0 + 10, T0 + 15))
+            assert plan.matches is not None and len(plan.ranges) == 4
+            with anyio.fail_after(60):
+                scans = [r.scan(route, time_range=(T0 + 10, T0 + 15)) for r in (procs, threads)]
+                got, same = [await s.collect() for s in scans]
+            assert [(r.fields["host"], r.fields["ts"] - T0) for r in got] == [
+                (h, t) for h in ("web1", "web2") for t in range(10, 15)]
+            assert got == same
+            assert [(s.stats.rows_scanned, s.stats.rows_returned) for s in scans] == [(40, 10), (40, 10)]
+            for reader in (procs, threads):
+                with anyio.fail_after(60), pytest.raises(QueryError, match="does not decode"):
+                    await reader.scan(route, time_range=(T0 + 5, T0 + 15)).collect()
+
+
 async def test_processes_limit_stops_early(hbase: HBaseClient, unique: str) -> None:
     async with salted_table(hbase, f"t_reader_plimit_{unique}", 16, HOSTS, 200) as (table, spec, _), \
             Reader(hbase, page_size=50, processes=2) as reader:

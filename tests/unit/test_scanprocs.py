@@ -26,3 +26,27 @@ async def test_a_worker_dying_while_it_starts_is_a_broken_worker(monkeypatch: py
                                    transform=(dict, ()), label="all", limiter=limiter)
     with pytest.raises(anyio.BrokenWorkerProcess, match="died while starting"):
         await warm_worker(gw, limiter)
+
+
+built: list[int] = []
+
+
+def numbered(n: int) -> Any:
+    built.append(n)
+    return lambda rows, label: n
+
+
+def test_a_worker_keeps_its_16_most_recent_transforms(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(scanprocs, "_transforms", {})
+    built.clear()
+    for n in range(20):
+        assert scanprocs._transform((numbered, (n,)))([], "") == n
+    assert scanprocs._transform((numbered, (19,)))([], "") == 19  # kept: not built again
+    assert built == list(range(20)) and len(scanprocs._transforms) == 16
+    scanprocs._transform((numbered, (3,)))  # the oldest ones (0 to 3) went: built again, 4 goes
+    assert built == [*range(20), 3]
+    scanprocs._transform((numbered, (5,)))  # a use moves a transform to the back: 5 stays
+    scanprocs._transform((numbered, (20,)))  # 6 goes
+    scanprocs._transform((numbered, (5,)))
+    scanprocs._transform((numbered, (6,)))
+    assert built == [*range(20), 3, 20, 6]

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from pipeline.rowkey import compile_rowkey
 from pipeline.runtime.reader_columns import CellDecodeError, compile_columns
 from pipeline.runtime.reader_errors import RowDecodeError
-from pipeline.runtime.reader_rows import ReadRow, as_read_rows, compile_row_decoder, page_decoder
+from pipeline.runtime.reader_rows import ReadRow, as_read_rows, compile_row_decoder, is_decoded, page_decoder
 from pipeline.settings import RouteSpec
 
 from .test_reader_fake import Cell
@@ -124,3 +124,26 @@ def test_page_decoder_names_the_bad_row_with_a_picklable_error() -> None:
     assert err.key == bad_key and "'d:n' (long)" in err.detail and str(err) == str(info.value)
     with pytest.raises(RowDecodeError, match="web3"):  # a key that does not fit the layout
         decode([(b"web3", cells({}))], "")
+
+
+def test_page_decoder_with_the_query_decodes_only_the_rows_it_keeps() -> None:
+    rowkey = compile_rowkey(ROUTE.rowkey)
+    keys = [rowkey.build({"host": h, "ts": t}) for h in ("web1", "web2") for t in (5, 7, 9)]
+    good = {b"d:n": (1).to_bytes(8, "big")}
+    rows = [(k, cells(good)) for k in keys]
+    plain = page_decoder(ROUTE.model_dump_json(), False)(rows, "all")
+    for where, want in [({}, [7, 9, 7, 9]), ({"host": "web2"}, [7, 9])]:  # a filtered plan, an exact one
+        query = (tuple(where.items()), (6, 10), "ts")
+        matches = rowkey.plan(where, (6, 10), time_field="ts").matches
+        got = page_decoder(ROUTE.model_dump_json(), False, query)(rows, "all")
+        assert [r[0] for r in got] == keys  # every key comes back, in order
+        assert got == [p if matches(p[0]) else (p[0],) for p in plain]
+        assert [r[1]["ts"] for r in got if is_decoded(r)] == want
+        assert marshal.loads(marshal.dumps(got)) == got
+    decode = page_decoder(ROUTE.model_dump_json(), False, ((), (6, 10), "ts"))
+    # a row the filter drops is never decoded: a bad cell there does not fail the page
+    dropped_bad = [(keys[0], cells({b"d:n": b"\x01"})), *rows[1:]]
+    assert [r[0] for r in decode(dropped_bad, "all") if is_decoded(r)] == [keys[1], keys[2], keys[4], keys[5]]
+    with pytest.raises(RowDecodeError, match="'d:n' \\(long\\)"):  # one it keeps still names itself
+        decode([(keys[4], cells({b"d:n": b"\x01"}))], "all")
+    assert decode([(b"web2_\x01", cells(good))], "all") == [(b"web2_\x01",)]  # the filter cannot read it
