@@ -113,7 +113,8 @@ def _cell(value: Any) -> str:
 
 async def _run(config: Path, route_name: str, where_items: list[str], t_from: str | None,
                t_to: str | None, newest_first: bool, limit: int | None, fmt: str, explain: bool,
-               timeout: float | None, page_size: int, processes: int, by_time: bool) -> None:
+               timeout: float | None, page_size: int, processes: int, by_time: bool,
+               skip_scan: bool) -> None:
     settings = load_settings(config)
     tune_process(settings.runtime)  # a full scan allocates ~10 objects per row
     route: RouteSpec = settings.route(route_name)
@@ -130,12 +131,13 @@ async def _run(config: Path, route_name: str, where_items: list[str], t_from: st
                                                          processes=processes) as reader:
         if explain:
             plan = await reader.plan(route, where=where, time_range=time_range,
-                                     newest_first=newest_first, limit=limit, by_time=by_time)
+                                     newest_first=newest_first, limit=limit, by_time=by_time,
+                                     skip_scan=skip_scan)
             for line in explain_lines(plan):
                 out.print(line, markup=False, highlight=False)
             return
         query = reader.scan(route, where=where, time_range=time_range, newest_first=newest_first,
-                            limit=limit, by_time=by_time)
+                            limit=limit, by_time=by_time, skip_scan=skip_scan)
         async with query:
             if fmt == "jsonl":
                 write = sys.stdout.buffer.write
@@ -158,7 +160,8 @@ async def _run(config: Path, route_name: str, where_items: list[str], t_from: st
                   f"{' per region' if s.per_region else ''}; "
                   f"{s.scanners_opened} scanner(s) opened; "
                   f"{s.rows_scanned} row(s) scanned; "
-                  + (f"{sum(r.entities for r in s.ranges)} entities walked; " if by_time else "")
+                  + (f"{sum(r.entities for r in s.ranges)} entities walked; "
+                     if query.plan is not None and query.plan.bounds is not None else "")
                   + f"{s.elapsed_s * 1000:.1f} ms",
                   markup=False, highlight=False)
         for note in query.plan.notes if query.plan is not None else ():
@@ -179,6 +182,11 @@ def scan(
         "--by-time", help="Order by time across every entity (needs --limit): the newest (with "
                           "--newest-first) or oldest N rows, even when the key leads with an entity "
                           "such as a host.")] = False,
+    skip_scan: Annotated[bool, typer.Option(
+        "--skip-scan", help="With --from/--to on a key that leads with an entity (such as a host): "
+                            "read each entity's rows in the time range only, skipping the rest of "
+                            "each entity, instead of every row filtered by time. Pays when entities "
+                            "hold many rows each and the range few of them.")] = False,
     limit: Annotated[int | None, typer.Option("--limit", min=0, help="At most N rows.")] = None,
     fmt: Annotated[str, typer.Option("--format", help="table or jsonl.")] = "table",
     explain: Annotated[bool, typer.Option("--explain", help="Print the plan only.")] = False,
@@ -194,7 +202,7 @@ def scan(
     if fmt not in ("table", "jsonl"):
         raise ConfigError(f"--format {fmt!r}: expected table or jsonl")
     anyio.run(_run, config, route, where or [], t_from, t_to, newest_first, limit, fmt, explain,
-              timeout, page_size, processes, by_time)
+              timeout, page_size, processes, by_time, skip_scan)
 
 
 def register(app: typer.Typer) -> None:

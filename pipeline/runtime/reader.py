@@ -103,6 +103,7 @@ __all__ = [
 
 Row = ScannedRow
 _PRUNED_FIRST_PAGE = 4  # rows an entity's first page asks for once a by-time top-k is full
+_EVERY_ROW = 1 << 62  # an entity walk's per-entity limit when the query has none
 
 
 def page_query(plan: QueryPlan) -> PageQuery | None:
@@ -222,7 +223,7 @@ class Reader:
 
     async def plan(self, route: RouteSpec, *, where: Mapping[str, Any] | None = None,
                    time_range: tuple[int, int] | None = None, newest_first: bool = False,
-                   limit: int | None = None, by_time: bool = False) -> QueryPlan:
+                   limit: int | None = None, by_time: bool = False, skip_scan: bool = False) -> QueryPlan:
         """The ranges a query would scan (reads the region list only for per-region plans).
 
         Raises :class:`QueryError` (from the rowkey's ``PlanError`` or an HBase error)."""
@@ -230,7 +231,7 @@ class Reader:
         try:
             return await plan_query(self.hbase, rowkey, route, where=where, time_range=time_range,
                                     newest_first=newest_first, limit=limit, by_time=by_time,
-                                    decode_key=self.key_decoder(rowkey))
+                                    skip_scan=skip_scan, decode_key=self.key_decoder(rowkey))
         except HBaseIngestError as exc:
             if isinstance(exc, QueryError):
                 raise
@@ -240,23 +241,27 @@ class Reader:
     def scan(self, route: RouteSpec, *, where: Mapping[str, Any] | None = None,
              time_range: tuple[int, int] | None = None, newest_first: bool = False,
              limit: int | None = None, columns: Sequence[str] | None = None,
-             timeout_s: float | None = None, by_time: bool = False) -> Scan:
+             timeout_s: float | None = None, by_time: bool = False, skip_scan: bool = False) -> Scan:
         """One query: an async iterator of :class:`ReadRow` (the module docstring gives the order).
 
         ``where`` maps rowkey field names to values; ``time_range`` is ``[t0, t1)`` in epoch ms on
         the design's time field; ``columns`` restricts the cells fetched (``family:qualifier`` or
         ``family``); ``timeout_s`` overrides the reader's per-query timeout. ``by_time`` (needs
         ``limit``) returns the newest (``newest_first``) or oldest ``limit`` rows by time across
-        every entity instead of the logical order. Iterating raises :class:`QueryError`. Breaking
+        every entity instead of the logical order. ``skip_scan`` (needs ``time_range``) reads a
+        range that holds many entities (hosts) entity by entity, only each one's rows in the time
+        range, instead of every row of the range filtered by time: one or two scanner calls per
+        entity, which pays when entities hold many rows each and the time range few of them.
+        Iterating raises :class:`QueryError`. Breaking
         out early is fine; ``aclose()`` (or ``async with``) releases the scans at once rather than
         at garbage collection.
         """
         check_query(route, where=where, time_range=time_range, limit=limit, columns=columns,
-                    timeout_s=timeout_s, by_time=by_time)
+                    timeout_s=timeout_s, by_time=by_time, skip_scan=skip_scan)
         if time_range is not None:
             time_range = (time_range[0], time_range[1])
         return Scan(self, route, where=dict(where or {}), time_range=time_range,
-                    newest_first=newest_first, limit=limit, by_time=by_time,
+                    newest_first=newest_first, limit=limit, by_time=by_time, skip_scan=skip_scan,
                     columns=[c.encode() for c in columns] if columns else None,
                     timeout_s=self.timeout_s if timeout_s is None else timeout_s)
 
@@ -276,7 +281,8 @@ class Scan:
 
     def __init__(self, reader: Reader, route: RouteSpec, *, where: dict[str, Any],
                  time_range: tuple[int, int] | None, newest_first: bool, limit: int | None,
-                 columns: list[bytes] | None, timeout_s: float | None, by_time: bool = False) -> None:
+                 columns: list[bytes] | None, timeout_s: float | None, by_time: bool = False,
+                 skip_scan: bool = False) -> None:
         self.reader = reader
         self.route = route
         self.where = where
@@ -284,6 +290,7 @@ class Scan:
         self.newest_first = newest_first
         self.limit = limit
         self.by_time = by_time
+        self.skip_scan = skip_scan
         self.columns = columns
         self.timeout_s = timeout_s
         self.plan: QueryPlan | None = None
@@ -435,11 +442,11 @@ class Scan:
         async with send:
             try:
                 st.state = "scanning"
-                if plan.bounds is not None:
-                    assert self.limit is not None
+                if plan.bounds is not None:  # by time, or a skip scan (which may have no limit)
                     await walk_entities(
                         fetch, rng, send, bounds=plan.bounds, reverse=plan.reverse, keep=keep,
-                        limit=self.limit, first=first, page_size=reader.page_size,
+                        limit=self.limit if self.limit is not None else _EVERY_ROW, first=first,
+                        page_size=reader.page_size,
                         limiter=limiter, stats=st, query=self.stats, totals=reader.totals, more=more)
                 else:
                     await page_range(
@@ -526,7 +533,7 @@ class Scan:
             with anyio.fail_after(self.timeout_s):
                 plan = await reader.plan(self.route, where=self.where, time_range=self.time_range,
                                          newest_first=self.newest_first, limit=self.limit,
-                                         by_time=self.by_time)
+                                         by_time=self.by_time, skip_scan=self.skip_scan)
         except TimeoutError as exc:
             self._finish("timeout")
             raise QueryError(f"query timed out after {self.timeout_s} s while planning",

@@ -50,7 +50,7 @@ def check_reader(*, page_size: Any, first_page: Any, read_ahead: Any, concurrenc
 
 
 def check_query(route: Any, *, where: Any, time_range: Any, limit: Any, columns: Any, timeout_s: Any,
-                by_time: Any = False) -> None:
+                by_time: Any = False, skip_scan: Any = False) -> None:
     """The arguments of ``Reader.scan(...)``: ``time_range`` is ``(t0, t1)``, epoch ms, ``t0 <= t1``
     (``t0 == t1`` is an empty range; reversed bounds are a mistake, not an empty answer)."""
     if not isinstance(route, RouteSpec):
@@ -72,5 +72,6 @@ def check_query(route: Any, *, where: Any, time_range: Any, limit: Any, columns:
                                 or not all(isinstance(c, str) for c in columns)):
         raise TypeError(f"columns must be a list of 'family:qualifier' or 'family' names, got {columns!r}")
     _seconds("timeout_s", timeout_s)
-    if not isinstance(by_time, bool):
-        raise TypeError(f"by_time must be a bool, got {type(by_time).__name__} {by_time!r}")
+    for name, flag in (("by_time", by_time), ("skip_scan", skip_scan)):
+        if not isinstance(flag, bool):
+            raise TypeError(f"{name} must be a bool, got {type(flag).__name__} {flag!r}")

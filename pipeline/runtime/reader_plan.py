@@ -126,13 +126,13 @@ def intersect(start: bytes, stop: bytes, low: bytes, high: bytes) -> tuple[bytes
     return (start, stop) if not stop or start < stop else None
 
 
-def entity_fields(rowkey: RowKey, time_field: str) -> tuple[str, ...]:
+def entity_fields(rowkey: RowKey, time_field: str, what: str = "a by-time query") -> tuple[str, ...]:
     """The fields of the segments before the first segment that stores ``time_field`` in order
     (salt inputs included), in key order: what names one entity of the design. Empty for a
     time-led design. A coarse time bucket of ``time_field`` may come before the time itself when no
     other field sits between them (rows then stay in time order). Raises ``PlanError`` when no
     segment stores the time in order, or when an entity field follows a time bucket (one entity's
-    rows are then spread over many buckets)."""
+    rows are then spread over many buckets); ``what`` names the query in those messages."""
     out: list[str] = []
     bucket: Segment | None = None
     for seg in rowkey.segments:
@@ -143,21 +143,21 @@ def entity_fields(rowkey: RowKey, time_field: str) -> tuple[str, ...]:
             return tuple(out)
         fields = [f for f in seg.fields if f != time_field and f not in out]
         if bucket is not None and fields:
-            raise PlanError(f"a by-time query cannot walk the design {rowkey.spec!r} entity by entity: "
+            raise PlanError(f"{what} cannot walk the design {rowkey.spec!r} entity by entity: "
                             f"its time bucket {bucket.source} comes before {', '.join(fields)}, so one "
                             "entity's rows are spread over many buckets")
         out.extend(fields)
-    raise PlanError(f"a by-time query needs a key that stores {time_field!r} in order, and "
+    raise PlanError(f"{what} needs a key that stores {time_field!r} in order, and "
                     f"{rowkey.spec!r} does not")
 
 
 def entity_bounds(rowkey: RowKey, time_field: str, fields: tuple[str, ...], where: Mapping[str, Any],
                   time_range: tuple[int, int] | None,
-                  decode_key: Callable[[bytes], dict[str, Any]]) -> EntityBounds:
+                  decode_key: Callable[[bytes], dict[str, Any]], what: str = "a by-time query") -> EntityBounds:
     """The :data:`EntityBounds` of a query (``where``, ``time_range``) whose entity is ``fields``:
     the query planned again with the entity's values added to ``where``. Raises the rowkey's errors:
     for a key that does not decode, and ``PlanError`` when that plan does not pin the entity to one
-    contiguous key range."""
+    contiguous key range (``what`` names the query in that message)."""
 
     def bounds(key: bytes) -> tuple[bytes, list[tuple[bytes, bytes]]]:
         decoded = decode_key(key)
@@ -165,7 +165,7 @@ def entity_bounds(rowkey: RowKey, time_field: str, fields: tuple[str, ...], wher
         whole = rowkey.plan(query, None, time_field=time_field)
         rng = whole.range_of(key) if whole.exact and not whole.per_region else None
         if rng is None:
-            raise PlanError(f"a by-time query cannot walk the design {rowkey.spec!r} entity by entity: "
+            raise PlanError(f"{what} cannot walk the design {rowkey.spec!r} entity by entity: "
                             f"the rows of one ({', '.join(fields)}) are not one contiguous key range")
         if time_range is None:  # the part to read is the whole entity
             return rng.stop, [(rng.start, rng.stop)]
@@ -203,15 +203,16 @@ def time_field_of(rowkey: RowKey, route: RouteSpec) -> str | None:
 
 async def plan_query(hbase: HBaseClient, rowkey: RowKey, route: RouteSpec, *,
                      where: Mapping[str, Any] | None, time_range: tuple[int, int] | None,
-                     newest_first: bool, limit: int | None, by_time: bool = False,
+                     newest_first: bool, limit: int | None, by_time: bool = False, skip_scan: bool = False,
                      decode_key: Callable[[bytes], dict[str, Any]] | None = None) -> QueryPlan:
     """Plan one query on ``route`` (reads the region list only for a per-region plan).
     ``decode_key`` (the reader's key decoder; default ``RowKey.decode``) is what a ``by_time``
-    entity walk decodes keys with.
+    entity walk (``by_time``, ``skip_scan``) decodes keys with.
 
     Raises the rowkey's ``PlanError`` for a query the design cannot answer, :class:`QueryError` for
-    ``newest_first`` or ``by_time`` on a design without a time field, ``by_time`` without a limit
-    or on a design it cannot walk, and HBase errors from the region list."""
+    ``newest_first`` or ``by_time`` on a design without a time field, ``by_time`` without a limit,
+    ``skip_scan`` without a time range, with ``by_time`` or reading backward, either on a design it
+    cannot walk, and HBase errors from the region list."""
     where = dict(where or {})
     tf = time_field_of(rowkey, route)
     for wanted, flag in ((newest_first, "newest_first"), (by_time, "by_time")):
@@ -231,9 +232,31 @@ async def plan_query(hbase: HBaseClient, rowkey: RowKey, route: RouteSpec, *,
         entity = entity_fields(rowkey, tf)
         if all(f in where for f in entity):
             entity = ()  # one entity: its rows are already in time order
+    skip_note = ""
+    if skip_scan:
+        if by_time:
+            raise QueryError("skip_scan with by_time: a by-time query already walks entity by entity",
+                             table=route.table)
+        if time_range is None or tf is None:
+            raise QueryError("skip_scan needs a time range: it reads each entity's rows in the time range "
+                             "and skips the rest of the entity", table=route.table)
+        if not rowkey.decodable:
+            raise QueryError(f"skip_scan decodes each entity from its first key, and the key "
+                             f"{route.rowkey!r} does not decode", table=route.table)
+        entity = entity_fields(rowkey, tf, "a skip scan")
+        if not entity:
+            skip_note = ("skip scan: not needed, the key leads with the time, so the ranges hold only "
+                         "rows in the time range")
+        elif all(f in where for f in entity):
+            entity = ()
+            skip_note = f"skip scan: not needed, where gives the whole entity ({', '.join(entity_fields(rowkey, tf))})"
     sp = rowkey.plan(where, time_range, time_field=tf)
     reverse = newest_first != time_descending(rowkey, tf) if by_time else (
         newest_first and not time_descending(rowkey, tf))
+    if skip_scan and entity and reverse:
+        raise QueryError(f"skip_scan walks every range forward, and newest first on {route.rowkey!r} reads "
+                         f"it backward (the key stores {tf} ascending): drop newest_first, or ask by_time "
+                         "with a limit for the newest rows across every entity", table=route.table)
     # the planner's generic labels (prefix, point, time, all) get the range's start key
     ranges = [ScanRange(r.start, r.stop,
                         r.label if "=" in r.label else f"{r.label} {format_key(r.start)}".rstrip())
@@ -272,6 +295,14 @@ async def plan_query(hbase: HBaseClient, rowkey: RowKey, route: RouteSpec, *,
             bounds = entity_bounds(rowkey, tf, entity, where, time_range, decode)
             notes.append(f"by time across every ({', '.join(entity)}): each range is walked entity by "
                          f"entity, reading at most {limit} row(s) of each (one or two scanner calls per entity)")
+    if skip_scan and entity:
+        assert tf is not None and time_range is not None
+        bounds = entity_bounds(rowkey, tf, entity, where, time_range, decode_key or rowkey.decode,
+                               "a skip scan")
+        notes.append(f"skip scan: each range is walked entity by entity ({', '.join(entity)}), reading only "
+                     "each one's rows in the time range (one or two scanner calls per entity)")
+    elif skip_note:
+        notes.append(skip_note)
     return QueryPlan(
         route=route.name, table=route.table, spec=route.rowkey, where=where, time_range=time_range,
         time_field=tf, newest_first=newest_first, limit=limit, ranges=tuple(ranges),
@@ -326,9 +357,12 @@ def explain_lines(plan: QueryPlan) -> list[str]:
         why = f" (within each {'entity' if plan.entity else 'range'}, {plan.time_field} " + (
             "newest first)" if plan.newest_first else "oldest first)")
     lines.append(f"scan: {scan}{why}")
-    if plan.entity:
+    if plan.entity and plan.order == "by-time":
         lines.append(f"walk: entity by entity, an entity being one ({', '.join(plan.entity)}); at most "
                      f"{plan.limit} row(s) read per entity")
+    elif plan.entity:
+        lines.append(f"walk: skip scan, entity by entity, an entity being one ({', '.join(plan.entity)}); "
+                     "only its rows in the time range are read")
     lines.append(f"order: {_order_text(plan)}")
     lines.append(f"key order: {plan.key_order}")
     lines.extend(f"note: {n}" for n in plan.notes)

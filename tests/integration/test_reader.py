@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from connectors.hbase import HBaseClient
 from connectors.stack import LocalStack
 from pipeline.rowkey import compile_rowkey
-from pipeline.runtime.reader import QueryError, Reader
+from pipeline.runtime.reader import QueryError, Reader, ReadRow, Scan
 from tests.integration.reader_support import (
     DESIGNS,
     HOSTS,
@@ -42,6 +42,22 @@ queries = st.fixed_dictionaries({
 })
 
 
+async def write_and_list(hb: HBaseClient, table: str, rowkey: Any, rows: set[tuple[str, int]]) -> list[bytes]:
+    """Write ``rows`` (host, ts - T0) into ``table``; every key the table then holds."""
+    if rows:
+        await hb.write(table, [mutation(rowkey, table, h, T0 + t) for h, t in rows])
+    return [k for k, _ in await hb.scan_page(table, limit=1_000_000)]
+
+
+async def run_query(hb: HBaseClient, route: Any, page_size: int, processes: int,
+                    **query: Any) -> tuple[Scan, list[ReadRow]]:
+    """One query through a fresh reader (first pages of 3 rows): the scan and its rows."""
+    async with Reader(hb, page_size=page_size, first_page=3, processes=processes) as reader:
+        scan = reader.scan(route, **query)
+        with anyio.fail_after(60):
+            return scan, await scan.collect()
+
+
 @pytest.mark.parametrize("design", list(DESIGNS))
 @settings(max_examples=20, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -58,16 +74,11 @@ def test_reader_equals_brute_force(stack: LocalStack, reader_tables: dict[str, s
 
     async def run() -> None:
         async with HBaseClient(settings_of(stack)) as hb:
-            if rows:
-                await hb.write(table, [mutation(rowkey, table, h, T0 + t) for h, t in rows])
-            everything = [k for k, _ in await hb.scan_page(table, limit=1_000_000)]
+            everything = await write_and_list(hb, table, rowkey, rows)
             want = brute_force(rowkey, everything, where, trange, newest and not d.time_desc,
                                limit, d.per_region and not where and limit is None)
-            async with Reader(hb, page_size=query["page_size"], first_page=3) as reader:
-                scan = reader.scan(route, where=where, time_range=trange, newest_first=newest,
-                                   limit=limit)
-                with anyio.fail_after(60):
-                    got = await scan.collect()
+            scan, got = await run_query(hb, route, query["page_size"], 0, where=where, time_range=trange,
+                                        newest_first=newest, limit=limit)
         assert [r.key for r in got] == want
         for r in got:
             host, ts = r.fields["host"], r.fields["ts"]
@@ -100,16 +111,10 @@ def test_by_time_equals_brute_force(stack: LocalStack, reader_tables: dict[str, 
 
     async def run() -> None:
         async with HBaseClient(settings_of(stack)) as hb:
-            if rows:
-                await hb.write(table, [mutation(rowkey, table, h, T0 + t) for h, t in rows])
-            everything = [k for k, _ in await hb.scan_page(table, limit=1_000_000)]
+            everything = await write_and_list(hb, table, rowkey, rows)
             want = brute_force_by_time(rowkey, everything, where, trange, newest, limit)
-            async with Reader(hb, page_size=query["page_size"], first_page=3,
-                              processes=processes) as reader:
-                scan = reader.scan(route, where=where, time_range=trange, newest_first=newest,
-                                   limit=limit, by_time=True)
-                with anyio.fail_after(60):
-                    got = await scan.collect()
+            scan, got = await run_query(hb, route, query["page_size"], processes, where=where,
+                                        time_range=trange, newest_first=newest, limit=limit, by_time=True)
         assert [r.key for r in got] == want
         assert scan.plan is not None and scan.plan.order == "by-time"
         walked = sum(r.entities for r in scan.stats.ranges)
@@ -119,6 +124,51 @@ def test_by_time_equals_brute_force(stack: LocalStack, reader_tables: dict[str, 
                 assert walked == len({rowkey.decode(k)["host"] for k in everything})
         else:  # time-led, or one host: ranges read in time order, no walk
             assert scan.plan.entity == () and walked == 0
+
+    anyio.run(run)
+
+
+@pytest.mark.parametrize("design", list(DESIGNS))
+@settings(max_examples=15, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=st.sets(st.tuples(st.sampled_from(HOSTS), st.integers(0, 40)), max_size=30),
+       query=queries, span=st.tuples(st.integers(0, 40), st.integers(0, 40)),
+       processes=st.sampled_from([0, 0, 2]))
+def test_skip_scan_equals_brute_force(stack: LocalStack, reader_tables: dict[str, str], design: str,
+                                      rows: set[tuple[str, int]], query: dict[str, Any],
+                                      span: tuple[int, int], processes: int) -> None:
+    """``skip_scan``: a time range read host by host (only each host's rows in the range) gives
+    exactly the brute-force answer, in the logical order, on every design; entity-led ones are
+    walked, each host probed once."""
+    d = DESIGNS[design]
+    table = reader_tables[design]
+    rowkey = compile_rowkey(d.spec)
+    route = route_of(design, table, d.spec)
+    where = {"host": query["host"]} if query["host"] is not None else {}
+    trange = (T0 + min(span), T0 + max(span))
+    newest = query["newest_first"] and d.time_desc  # a skip scan reads forward
+    limit = query["limit"]
+
+    async def run() -> None:
+        async with HBaseClient(settings_of(stack)) as hb:
+            everything = await write_and_list(hb, table, rowkey, rows)
+            want = brute_force(rowkey, everything, where, trange, False, limit,
+                               d.per_region and not where and limit is None)
+            scan, got = await run_query(hb, route, query["page_size"], processes, where=where,
+                                        time_range=trange, newest_first=newest, limit=limit, skip_scan=True)
+        assert [r.key for r in got] == want
+        assert scan.plan is not None
+        walked = sum(r.entities for r in scan.stats.ranges)
+        if not scan.plan.ranges:  # an empty time range plans nothing
+            assert walked == 0
+        elif design != "bucketed" and not where:
+            assert scan.plan.entity == ("host",)
+            if limit is None:  # every host probed once, whatever its rows in the range
+                assert walked == len({rowkey.decode(k)["host"] for k in everything})
+                # only the rows in the range are read, plus each host's probe (first_page rows)
+                assert scan.stats.rows_scanned <= len(want) + 3 * walked
+        else:  # time-led, or one host: nothing to skip
+            assert scan.plan.bounds is None and walked == 0
 
     anyio.run(run)
 
@@ -267,5 +317,15 @@ def test_scan_command_explain_and_jsonl(stack: LocalStack, tmp_path: Path) -> No
         assert f"{len(HOSTS)} entities walked" in " ".join(res.stderr.split())
         res = runner.invoke(app, ["scan", "--config", str(config), "--route", "m", "--by-time"])
         assert res.exit_code != 0 and "by_time needs a limit" in res.output
+        # a time range read host by host: the same rows as the filtered scan of every row
+        span = ["--from", str(T0 + 1), "--to", str(T0 + 3), "--format", "jsonl"]
+        plain, skip = [runner.invoke(app, ["scan", "--config", str(config), "--route", "m", *span, *extra])
+                       for extra in ([], ["--skip-scan"])]
+        assert [plain.exit_code, skip.exit_code] == [0, 0], skip.output
+        assert skip.stdout == plain.stdout and skip.stdout.count("\n") == len(HOSTS) * 2
+        assert f"{len(HOSTS)} entities walked" in " ".join(skip.stderr.split())
+        assert "skip scan: each range is walked entity by entity (host)" in " ".join(skip.stderr.split())
+        res = runner.invoke(app, ["scan", "--config", str(config), "--route", "m", "--skip-scan"])
+        assert res.exit_code != 0 and "skip_scan needs a time range" in res.output
     finally:
         anyio.run(teardown)

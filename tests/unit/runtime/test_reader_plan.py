@@ -10,6 +10,7 @@ from connectors.hbase import RegionInfo
 from pipeline.cli.scan import parse_time, parse_where
 from pipeline.errors import ConfigError
 from pipeline.rowkey import compile_rowkey
+from pipeline.rowkey.codecs import prefix_successor
 from pipeline.rowkey.errors import PlanError
 from pipeline.runtime.reader import Reader, reverse_lower_bound
 from pipeline.runtime.reader_columns import CellDecodeError, compile_columns, decode_long
@@ -180,3 +181,36 @@ async def test_by_time_plan_explain_and_errors() -> None:
             await reader.plan(untimed, limit=5, by_time=True)
         with pytest.raises(TypeError, match="by_time must be a bool"):
             reader.scan(route, limit=5, by_time="yes")  # type: ignore[arg-type]
+
+
+async def test_skip_scan_plan_explain_and_errors() -> None:
+    spec = "[salt(host, 4)][host][_][long(ts)]"
+    route = RouteSpec(name="r", topic="t", table="t", rowkey=spec, columns={"d:h": "host"})
+    async with Reader(FakeHBase()) as reader:  # type: ignore[arg-type]
+        plan = await reader.plan(route, time_range=(10, 20), skip_scan=True)
+        assert plan.order == "logical" and plan.entity == ("host",) and plan.bounds is not None
+        assert len(plan.ranges) == 4 and plan.matches is not None and not plan.reverse
+        text = "\n".join(explain_lines(plan))
+        assert "walk: skip scan, entity by entity, an entity being one (host)" in text
+        assert "only each one's rows in the time range" in text
+        skip_to, parts = plan.bounds(compile_rowkey(spec).build({"host": "web1", "ts": 15}))
+        assert len(parts) == 1 and skip_to == prefix_successor(parts[0][0][:-8])  # the host's end
+        one = await reader.plan(route, where={"host": "a"}, time_range=(10, 20), skip_scan=True)
+        assert one.bounds is None and "not needed, where gives the whole entity (host)" in one.notes[-1]
+        timeled = RouteSpec(name="b", topic="t", table="t", rowkey="[mod(ts, 4)][long(ts)][host]",
+                            columns={"d:h": "host"})
+        led = await reader.plan(timeled, time_range=(10, 20), skip_scan=True)
+        assert led.bounds is None and "not needed, the key leads with the time" in led.notes[-1]
+        with pytest.raises(QueryError, match="skip_scan needs a time range"):
+            await reader.plan(route, skip_scan=True)
+        with pytest.raises(QueryError, match="skip_scan with by_time"):
+            await reader.plan(route, time_range=(10, 20), limit=3, by_time=True, skip_scan=True)
+        with pytest.raises(QueryError, match="reads it backward"):
+            await reader.plan(route, time_range=(10, 20), newest_first=True, skip_scan=True)
+        reverse = route.model_copy(update={"rowkey": "[salt(host, 4)][host][_][reverse_ts(ts)]"})
+        assert (await reader.plan(reverse, time_range=(10, 20), newest_first=True, skip_scan=True)).bounds
+        bucketed = route.model_copy(update={"rowkey": "[time_bucket(ts, 3600)][host][long(ts)]"})
+        with pytest.raises(QueryError, match="a skip scan cannot walk"):
+            await reader.plan(bucketed, time_range=(10, 20), skip_scan=True)
+        with pytest.raises(TypeError, match="skip_scan must be a bool"):
+            reader.scan(route, time_range=(10, 20), skip_scan=1)  # type: ignore[arg-type]
