@@ -15,6 +15,9 @@ batches of 2000. Measured in the same run (ratios matter, not absolute times):
   ``newest100_all_hosts_by_time`` asks the entity-led table itself for its newest 100 by time
   across every host (``by_time=True``: each bucket walked host by host, at most 100 rows read per
   host; checked to be the 100 newest rows, ties in descending key order);
+- the oldest 1% and 10% of every host's rows by time range, read with the skip scan
+  (``skip_scan=True``: host by host, only each host's rows in the range) and with the plain scan
+  (every row of every bucket, filtered by time), alternately (``time_range_*``; same rows checked);
 - wall time of a full merged scan (16 concurrent ranges, k-way merge, rows decoded) against the
   same scan done serially (target: merged <= 0.6 x serial), and against one happybase scanner over
   the whole table (no decoding, no merge: the floor of what Thrift can deliver).
@@ -159,6 +162,29 @@ async def newest_serial(reader: Reader, route: RouteSpec, reps: int) -> dict[str
         assert len(rows) == 100
         times.append(time.perf_counter() - t0)
     return {"median_ms": round(statistics.median(times) * 1000, 2)}
+
+
+async def time_range_scans(reader: Reader, route: RouteSpec, span: tuple[int, int], reps: int
+                           ) -> dict[str, Any]:
+    """One time range across every host, read with the skip scan and with the plain scan (every
+    row of every bucket, filtered by time), alternately: medians, and the same rows checked."""
+    times: dict[bool, list[float]] = {True: [], False: []}
+    stats: dict[bool, Any] = {}
+    keys: dict[bool, list[bytes]] = {}
+    for rep in range(reps):
+        for skip in ((True, False) if rep % 2 == 0 else (False, True)):
+            t0 = time.perf_counter()
+            scan = reader.scan(route, time_range=span, skip_scan=skip)
+            rows = await scan.collect()
+            times[skip].append(time.perf_counter() - t0)
+            stats[skip], keys[skip] = scan.stats, [r.key for r in rows]
+    assert keys[True] == keys[False], "skip scan: not the plain scan's rows"
+    out: dict[str, Any] = {"rows": len(keys[True])}
+    for skip, name in ((True, "skip_scan"), (False, "filtered_scan")):
+        out[name] = {"median_s": round(statistics.median(times[skip]), 3),
+                     "scanners_opened": stats[skip].scanners_opened, "rows_scanned": stats[skip].rows_scanned}
+    out["skip_over_filtered"] = round(out["skip_scan"]["median_s"] / out["filtered_scan"]["median_s"], 3)
+    return out
 
 
 async def raw_scans(hb: HBaseClient, table: str, page_size: int, concurrency: int) -> float:
@@ -319,6 +345,12 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 out["newest100_all_hosts_by_time"]["order"] = (
                     "by time across every host, ties in descending key order: the reader walks each "
                     "bucket host by host and reads at most 100 rows of each")
+                per_host = args.rows // args.hosts  # one row a second per host from T0
+                for name, frac in (("time_range_1pct_all_hosts", 0.01), ("time_range_10pct_all_hosts", 0.1)):
+                    span = (T0, T0 + int(per_host * frac) * 1000)
+                    out[name] = await time_range_scans(reader, route, span, args.time_range_reps)
+                    out[name]["time_range"] = f"the oldest {frac:.0%} of every host's rows"
+                    print(name, out[name])
                 out["newest100_all_hosts"]["over_serial"] = round(
                     out["newest100_all_hosts"]["median_ms"]
                     / out["newest100_all_hosts_serial_baseline"]["median_ms"], 3)
@@ -438,6 +470,8 @@ def cli() -> None:
                         help="repetitions of each full scan (the order of the five scans rotates)")
     parser.add_argument("--by-time-reps", type=int, default=5,
                         help="repetitions of the newest 100 by time across every host")
+    parser.add_argument("--time-range-reps", type=int, default=3,
+                        help="repetitions of each time-range query (skip scan and plain scan alternate)")
     parser.add_argument("--config", default=None, help="TOML settings ([hbase] section)")
     parser.add_argument("--keep", action="store_true", help="keep the table for --reuse")
     parser.add_argument("--reuse", action="store_true", help="reuse a table kept by --keep")
