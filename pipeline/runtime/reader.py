@@ -41,6 +41,8 @@ with a limit they return the first ``limit`` rows in logical order (a bounded to
 ``by_time=True`` (with a limit) asks for another order: the newest (``newest_first``) or oldest
 ``limit`` rows by the time field across every entity, ties in logical order, kept by a top-k; an
 entity-led design is then walked entity by entity (:mod:`pipeline.runtime.reader_entities`).
+``skip_scan=True`` (with a time range) keeps the logical order and walks an entity-led design the
+same way, reading only each entity's rows in the time range instead of every row filtered by time.
 
 Limits are pushed down: a range never fetches more than ``limit`` matching rows (page size =
 min(page_size, rows still allowed)), and the merge stops at ``limit`` rows, cancelling the scans
@@ -252,9 +254,8 @@ class Reader:
         range that holds many entities (hosts) entity by entity, only each one's rows in the time
         range, instead of every row of the range filtered by time: one or two scanner calls per
         entity, which pays when entities hold many rows each and the time range few of them.
-        Iterating raises :class:`QueryError`. Breaking
-        out early is fine; ``aclose()`` (or ``async with``) releases the scans at once rather than
-        at garbage collection.
+        Iterating raises :class:`QueryError`. Breaking out early is fine; ``aclose()`` (or ``async
+        with``) releases the scans at once rather than at garbage collection.
         """
         check_query(route, where=where, time_range=time_range, limit=limit, columns=columns,
                     timeout_s=timeout_s, by_time=by_time, skip_scan=skip_scan)

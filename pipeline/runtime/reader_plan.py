@@ -210,12 +210,12 @@ async def plan_query(hbase: HBaseClient, rowkey: RowKey, route: RouteSpec, *,
     entity walk (``by_time``, ``skip_scan``) decodes keys with.
 
     Raises the rowkey's ``PlanError`` for a query the design cannot answer, :class:`QueryError` for
-    ``newest_first`` or ``by_time`` on a design without a time field, ``by_time`` without a limit,
+    ``newest_first``, ``by_time`` or ``skip_scan`` on a design without a time field, ``by_time`` without a limit,
     ``skip_scan`` without a time range, with ``by_time`` or reading backward, either on a design it
     cannot walk, and HBase errors from the region list."""
     where = dict(where or {})
     tf = time_field_of(rowkey, route)
-    for wanted, flag in ((newest_first, "newest_first"), (by_time, "by_time")):
+    for wanted, flag in ((newest_first, "newest_first"), (by_time, "by_time"), (skip_scan, "skip_scan")):
         if wanted and tf is None:
             raise QueryError(f"{flag} needs a time field, and the key {route.rowkey!r} has none "
                              "that the design or the route's timestamp_field names", table=route.table)
@@ -237,7 +237,7 @@ async def plan_query(hbase: HBaseClient, rowkey: RowKey, route: RouteSpec, *,
         if by_time:
             raise QueryError("skip_scan with by_time: a by-time query already walks entity by entity",
                              table=route.table)
-        if time_range is None or tf is None:
+        if time_range is None or tf is None:  # (tf is None was refused above)
             raise QueryError("skip_scan needs a time range: it reads each entity's rows in the time range "
                              "and skips the rest of the entity", table=route.table)
         if not rowkey.decodable:

@@ -203,6 +203,9 @@ async def test_skip_scan_plan_explain_and_errors() -> None:
         assert led.bounds is None and "not needed, the key leads with the time" in led.notes[-1]
         with pytest.raises(QueryError, match="skip_scan needs a time range"):
             await reader.plan(route, skip_scan=True)
+        untimed = route.model_copy(update={"rowkey": "[salt(host, 4)][host]"})
+        with pytest.raises(QueryError, match="skip_scan needs a time field"):
+            await reader.plan(untimed, time_range=(10, 20), skip_scan=True)
         with pytest.raises(QueryError, match="skip_scan with by_time"):
             await reader.plan(route, time_range=(10, 20), limit=3, by_time=True, skip_scan=True)
         with pytest.raises(QueryError, match="reads it backward"):
