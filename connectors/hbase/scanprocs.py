@@ -15,8 +15,9 @@ Contract of :func:`scan_page_in_process`:
   cells; the scanner is opened and closed in the worker, whatever happens), passed through
   ``transform``. A transform is ``(factory, args)``: ``factory(*args)`` is called once per worker
   process (cached by ``(factory, args)``, so ``args`` must be hashable; the 16 most recently used
-  are kept) and returns ``fn(rows, label)``. The factory is pickled by reference: a module-level function. The page
-  travels in ``marshal`` form when it is made of builtin types, pickled otherwise.
+  are kept) and returns ``fn(rows, label)``. The factory is pickled by reference: a module-level
+  function. The page travels in ``marshal`` form when it is made of builtin types, pickled
+  otherwise.
 - A worker keeps one Thrift1 connection and one Thrift2 client per :class:`Gateway`, each opened
   on first use; one whose call failed is dropped and reopened on the next call.
 - Errors: HBase and socket errors come back as the project's :class:`~pipeline.errors.HBaseError`

@@ -22,9 +22,9 @@ How a query runs:
    :func:`~pipeline.runtime.reader_rows.page_decoder`), and this process only unpickles and
    merges: a full scan is then no longer bound by one process's CPU (the GIL). When the plan
    filters rows (per-region plans, or ranges the bounds cannot narrow), the workers apply the
-   filter too (:func:`page_query`) and decode, send and unpickle only the rows it keeps. It pays when the
-   machine has cores to spare for the workers; on small queries the page round trip to a worker
-   costs more than it saves.
+   filter too (:func:`page_query`) and decode, send and unpickle only the rows it keeps. It pays
+   when the machine has cores to spare for the workers; on small queries the page round trip to a
+   worker costs more than it saves.
 3. **Merge**: a k-way merge in batches (:class:`pipeline.core.merge.PageMerge`): once every range
    has a page, every row that sorts before the smallest last row among those pages is emitted at
    once (each range's share decoded with its label, then one stable sort), so the merge does no

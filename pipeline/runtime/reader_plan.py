@@ -248,8 +248,8 @@ async def plan_query(hbase: HBaseClient, rowkey: RowKey, route: RouteSpec, *,
             skip_note = ("skip scan: not needed, the key leads with the time, so the ranges hold only "
                          "rows in the time range")
         elif all(f in where for f in entity):
+            skip_note = f"skip scan: not needed, where gives the whole entity ({', '.join(entity)})"
             entity = ()
-            skip_note = f"skip scan: not needed, where gives the whole entity ({', '.join(entity_fields(rowkey, tf))})"
     sp = rowkey.plan(where, time_range, time_field=tf)
     reverse = newest_first != time_descending(rowkey, tf) if by_time else (
         newest_first and not time_descending(rowkey, tf))

@@ -119,8 +119,7 @@ async def test_pages_in_worker_processes_equal_thread_pages(hbase: HBaseClient, 
             {"start": b"k260", "stop": b"k040", "reverse": True}, {"columns": [b"d:v"]},
             {"columns": [b"d:nothing"]}, {"start": b"k900"}]
         for case in cases:
-            big = [(k, [(q, c.value, c.timestamp) for q, c in v.items()], "L")
-                   for k, v in await hbase.scan_cells(table, limit=SMALL_PAGE_ROWS + 1, **case)]
+            big = cells_page()(await hbase.scan_cells(table, limit=SMALL_PAGE_ROWS + 1, **case), "L")
             for limit in (3, SMALL_PAGE_ROWS, SMALL_PAGE_ROWS + 1):
                 got = await hbase.scan_in_process(table, limit=limit, transform=(cells_page, ()), label="L",
                                                   limiter=limiter, **case)
