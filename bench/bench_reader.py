@@ -24,7 +24,7 @@ batches of 2000. Measured in the same run (ratios matter, not absolute times):
 
 Fairness of the serial baseline. It produces exactly the merged scan's output and does exactly its
 per-row work; only the fetching differs. It pages the 16 buckets with the same page schedule as the
-reader (``first_page`` rows, growing 4x per page up to ``--page-size``) through the same
+reader (``first_page`` rows, growing 4x per page up to the reader's page size) through the same
 ``HBaseClient.scan_cells``, merges them with the same batch merge (``merge_batches``, then
 ``merge_pieces``) by ``RowKey.sort_key``, and decodes every piece with the reader's own
 generated row decoder (``Reader.design``). But it fetches a range's next page only when the merge
@@ -32,17 +32,22 @@ asks for it, one page at a time, with nothing fetched while rows are merged and 
 scan fetches up to ``concurrency`` pages at once while ``--read-ahead`` pages per range wait for
 the merge, and is consumed through ``Scan.batches()``, the same unit (a batch) that the serial loop
 consumes; the per-row ``async for row in scan`` is timed as well (``merged_row_iteration_s``). Both
-scans' row counts and first/last keys are checked equal. The five full scans of a repetition run in
-an order that rotates from one repetition to the next: in a fixed order, the scan that always ran
-right after the serial one came out up to 10% slower, with more HBase CPU, than the same scan in
-other places. One untimed pass over the table precedes every measurement (just after a load, the
-first scan otherwise pays for the memstore flush). The process tunes its garbage collector and CPU
-affinity as ``hbase-ingest scan`` does (``[runtime]``; the machine entry of the figures records the CPUs used).
+scans' row counts and first/last keys are checked equal. The six full scans of a repetition (the
+serial one at both page sizes, below) run in an order that rotates from one repetition to the
+next: in a fixed order, the scan that always ran right after the serial one came out up to 10%
+slower, with more HBase CPU, than the same scan in other places. One untimed pass over the table
+precedes every measurement (just after a load, the first scan otherwise pays for the memstore
+flush). The process tunes its garbage collector and CPU affinity as ``hbase-ingest scan`` does
+(``[runtime]``; the machine entry of the figures records the CPUs used).
 
 The merged scan is measured twice: with worker threads (the default reader) and with
 ``Reader(processes=--processes)``, where pages are fetched and decoded in worker processes and this
 process only merges (``merged_in_processes_*``; the workers' CPU is counted separately). Both
-produce the same rows as the serial baseline, which is the same in both comparisons.
+produce the same rows as the serial baseline. Each reader pages with its mode's default page size
+(``PAGE_SIZE``, ``PROCESS_PAGE_SIZE``; ``--page-size``, ``--processes-page-size``), so the serial
+baseline runs with both as well (``serial_16_buckets_s``,
+``serial_16_buckets_at_processes_page_size_s``) and the process mode's ratio is taken against the
+faster of the two.
 
 Figures go to ``bench/results/reader.json``. Run ``python bench/bench_reader.py --rows 200000``
 for a quick run; the default is 1,000,000 rows. ``raw_scan_no_decode`` pages the 16 buckets without
@@ -83,7 +88,7 @@ from connectors.stack import LocalStack
 from pipeline.core.model import Mutation, MutationKind, Origin, TopicPartition
 from pipeline.rowkey import compile_rowkey
 from pipeline.runtime.proctune import tune_process
-from pipeline.runtime.reader import Reader, ReadRow
+from pipeline.runtime.reader import PAGE_SIZE, PROCESS_PAGE_SIZE, Reader, ReadRow
 from pipeline.runtime.reader_merge import Row, merge_batches, merge_pieces
 from pipeline.settings import ColumnSpec, FamilySpec, RouteSpec, load_settings
 
@@ -297,7 +302,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     route = route_for(table)
     out: dict[str, Any] = {
         "design": SPEC, "rows": args.rows, "hosts": args.hosts, "buckets": 16,
-        "page_size": args.page_size, "read_ahead": args.read_ahead,
+        "page_size": args.page_size or PAGE_SIZE,
+        "processes_page_size": args.processes_page_size or PROCESS_PAGE_SIZE, "read_ahead": args.read_ahead,
         "concurrency": args.concurrency or settings.hbase.pool_size,
         "machine": {"cpus": os.cpu_count(), "cpu_affinity": sorted(os.sched_getaffinity(0)),
                     "python": platform.python_version(),
@@ -320,11 +326,11 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         await ensure_loaded(hb, table, SPEC, "load")
         try:
             # one untimed pass first: the scans that follow all find the data equally warm
-            await raw_scans(hb, table, args.page_size, 8)
             async with Reader(hb, page_size=args.page_size, read_ahead=args.read_ahead,
                               concurrency=args.concurrency) as reader, \
-                    Reader(hb, page_size=args.page_size, read_ahead=args.read_ahead,
+                    Reader(hb, page_size=args.processes_page_size, read_ahead=args.read_ahead,
                            concurrency=args.concurrency, processes=args.processes) as in_procs:
+                await raw_scans(hb, table, reader.page_size, 8)
                 await merged_scan(in_procs, route)  # untimed: starts the workers, builds their decoders
                 out["newest100_one_host"] = await newest(reader, route, {"host": "host00007"},
                                                          args.reps)
@@ -356,8 +362,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                     / out["newest100_all_hosts_serial_baseline"]["median_ms"], 3)
                 print("newest 100:", out["newest100_one_host"], out["newest100_all_hosts"],
                       out["newest100_all_hosts_serial_baseline"])
-                raw1 = [await raw_scans(hb, table, args.page_size, 1) for _ in range(2)]
-                raw8 = [await raw_scans(hb, table, args.page_size, 8) for _ in range(2)]
+                raw1 = [await raw_scans(hb, table, reader.page_size, 1) for _ in range(2)]
+                raw8 = [await raw_scans(hb, table, reader.page_size, 8) for _ in range(2)]
                 out["raw_scan_no_decode"] = {
                     "one_bucket_at_a_time_s": round(min(raw1), 3),
                     "eight_buckets_at_a_time_s": round(min(raw8), 3),
@@ -367,12 +373,13 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 merged_p: list[FullScan] = []
                 per_row: list[FullScan] = []
                 serial: list[FullScan] = []
+                serial_p: list[FullScan] = []
                 single: list[float] = []
                 for rep in range(args.full_reps):
-                    # the five scans in a rotating order: none always runs first or after another
+                    # the six scans in a rotating order: none always runs first or after another
                     scans: dict[str, Any] = {}
-                    kinds = ["merged", "procs", "per_row", "serial", "single"]
-                    for kind in kinds[rep % 5:] + kinds[:rep % 5]:
+                    kinds = ["merged", "procs", "per_row", "serial", "serial_p", "single"]
+                    for kind in kinds[rep % 6:] + kinds[:rep % 6]:
                         if kind == "merged":
                             scans[kind] = await merged_scan(reader, route)
                         elif kind == "procs":
@@ -381,33 +388,40 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                             scans[kind] = await merged_scan(reader, route, per_row=True)
                         elif kind == "serial":
                             scans[kind] = await serial_scan(reader, route)
+                        elif kind == "serial_p":  # with the process mode's page size
+                            scans[kind] = await serial_scan(in_procs, route)
                         else:
                             scans[kind] = await single_scanner(hb, table)
-                    ms, mp, ss = scans["merged"], scans["procs"], scans["serial"]
+                    ms, mp, ss, sp = scans["merged"], scans["procs"], scans["serial"], scans["serial_p"]
                     per_row.append(scans["per_row"])
                     h_s, h_n = scans["single"]
-                    assert ms.n == mp.n == ss.n == h_n, (ms.n, mp.n, ss.n, h_n)
-                    assert (ms.first, ms.last) == (mp.first, mp.last) == (ss.first, ss.last), "outputs differ"
+                    assert ms.n == mp.n == ss.n == sp.n == h_n, (ms.n, mp.n, ss.n, sp.n, h_n)
+                    assert (ms.first, ms.last) == (mp.first, mp.last) == (ss.first, ss.last) == (sp.first, sp.last), \
+                        "outputs differ"
                     merged.append(ms)
                     merged_p.append(mp)
                     serial.append(ss)
+                    serial_p.append(sp)
                     single.append(h_s)
                     print(f"full scan of {ms.n} rows: merged {ms.wall:.2f} s ({ms.pages} pages, "
                           f"cpu {ms.cpu:.2f} s, hbase {ms.hbase_cpu:.2f} s), in {args.processes} "
                           f"processes {mp.wall:.2f} s (cpu {mp.cpu:.2f} + workers {mp.workers_cpu:.2f} s, "
                           f"hbase {mp.hbase_cpu:.2f} s), serial {ss.wall:.2f} s "
-                          f"({ss.pages} pages, cpu {ss.cpu:.2f} s, hbase {ss.hbase_cpu:.2f} s), "
+                          f"({ss.pages} pages, cpu {ss.cpu:.2f} s, hbase {ss.hbase_cpu:.2f} s), serial with "
+                          f"the processes' page size {sp.wall:.2f} s ({sp.pages} pages), "
                           f"one happybase scanner {h_s:.2f} s")
                 # the time-led table is loaded last: its flushes and compactions stay out of the scans above
                 await ensure_loaded(hb, by_time, SPEC_BY_TIME, "load_by_time")
-                await raw_scans(hb, by_time, args.page_size, 8)  # untimed, as for the main table
+                await raw_scans(hb, by_time, reader.page_size, 8)  # untimed, as for the main table
                 out["newest100_by_time_all_hosts"] = await newest(reader, route_t, {}, args.reps)
                 out["newest100_by_time_all_hosts"]["design"] = SPEC_BY_TIME
                 got = await reader.scan(route_t, newest_first=True, limit=100).collect()
                 last = T0 + (args.rows // args.hosts - 1) * 1000 + args.hosts - 1  # the newest row's ts
                 assert [r.fields["ts"] for r in got] == [last - j for j in range(100)], "not the newest rows"
                 print("newest 100 by time:", out["newest100_by_time_all_hosts"])
-            m, mp_s, s = (statistics.median(x.wall for x in runs) for runs in (merged, merged_p, serial))
+            m, mp_s, s, sp_s = (statistics.median(x.wall for x in runs)
+                                for runs in (merged, merged_p, serial, serial_p))
+            s_best = min(s, sp_s)  # the process mode is compared with the faster serial scan
             h = statistics.median(single)
             rows = merged[0].n
 
@@ -417,13 +431,17 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             one_process = med(serial, "cpu") / s
             machine = (med(serial, "cpu") + med(serial, "hbase_cpu")) / (os.cpu_count() or 1) / s
             in_procs_machine = (med(merged_p, "cpu") + med(merged_p, "workers_cpu") + med(merged_p, "hbase_cpu")
-                                ) / (os.cpu_count() or 1) / s
+                                ) / (os.cpu_count() or 1) / s_best
             out["full_scan"] = {
                 "rows": rows, "merged_s": round(m, 3), "serial_16_buckets_s": round(s, 3),
                 "single_happybase_scanner_s": round(h, 3),
                 "merged_over_serial": round(m / s, 3), "target_merged_over_serial": 0.6,
                 "merged_in_processes_s": round(mp_s, 3),
-                "merged_in_processes_over_serial": round(mp_s / s, 3),
+                "serial_16_buckets_at_processes_page_size_s": round(sp_s, 3),
+                "merged_in_processes_over_serial": round(mp_s / s_best, 3),
+                "merged_in_processes_over_serial_note": (
+                    "against the faster of the two serial scans (pages of page_size and of "
+                    "processes_page_size rows)"),
                 "processes": args.processes,
                 "merged_in_processes_client_cpu_s": round(med(merged_p, "cpu"), 3),
                 "merged_in_processes_workers_cpu_s": round(med(merged_p, "workers_cpu"), 3),
@@ -444,6 +462,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                                "merged_in_processes": [round(x.wall, 3) for x in merged_p],
                                "merged_row_iteration": [round(x.wall, 3) for x in per_row],
                                "serial": [round(x.wall, 3) for x in serial],
+                               "serial_at_processes_page_size": [round(x.wall, 3) for x in serial_p],
                                "single": [round(x, 3) for x in single]},
                 "runs": args.full_reps,
             }
@@ -459,7 +478,10 @@ def cli() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--hosts", type=int, default=1000)
-    parser.add_argument("--page-size", type=int, default=1000)
+    parser.add_argument("--page-size", type=int, default=None,
+                        help=f"rows per page of the thread-mode reader and the serial scan (default {PAGE_SIZE})")
+    parser.add_argument("--processes-page-size", type=int, default=None,
+                        help=f"rows per page of the process-mode reader (default {PROCESS_PAGE_SIZE})")
     parser.add_argument("--read-ahead", type=int, default=1, help="pages buffered per range")
     parser.add_argument("--concurrency", type=int, default=None,
                         help="pages fetched at once per query (default: the HBase pool size)")
@@ -467,7 +489,7 @@ def cli() -> None:
                         help="worker processes of the process-mode merged scan (Reader(processes=N))")
     parser.add_argument("--reps", type=int, default=20, help="repetitions of each newest-100 query")
     parser.add_argument("--full-reps", type=int, default=5,
-                        help="repetitions of each full scan (the order of the five scans rotates)")
+                        help="repetitions of each full scan (the order of the six scans rotates)")
     parser.add_argument("--by-time-reps", type=int, default=5,
                         help="repetitions of the newest 100 by time across every host")
     parser.add_argument("--time-range-reps", type=int, default=3,

@@ -113,7 +113,7 @@ def _cell(value: Any) -> str:
 
 async def _run(config: Path, route_name: str, where_items: list[str], t_from: str | None,
                t_to: str | None, newest_first: bool, limit: int | None, fmt: str, explain: bool,
-               timeout: float | None, page_size: int, processes: int, by_time: bool,
+               timeout: float | None, page_size: int | None, processes: int, by_time: bool,
                skip_scan: bool) -> None:
     settings = load_settings(config)
     tune_process(settings.runtime)  # a full scan allocates ~10 objects per row
@@ -192,7 +192,8 @@ def scan(
     explain: Annotated[bool, typer.Option("--explain", help="Print the plan only.")] = False,
     timeout: Annotated[float | None, typer.Option(
         "--timeout", min=0.001, help="Per-query timeout in seconds.")] = None,
-    page_size: Annotated[int, typer.Option("--page-size", min=1, help="Rows per page.")] = 1000,
+    page_size: Annotated[int | None, typer.Option(
+        "--page-size", min=1, help="Rows per page (default 1000; 4000 with --processes).")] = None,
     processes: Annotated[int, typer.Option(
         "--processes", min=0, max=MAX_PROCESSES,
         help="Fetch and decode pages in N worker processes (big scans on a machine with cores to "

@@ -40,7 +40,8 @@ def _seconds(name: str, value: Any) -> None:
 def check_reader(*, page_size: Any, first_page: Any, read_ahead: Any, concurrency: Any, timeout_s: Any,
                  processes: Any) -> None:
     """The arguments of ``Reader(...)``."""
-    _int("page_size", page_size, 1)
+    if page_size is not None:
+        _int("page_size", page_size, 1)
     _int("first_page", first_page, 1)
     _int("read_ahead", read_ahead, 0)
     if concurrency is not None:

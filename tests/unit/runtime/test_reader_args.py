@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from pipeline.runtime.reader import Reader
+from pipeline.runtime.reader import PAGE_SIZE, PROCESS_PAGE_SIZE, Reader
 from pipeline.settings import RouteSpec
 
 from .test_reader_fake import FakeHBase
@@ -29,6 +29,15 @@ ROUTE = RouteSpec(name="r", topic="t", table="t", rowkey="[salt(host, 4)][host][
 def test_reader_arguments(kwargs: dict[str, Any], error: type[Exception], text: str) -> None:
     with pytest.raises(error, match=text):
         Reader(FakeHBase(), **kwargs)  # type: ignore[arg-type]
+
+
+def test_page_size_defaults_to_the_mode_and_an_explicit_one_wins() -> None:
+    hb = FakeHBase()
+    assert (PAGE_SIZE, PROCESS_PAGE_SIZE) == (1000, 4000)
+    assert Reader(hb).page_size == PAGE_SIZE  # type: ignore[arg-type]
+    assert Reader(hb, processes=2).page_size == PROCESS_PAGE_SIZE  # type: ignore[arg-type]
+    assert Reader(hb, processes=2, page_size=50).page_size == 50  # type: ignore[arg-type]
+    assert Reader(hb, page_size=50, first_page=80).first_page == 50  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(("kwargs", "error", "text"), [
