@@ -201,6 +201,17 @@ def time_field_of(rowkey: RowKey, route: RouteSpec) -> str | None:
     return None
 
 
+def _walked_entity(rowkey: RowKey, route: RouteSpec, tf: str, flag: str, decodes: str,
+                   what: str) -> tuple[str, ...]:
+    """The entity fields a walk (``by_time``, ``skip_scan``) goes by; raises :class:`QueryError`
+    when the key does not decode (the walk reads the entity, ``decodes``, from keys) and
+    :func:`entity_fields`' error when the design cannot be walked."""
+    if not rowkey.decodable:
+        raise QueryError(f"{flag} decodes {decodes}, and the key {route.rowkey!r} does not decode",
+                         table=route.table)
+    return entity_fields(rowkey, tf, what)
+
+
 async def plan_query(hbase: HBaseClient, rowkey: RowKey, route: RouteSpec, *,
                      where: Mapping[str, Any] | None, time_range: tuple[int, int] | None,
                      newest_first: bool, limit: int | None, by_time: bool = False, skip_scan: bool = False,
@@ -226,10 +237,7 @@ async def plan_query(hbase: HBaseClient, rowkey: RowKey, route: RouteSpec, *,
             raise QueryError("by_time needs a limit: it returns the newest (or oldest) N rows by "
                              f"{tf} across the whole query, and reads at most N rows per entity",
                              table=route.table)
-        if not rowkey.decodable:
-            raise QueryError(f"by_time decodes {tf} from every key, and the key {route.rowkey!r} "
-                             "does not decode", table=route.table)
-        entity = entity_fields(rowkey, tf)
+        entity = _walked_entity(rowkey, route, tf, "by_time", f"{tf} from every key", "a by-time query")
         if all(f in where for f in entity):
             entity = ()  # one entity: its rows are already in time order
     skip_note = ""
@@ -240,10 +248,7 @@ async def plan_query(hbase: HBaseClient, rowkey: RowKey, route: RouteSpec, *,
         if time_range is None or tf is None:  # (tf is None was refused above)
             raise QueryError("skip_scan needs a time range: it reads each entity's rows in the time range "
                              "and skips the rest of the entity", table=route.table)
-        if not rowkey.decodable:
-            raise QueryError(f"skip_scan decodes each entity from its first key, and the key "
-                             f"{route.rowkey!r} does not decode", table=route.table)
-        entity = entity_fields(rowkey, tf, "a skip scan")
+        entity = _walked_entity(rowkey, route, tf, "skip_scan", "each entity from its first key", "a skip scan")
         if not entity:
             skip_note = ("skip scan: not needed, the key leads with the time, so the ranges hold only "
                          "rows in the time range")
