@@ -29,6 +29,7 @@ from rich.table import Table
 
 from connectors.hbase import HBaseClient
 from pipeline.cli.errors import check_time_range
+from pipeline.cli.logsetup import quiet_reaped_workers
 from pipeline.errors import ConfigError
 from pipeline.rowkey import RowKey, compile_rowkey, format_key
 from pipeline.rowkey.codecs import JAVA_LONG_MAX
@@ -117,6 +118,8 @@ async def _run(config: Path, route_name: str, where_items: list[str], t_from: st
                skip_scan: bool) -> None:
     settings = load_settings(config)
     tune_process(settings.runtime)  # a full scan allocates ~10 objects per row
+    if processes:
+        quiet_reaped_workers()
     route: RouteSpec = settings.route(route_name)
     rowkey = compile_rowkey(route.rowkey)
     where = parse_where(where_items, rowkey)
