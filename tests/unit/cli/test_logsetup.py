@@ -13,8 +13,11 @@ from pipeline.cli.logsetup import quiet_reaped_workers
 
 @pytest.fixture
 def asyncio_logger() -> Iterator[logging.Logger]:
+    """The asyncio logger without filters (an in-process ``scan --processes`` test may have
+    installed the CLI's already), its filters restored afterwards."""
     logger = logging.getLogger("asyncio")
     filters = list(logger.filters)
+    logger.filters.clear()
     yield logger
     logger.filters[:] = filters
 
