@@ -77,6 +77,7 @@ import os
 import platform
 import statistics
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -302,8 +303,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     route = route_for(table)
     out: dict[str, Any] = {
         "design": SPEC, "rows": args.rows, "hosts": args.hosts, "buckets": 16,
-        "page_size": args.page_size or PAGE_SIZE,
-        "processes_page_size": args.processes_page_size or PROCESS_PAGE_SIZE, "read_ahead": args.read_ahead,
+        "read_ahead": args.read_ahead,
         "concurrency": args.concurrency or settings.hbase.pool_size,
         "machine": {"cpus": os.cpu_count(), "cpu_affinity": sorted(os.sched_getaffinity(0)),
                     "python": platform.python_version(),
@@ -330,6 +330,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                               concurrency=args.concurrency) as reader, \
                     Reader(hb, page_size=args.processes_page_size, read_ahead=args.read_ahead,
                            concurrency=args.concurrency, processes=args.processes) as in_procs:
+                out["page_size"], out["processes_page_size"] = reader.page_size, in_procs.page_size
                 await raw_scans(hb, table, reader.page_size, 8)
                 await merged_scan(in_procs, route)  # untimed: starts the workers, builds their decoders
                 out["newest100_one_host"] = await newest(reader, route, {"host": "host00007"},
@@ -375,23 +376,20 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 serial: list[FullScan] = []
                 serial_p: list[FullScan] = []
                 single: list[float] = []
+                runs: dict[str, Callable[[], Awaitable[Any]]] = {
+                    "merged": lambda: merged_scan(reader, route),
+                    "procs": lambda: merged_scan(in_procs, route),
+                    "per_row": lambda: merged_scan(reader, route, per_row=True),
+                    "serial": lambda: serial_scan(reader, route),
+                    "serial_p": lambda: serial_scan(in_procs, route),  # the process mode's page size
+                    "single": lambda: single_scanner(hb, table),
+                }
+                kinds = list(runs)
                 for rep in range(args.full_reps):
                     # the six scans in a rotating order: none always runs first or after another
                     scans: dict[str, Any] = {}
-                    kinds = ["merged", "procs", "per_row", "serial", "serial_p", "single"]
                     for kind in kinds[rep % 6:] + kinds[:rep % 6]:
-                        if kind == "merged":
-                            scans[kind] = await merged_scan(reader, route)
-                        elif kind == "procs":
-                            scans[kind] = await merged_scan(in_procs, route)
-                        elif kind == "per_row":
-                            scans[kind] = await merged_scan(reader, route, per_row=True)
-                        elif kind == "serial":
-                            scans[kind] = await serial_scan(reader, route)
-                        elif kind == "serial_p":  # with the process mode's page size
-                            scans[kind] = await serial_scan(in_procs, route)
-                        else:
-                            scans[kind] = await single_scanner(hb, table)
+                        scans[kind] = await runs[kind]()
                     ms, mp, ss, sp = scans["merged"], scans["procs"], scans["serial"], scans["serial_p"]
                     per_row.append(scans["per_row"])
                     h_s, h_n = scans["single"]

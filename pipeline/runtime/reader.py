@@ -108,6 +108,17 @@ Row = ScannedRow
 _PRUNED_FIRST_PAGE = 4  # rows an entity's first page asks for once a by-time top-k is full
 _EVERY_ROW = 1 << 62  # an entity walk's per-entity limit when the query has none
 
+#: rows per page of a reader with worker threads (a 16-range full scan buffers about 35 MB of rows)
+PAGE_SIZE = 1000
+#: rows per page of a reader with worker processes. Each page is a round trip to a worker (a
+#: command, a Thrift scanner opened and closed, the page marshalled, piped and unmarshalled), so
+#: bigger pages pay there: a 16-range full scan of 1M rows took 2-9% less time than with 1,000-row
+#: pages in eleven interleaved comparisons; the serial scan, run with both in three, moved 3% at
+#: most either way. The price: that scan's buffered pages hold about 120 MB of decoded rows instead
+#: of 35 MB, and a limit of some thousands of rows per range reads further ahead (limit 30,000
+#: over 16 ranges: about 85,000 rows read instead of 56,000, 1.7 s instead of 1.55 s).
+PROCESS_PAGE_SIZE = 4000
+
 
 def page_query(plan: QueryPlan) -> PageQuery | None:
     """The plan's filter in the form a scan worker process rebuilds it from (``RowKey.plan``'s
@@ -130,16 +141,6 @@ def _key_filter(matches: Callable[[bytes], bool] | None) -> Callable[[Any], bool
     return lambda row: matches(row[0])
 
 
-#: rows per page of a reader with worker threads (a 16-range full scan buffers about 35 MB of rows)
-PAGE_SIZE = 1000
-#: rows per page of a reader with worker processes. Each page is a round trip to a worker (a
-#: command, a Thrift scanner opened and closed, the page marshalled, piped and unmarshalled), so
-#: bigger pages pay there: a 16-range full scan of 1M rows took 2-9% less time than with 1,000-row
-#: pages in eleven interleaved comparisons, where the serial scan gained nothing from them. The
-#: price: that scan's buffered pages hold about 120 MB of decoded rows instead of 35 MB, and a
-#: limit of some thousands of rows per range reads further ahead (limit 30,000 over 16 ranges:
-#: about 85,000 rows read instead of 56,000, 1.7 s instead of 1.55 s).
-PROCESS_PAGE_SIZE = 4000
 
 
 class Reader:
