@@ -23,7 +23,10 @@ Contract of :func:`scan_page_in_process`:
 - Errors: HBase and socket errors come back as the project's :class:`~pipeline.errors.HBaseError`
   types (as from the thread path). An exception the transform raises comes back as it is when it
   pickles (the caller's own types should), otherwise as ``RuntimeError`` with its type and text.
-- A worker that dies raises ``anyio.BrokenWorkerProcess`` (also when it dies while starting).
+- A worker that dies raises ``anyio.BrokenWorkerProcess`` (also when it dies while starting). A
+  worker re-runs the program's main module (under the name ``__mp_main__``) before it takes work;
+  when that raises, the error says so and names the main module's exception: a script whose work
+  is not under ``if __name__ == "__main__":`` re-runs that work in every worker.
 - A call is not cancellable once started (like a worker thread): it finishes within the socket
   timeout and returns its connection to a sane state. Worker processes are anyio's: spawned on
   demand up to the caller's limiter, reused, stopped when the event loop ends or after 5 idle minutes.
@@ -192,11 +195,24 @@ async def warm_worker(gw: Gateway, limiter: anyio.CapacityLimiter) -> None:
         await anyio.to_process.run_sync(_warm, gw, limiter=limiter)
 
 
+_INIT_FAILED = "Error during worker process initialization"  # anyio's message; the cause says why
+_GUARD_HINT = "A program that scans in worker processes must do its work under 'if __name__ == \"__main__\":'"
+
+
 @contextlib.contextmanager
 def _died_starting() -> Iterator[None]:
     """A worker that dies while it starts makes anyio kill a process that is already gone, and the
-    ``ProcessLookupError`` of that kill escapes instead of ``BrokenWorkerProcess``: raise the latter."""
+    ``ProcessLookupError`` of that kill escapes instead of ``BrokenWorkerProcess``: raise the latter.
+    A worker whose start failed in the program's main module is explained (module docstring)."""
     try:
         yield
     except ProcessLookupError as exc:
         raise anyio.BrokenWorkerProcess("the worker process died while starting") from exc
+    except anyio.BrokenWorkerProcess as exc:
+        cause = exc.__cause__
+        if str(exc) != _INIT_FAILED or cause is None or isinstance(cause, OSError | EOFError):
+            raise  # not the worker's own error (a pipe or process error): as anyio says it
+        detail = f"{type(cause).__name__}: {cause}"
+        hint = "" if _GUARD_HINT in detail else f". {_GUARD_HINT}"  # a nested worker's error has it
+        raise anyio.BrokenWorkerProcess(f"the worker process failed to start: re-running the program's main "
+                                        f"module raised {detail}{hint}") from exc

@@ -4,6 +4,10 @@ workers as they were spawned)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -12,6 +16,8 @@ import pytest
 
 from connectors.hbase import scanprocs
 from connectors.hbase.scanprocs import Gateway, scan_page_in_process, warm_worker
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 async def test_a_worker_dying_while_it_starts_is_a_broken_worker(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -50,3 +56,24 @@ def test_a_worker_keeps_its_16_most_recent_transforms(monkeypatch: pytest.Monkey
     scanprocs._transform((numbered, (5,)))
     scanprocs._transform((numbered, (6,)))
     assert built == [*range(20), 3, 20, 6]
+
+
+def test_a_script_without_a_main_guard_gets_an_error_saying_so(tmp_path: Any) -> None:
+    # the worker re-runs the script as __mp_main__; the script's own warm_worker call then runs
+    # inside the worker and fails there (nothing listens on port 9), so the worker cannot start
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        "import anyio\n"
+        "from connectors.hbase.scanprocs import Gateway, warm_worker\n"
+        "async def main():\n"
+        "    await warm_worker(Gateway('127.0.0.1', 9, 9, 2000, 'buffered', 'binary'), anyio.CapacityLimiter(1))\n"
+        "try:\n"
+        "    anyio.run(main)\n"
+        "except anyio.BrokenWorkerProcess as exc:\n"
+        "    print('BROKEN', exc)\n"
+        "    raise SystemExit(3)\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 3, done.stderr[-2000:]
+    assert "failed to start: re-running the program's main module raised" in done.stdout
+    assert "if __name__ == \"__main__\":" in done.stdout
