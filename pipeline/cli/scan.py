@@ -10,13 +10,17 @@
 ``[from, to)`` on the design's time field. A ``--where`` value is an integer when the key stores the
 field in a numeric segment (``long``, ``dec``, ``reverse_ts``, ...), text otherwise (text whose
 digits matter, such as ``007``, stays text). ``--explain`` prints the plan and scans nothing.
-``jsonl`` streams one object per row; ``table`` renders at the end. Statistics go to stderr.
+``jsonl`` streams one object per row; ``table`` renders at the end, folded to the terminal's width,
+or one line per row when stdout is not a terminal (a pipe or a file; ``COLUMNS`` still sets a
+width). Statistics go to stderr.
 Errors (:class:`~pipeline.errors.HBaseIngestError`) propagate to the command root.
 """
 
 from __future__ import annotations
 
+import os
 import sys
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -41,9 +45,10 @@ from pipeline.runtime.reader_args import MAX_PROCESSES
 from pipeline.runtime.reader_plan import explain_lines
 from pipeline.settings import RouteSpec, load_settings
 
-__all__ = ["parse_time", "parse_where", "register"]
+__all__ = ["output_console", "parse_time", "parse_where", "print_rows", "register"]
 
 _NUMERIC = (Binary, Dec, ReverseTs, TimeBucket, Mod)
+_UNFOLDED_WIDTH = 100_000  # a table wider than this folds even when piped
 
 
 def parse_time(text: str, option: str) -> int:
@@ -112,6 +117,28 @@ def _cell(value: Any) -> str:
     return orjson.dumps(value, default=_plain).decode()
 
 
+def output_console() -> Console:
+    """The console of ``--format table`` and ``--explain``: the terminal's width when stdout is a
+    terminal or ``COLUMNS`` is set, otherwise wide enough that a row stays on one line (rich would
+    fold every table to 80 columns in a pipe or a file)."""
+    if sys.stdout.isatty() or os.environ.get("COLUMNS"):
+        return Console(soft_wrap=True)
+    return Console(soft_wrap=True, width=_UNFOLDED_WIDTH)
+
+
+def print_rows(out: Console, rows: Sequence[ReadRow], fields: list[str]) -> None:
+    """``rows`` as one table: the key, the key's ``fields``, every column any row has (sorted), the
+    range label; a cell the row lacks is empty. Cells fold when the console is too narrow."""
+    table = Table(show_lines=False)
+    cols = sorted({c for r in rows for c in r.columns})
+    for name in ["key", *fields, *cols, "range"]:
+        table.add_column(name, overflow="fold")
+    for r in rows:
+        table.add_row(format_key(r.key), *(_cell(r.fields.get(n, "")) for n in fields),
+                      *(_cell(r.columns.get(c, "")) for c in cols), r.range_label)
+    out.print(table)
+
+
 async def _run(config: Path, route_name: str, where_items: list[str], t_from: str | None,
                t_to: str | None, newest_first: bool, limit: int | None, fmt: str, explain: bool,
                timeout: float | None, page_size: int | None, processes: int, by_time: bool,
@@ -128,7 +155,7 @@ async def _run(config: Path, route_name: str, where_items: list[str], t_from: st
         lo = parse_time(t_from, "--from") if t_from is not None else 0
         hi = parse_time(t_to, "--to") if t_to is not None else JAVA_LONG_MAX
         time_range = check_time_range(lo, hi)
-    out = Console(soft_wrap=True)
+    out = output_console()
     err = Console(stderr=True)
     async with HBaseClient(settings.hbase) as hb, Reader(hb, page_size=page_size, timeout_s=timeout,
                                                          processes=processes) as reader:
@@ -148,16 +175,7 @@ async def _run(config: Path, route_name: str, where_items: list[str], t_from: st
                     write(b"".join(_jsonl(row) + b"\n" for row in batch))
                 sys.stdout.flush()
             else:
-                rows = [row async for row in query]
-                table = Table(show_lines=False)
-                names = list(rowkey.fields)
-                cols = sorted({c for r in rows for c in r.columns})
-                for name in ["key", *names, *cols, "range"]:
-                    table.add_column(name, overflow="fold")
-                for r in rows:
-                    table.add_row(format_key(r.key), *(_cell(r.fields.get(n, "")) for n in names),
-                                  *(_cell(r.columns.get(c, "")) for c in cols), r.range_label)
-                out.print(table)
+                print_rows(out, [row async for row in query], list(rowkey.fields))
         s = query.stats
         err.print(f"{s.rows_returned} row(s); {s.ranges_planned} range(s)"
                   f"{' per region' if s.per_region else ''}; "
