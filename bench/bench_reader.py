@@ -345,9 +345,12 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 out["newest100_all_hosts_by_time"] = await newest(reader, route, {}, args.by_time_reps,
                                                                   by_time=True)
                 got = await reader.scan(route, newest_first=True, limit=100, by_time=True).collect()
-                last_ts = T0 + (args.rows // args.hosts - 1) * 1000  # every host's newest row
-                want_hosts = [f"host{h:05d}" for h in range(args.hosts - 1, args.hosts - 101, -1)]
-                assert [(r.fields["host"], r.fields["ts"]) for r in got] == [(h, last_ts) for h in want_hosts], \
+                # row i is loaded at T0 + (i // hosts) s for host i % hosts: the last 100 rows
+                # loaded, last first, are the newest, ties (one second, several hosts) in
+                # descending host order, which is the logical order here
+                want = [(f"host{i % args.hosts:05d}", T0 + (i // args.hosts) * 1000)
+                        for i in range(args.rows - 1, args.rows - 101, -1)]
+                assert [(r.fields["host"], r.fields["ts"]) for r in got] == want, \
                     "by time: not the newest rows (ties in descending key order)"
                 out["newest100_all_hosts_by_time"]["order"] = (
                     "by time across every host, ties in descending key order: the reader walks each "
