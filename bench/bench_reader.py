@@ -391,7 +391,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 for rep in range(args.full_reps):
                     # the six scans in a rotating order: none always runs first or after another
                     scans: dict[str, Any] = {}
-                    for kind in kinds[rep % 6:] + kinds[:rep % 6]:
+                    for kind in kinds[rep % len(kinds):] + kinds[:rep % len(kinds)]:
                         scans[kind] = await runs[kind]()
                     ms, mp, ss, sp = scans["merged"], scans["procs"], scans["serial"], scans["serial_p"]
                     per_row.append(scans["per_row"])

@@ -40,7 +40,7 @@ from pipeline.rowkey.codecs import JAVA_LONG_MAX
 from pipeline.rowkey.segments_dist import Mod
 from pipeline.rowkey.segments_num import Binary, Dec, ReverseTs, TimeBucket
 from pipeline.runtime.proctune import tune_process
-from pipeline.runtime.reader import Reader, ReadRow
+from pipeline.runtime.reader import PAGE_SIZE, PROCESS_PAGE_SIZE, Reader, ReadRow
 from pipeline.runtime.reader_args import MAX_PROCESSES
 from pipeline.runtime.reader_plan import explain_lines
 from pipeline.settings import RouteSpec, load_settings
@@ -214,7 +214,8 @@ def scan(
     timeout: Annotated[float | None, typer.Option(
         "--timeout", min=0.001, help="Per-query timeout in seconds.")] = None,
     page_size: Annotated[int | None, typer.Option(
-        "--page-size", min=1, help="Rows per page (default 1000; 4000 with --processes).")] = None,
+        "--page-size", min=1,
+        help=f"Rows per page (default {PAGE_SIZE}; {PROCESS_PAGE_SIZE} with --processes).")] = None,
     processes: Annotated[int, typer.Option(
         "--processes", min=0, max=MAX_PROCESSES,
         help="Fetch and decode pages in N worker processes (big scans on a machine with cores to "

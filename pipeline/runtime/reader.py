@@ -145,8 +145,6 @@ def _key_filter(matches: Callable[[bytes], bool] | None) -> Callable[[Any], bool
     return lambda row: matches(row[0])
 
 
-
-
 class Reader:
     """Runs fan-out queries through one :class:`HBaseClient`. Use as ``async with Reader(hb) as r``;
     its task group owns every producer task, and leaving it cancels queries still running and waits

@@ -287,10 +287,10 @@ async def plan_query(hbase: HBaseClient, rowkey: RowKey, route: RouteSpec, *,
     matches = None if sp.exact and not sp.per_region else sp.matches
     sort_key: Callable[[bytes], Any] = _identity if order == "table" else rowkey.sort_key_fn
     bounds: EntityBounds | None = None
+    decode = decode_key or rowkey.decode  # what an entity walk reads the entity (and time) with
     if by_time:
         assert tf is not None
         order = "by-time"
-        decode = decode_key or rowkey.decode
         logical = rowkey.sort_key_fn
 
         def sort_key(key: bytes) -> tuple[Any, bytes]:
@@ -302,8 +302,7 @@ async def plan_query(hbase: HBaseClient, rowkey: RowKey, route: RouteSpec, *,
                          f"entity, reading at most {limit} row(s) of each (one or two scanner calls per entity)")
     if skip_scan and entity:
         assert tf is not None and time_range is not None
-        bounds = entity_bounds(rowkey, tf, entity, where, time_range, decode_key or rowkey.decode,
-                               "a skip scan")
+        bounds = entity_bounds(rowkey, tf, entity, where, time_range, decode, "a skip scan")
         notes.append(f"skip scan: each range is walked entity by entity ({', '.join(entity)}), reading only "
                      "each one's rows in the time range (one or two scanner calls per entity)")
     elif skip_note:
