@@ -47,7 +47,8 @@ NON_SETTING_VARIABLES = frozenset({
     "HBASE_INGEST_CACHE",  # connectors.stack.layout: the download cache folder
     "HBASE_INGEST_STATE",  # connectors.stack.layout: the local stack's state folder
     "HBASE_INGEST_INFRA",  # connectors.stack.layout: the infra folder (poms, config templates)
-    "HBASE_INGEST_THRIFT2_IDL",  # connectors.hbase.thrift2: the Thrift2 IDL file (set by the Dockerfile)
+    "HBASE_INGEST_THRIFT2_IDL",  # connectors.hbase.thrift2_idl: the Thrift2 IDL file or jar (the Dockerfile sets it)
+    "HBASE_INGEST_MAVEN_REPO",  # connectors.hbase.thrift2_idl: where a missing IDL's jar is downloaded from
 })
 
 #: top-level settings that only the TOML file gives

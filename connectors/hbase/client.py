@@ -98,6 +98,9 @@ class HBaseClient:
         return f"HBaseClient({self.settings.host}:{self.settings.port}, {self._t1!r}, {self._t2!r})"
 
     async def __aenter__(self) -> HBaseClient:
+        # the Thrift2 IDL is needed by every write: a missing one is a setup error, raised here
+        # (ConfigError) rather than at the first write, where it would look like an outage
+        await anyio.to_thread.run_sync(load_idl)
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -1,11 +1,9 @@
-"""Loading the HBase Thrift2 IDL and opening blocking Thrift2 clients (used for DDL with split keys,
-which Thrift1 cannot do). The IDL comes from the ``hbase-thrift`` jar the stack downloads; its path is
-``$HBASE_INGEST_THRIFT2_IDL`` or the stack cache.
+"""Loading the HBase Thrift2 IDL and opening blocking Thrift2 clients (writes, DDL with split keys,
+small scan pages). Where the IDL file comes from: :mod:`connectors.hbase.thrift2_idl`.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 from pathlib import Path
 from types import ModuleType
@@ -16,33 +14,36 @@ from thriftpy2.protocol import TBinaryProtocolFactory, TCompactProtocolFactory
 from thriftpy2.rpc import make_client
 from thriftpy2.transport import TBufferedTransportFactory, TFramedTransportFactory
 
-from pipeline.errors import HBaseUnavailable
+from connectors.hbase.thrift2_idl import resolve_idl
+from pipeline.errors import ConfigError
 
-__all__ = ["load_idl", "open_client"]
+__all__ = ["load_idl", "open_client", "parse_idl"]
 
 _lock = threading.Lock()
 _module: ModuleType | None = None
 
 
-def _idl_path() -> Path:
-    if env := os.environ.get("HBASE_INGEST_THRIFT2_IDL"):
-        return Path(env)
-    from connectors.stack.layout import StackLayout, default_cache_dir, default_state_dir, infra_dir
-
-    return StackLayout(default_cache_dir(), default_state_dir(), infra_dir()).thrift2_idl
+def parse_idl(path: Path, module_name: str = "hbase2_thrift") -> ModuleType:
+    """``path`` parsed as the Thrift2 IDL, registered as ``module_name`` (thriftpy2 keeps one module
+    per name, in ``sys.modules``; the worker processes unpickle Thrift objects by it). A file that
+    does not parse, or that does not define ``THBaseService``, is a
+    :class:`~pipeline.errors.ConfigError` naming it."""
+    try:
+        module = thriftpy2.load(str(path), module_name=module_name)
+    except Exception as exc:  # thriftpy2 raises its own parser errors, and OSError for unreadable files
+        raise ConfigError(f"the Thrift2 IDL {path} does not parse: {type(exc).__name__}: {exc}") from exc
+    if not hasattr(module, "THBaseService"):
+        raise ConfigError(f"the Thrift2 IDL {path} defines no THBaseService: it is not HBase's thrift2 hbase.thrift")
+    return module
 
 
 def load_idl(path: Path | None = None) -> ModuleType:
-    """The parsed Thrift2 IDL module (parsed once per process)."""
+    """The parsed Thrift2 IDL module, parsed once per process from ``path`` or, by default, from
+    :func:`~connectors.hbase.thrift2_idl.resolve_idl` (which may download it once)."""
     global _module
     with _lock:
         if _module is None:
-            p = path or _idl_path()
-            if not p.exists():
-                raise HBaseUnavailable(
-                    f"the HBase Thrift2 IDL {p} is missing: run `hbase-ingest stack up` once to fetch it, "
-                    "or set HBASE_INGEST_THRIFT2_IDL")
-            _module = thriftpy2.load(str(p), module_name="hbase2_thrift")
+            _module = parse_idl(path or resolve_idl())
         return _module
 
 

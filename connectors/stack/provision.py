@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import zipfile
 from pathlib import Path
 from string import Template
 
+from connectors.hbase.thrift2_idl import extract_idl
 from pipeline.errors import StackError
 
 from .layout import HBASE_THRIFT_VERSION, HBASE_VERSION, KAFKA_VERSION, StackLayout
@@ -77,9 +77,7 @@ def ensure_classpaths(layout: StackLayout) -> bool:
                        [f"-Dkafka.version={KAFKA_VERSION}"])
     _copy_dependencies(layout, layout.infra / "hbase" / "pom.xml", layout.hbase_lib,
                        [f"-Dhbase.version={HBASE_VERSION}", f"-Dhbase.thrift.version={HBASE_THRIFT_VERSION}"])
-    jar = layout.hbase_lib / f"hbase-thrift-{HBASE_THRIFT_VERSION}.jar"
-    with zipfile.ZipFile(jar) as zf:
-        layout.thrift2_idl.write_bytes(zf.read("org/apache/hadoop/hbase/thrift2/hbase.thrift"))
+    extract_idl(layout.hbase_lib / f"hbase-thrift-{HBASE_THRIFT_VERSION}.jar", layout.thrift2_idl)
     return True
 
 
