@@ -11,6 +11,7 @@ COPY pyproject.toml README.md ./
 COPY pipeline pipeline
 COPY connectors connectors
 COPY config config
+COPY infra infra
 COPY --from=idl /tmp/org/apache/hadoop/hbase/thrift2/hbase.thrift /opt/hbase2.thrift
 RUN pip install --no-cache-dir .
 ENV HBASE_INGEST_THRIFT2_IDL=/opt/hbase2.thrift

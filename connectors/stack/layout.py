@@ -4,8 +4,9 @@
   ``$HBASE_INGEST_CACHE``, else ``$XDG_CACHE_HOME/hbase-ingest``, else ``~/.cache/hbase-ingest``.
 - **state** (server data, rendered configs, logs, pid files): ``$HBASE_INGEST_STATE``, else
   ``$XDG_STATE_HOME/hbase-ingest/stack``, else ``~/.local/state/hbase-ingest/stack``.
-- **infra** (the project's poms, config templates and the HBase launcher): ``infra/`` of the checkout,
-  or ``$HBASE_INGEST_INFRA``.
+- **infra** (the project's poms, config templates and the HBase launcher): ``$HBASE_INGEST_INFRA``,
+  else ``infra/`` of the checkout the package runs from, else the copy an installed wheel carries
+  (``connectors/stack/infra``, mapped from ``infra/`` by pyproject.toml).
 """
 
 from __future__ import annotations
@@ -47,7 +48,9 @@ def default_state_dir() -> Path:
 def infra_dir() -> Path:
     if env := os.environ.get("HBASE_INGEST_INFRA"):
         return Path(env)
-    return Path(__file__).resolve().parents[2] / "infra"
+    here = Path(__file__).resolve().parent
+    checkout = here.parents[1] / "infra"
+    return checkout if (checkout / "hbase" / "pom.xml").is_file() else here / "infra"
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,16 @@ from pipeline.settings import Settings, load_settings
 
 __all__ = ["DEMO_CONFIG", "register"]
 
-DEMO_CONFIG = Path(__file__).resolve().parents[2] / "config" / "demo.toml"
+
+def _demo_config() -> Path:
+    """``config/demo.toml`` of the checkout, else the copy an installed wheel carries
+    (``pipeline/cli/config``, mapped from ``config/`` by pyproject.toml)."""
+    here = Path(__file__).resolve().parent
+    checkout = here.parents[1] / "config" / "demo.toml"
+    return checkout if checkout.is_file() else here / "config" / "demo.toml"
+
+
+DEMO_CONFIG = _demo_config()
 _BY_TIME_ROUTE = "logs_by_host"  # its key leads with the host: a by-time query walks it host by host
 _console = Console()
 
