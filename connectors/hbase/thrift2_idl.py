@@ -102,7 +102,8 @@ def extract_idl(jar: Path | bytes, dest: Path, *, source: str | None = None) -> 
 def _from_env(value: str, cache: Path) -> Path:
     path = Path(value).expanduser()
     if not path.is_file():
-        raise ConfigError(f"{IDL_ENV}={value}: no such file (give an hbase.thrift file or an hbase-thrift jar)")
+        what = "is a directory" if path.is_dir() else "no such file"
+        raise ConfigError(f"{IDL_ENV}={value}: {what} (give an hbase.thrift file or an hbase-thrift jar)")
     if not zipfile.is_zipfile(path):
         return path
     try:

@@ -72,6 +72,8 @@ def test_variable_naming_another_jar_or_nothing_is_a_config_error(tmp_path: Path
     assert IDL_ENV in str(info.value)
     with pytest.raises(ConfigError, match=rf"{IDL_ENV}=.*missing.thrift: no such file"):
         resolve_idl({IDL_ENV: str(tmp_path / "missing.thrift")}, cache)
+    with pytest.raises(ConfigError, match=rf"{IDL_ENV}=.*: is a directory"):
+        resolve_idl({IDL_ENV: str(tmp_path)}, cache)
 
 
 def test_the_cached_copy_needs_no_network(cache: Path) -> None:
