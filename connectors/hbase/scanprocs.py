@@ -26,7 +26,8 @@ Contract of :func:`scan_page_in_process`:
 - A worker that dies raises ``anyio.BrokenWorkerProcess`` (also when it dies while starting). A
   worker re-runs the program's main module (under the name ``__mp_main__``) before it takes work;
   when that raises, the error says so and names the main module's exception: a script whose work
-  is not under ``if __name__ == "__main__":`` re-runs that work in every worker.
+  is not under ``if __name__ == "__main__":`` re-runs that work in every worker. A scan in
+  processes started by such a re-run is refused at once, and the error says so in one sentence.
 - A call is not cancellable once started (like a worker thread): it finishes within the socket
   timeout and returns its connection to a sane state. Worker processes are anyio's: spawned on
   demand up to the caller's limiter, reused, stopped when the event loop ends or after 5 idle minutes.
@@ -38,6 +39,7 @@ import contextlib
 import gc
 import marshal
 import pickle
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -197,22 +199,32 @@ async def warm_worker(gw: Gateway, limiter: anyio.CapacityLimiter) -> None:
 
 _INIT_FAILED = "Error during worker process initialization"  # anyio's message; the cause says why
 _GUARD_HINT = "A program that scans in worker processes must do its work under 'if __name__ == \"__main__\":'"
+_NESTED = "scan worker processes cannot start while a worker process re-runs the program's main module"
 
 
 @contextlib.contextmanager
 def _died_starting() -> Iterator[None]:
     """A worker that dies while it starts makes anyio kill a process that is already gone, and the
     ``ProcessLookupError`` of that kill escapes instead of ``BrokenWorkerProcess``: raise the latter.
-    A worker whose start failed in the program's main module is explained (module docstring)."""
+    A worker whose start failed in the program's main module is explained (module docstring).
+
+    A worker re-runs the main module with ``__main__`` taken out of ``sys.modules`` (anyio would fail
+    on that with a bare ``KeyError``). A scan in processes that this re-run starts (an unguarded
+    script) is refused here at once, and the parent reports it in one sentence instead of nesting
+    the worker's own failure in its message. The refusal reaches the parent either as it is (anyio
+    passes a worker's ``BrokenWorkerProcess`` through) or as the cause of anyio's initialization error."""
+    if "__main__" not in sys.modules:
+        raise anyio.BrokenWorkerProcess(f"{_NESTED}. {_GUARD_HINT}")
     try:
         yield
     except ProcessLookupError as exc:
         raise anyio.BrokenWorkerProcess("the worker process died while starting") from exc
     except anyio.BrokenWorkerProcess as exc:
         cause = exc.__cause__
+        prefix = "the worker process failed to start: re-running the program's main module"
+        if _NESTED in str(exc) or (str(exc) == _INIT_FAILED and _NESTED in str(cause)):
+            raise anyio.BrokenWorkerProcess(f"{prefix} started a scan in worker processes again. {_GUARD_HINT}"
+                                            ) from exc
         if str(exc) != _INIT_FAILED or cause is None or isinstance(cause, OSError | EOFError):
             raise  # not the worker's own error (a pipe or process error): as anyio says it
-        detail = f"{type(cause).__name__}: {cause}"
-        hint = "" if _GUARD_HINT in detail else f". {_GUARD_HINT}"  # a nested worker's error has it
-        raise anyio.BrokenWorkerProcess(f"the worker process failed to start: re-running the program's main "
-                                        f"module raised {detail}{hint}") from exc
+        raise anyio.BrokenWorkerProcess(f"{prefix} raised {type(cause).__name__}: {cause}. {_GUARD_HINT}") from exc

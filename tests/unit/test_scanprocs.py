@@ -58,22 +58,37 @@ def test_a_worker_keeps_its_16_most_recent_transforms(monkeypatch: pytest.Monkey
     assert built == [*range(20), 3, 20, 6]
 
 
-def test_a_script_without_a_main_guard_gets_an_error_saying_so(tmp_path: Any) -> None:
-    # the worker re-runs the script as __mp_main__; the script's own warm_worker call then runs
-    # inside the worker and fails there (nothing listens on port 9), so the worker cannot start
-    script = tmp_path / "unguarded.py"
+def _run_script(tmp_path: Any, body: str) -> subprocess.CompletedProcess[str]:
+    """Run ``body`` as a script whose parent process reports ``BrokenWorkerProcess`` (exit 3)."""
+    script = tmp_path / "script.py"
     script.write_text(
         "import anyio\n"
         "from connectors.hbase.scanprocs import Gateway, warm_worker\n"
         "async def main():\n"
         "    await warm_worker(Gateway('127.0.0.1', 9, 9, 2000, 'buffered', 'binary'), anyio.CapacityLimiter(1))\n"
+        f"{body}"
         "try:\n"
         "    anyio.run(main)\n"
         "except anyio.BrokenWorkerProcess as exc:\n"
+        "    if __name__ != '__main__':\n"
+        "        raise\n"
         "    print('BROKEN', exc)\n"
         "    raise SystemExit(3)\n")
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
                           cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 3, done.stderr[-2000:]
-    assert "failed to start: re-running the program's main module raised" in done.stdout
-    assert "if __name__ == \"__main__\":" in done.stdout
+    return done
+
+
+def test_a_script_without_a_main_guard_gets_an_error_saying_so(tmp_path: Any) -> None:
+    # the worker re-runs the script as __mp_main__, so the script's own warm_worker call runs again
+    # inside the worker: refused there at once, and reported by the parent in one sentence
+    out = _run_script(tmp_path, "").stdout
+    assert ("failed to start: re-running the program's main module started a scan in worker processes again. "
+            "A program that scans in worker processes must do its work under 'if __name__ == \"__main__\":'") in out
+    assert out.count("failed to start") == 1 and out.count("__main__") == 1
+
+
+def test_a_main_module_that_fails_in_the_worker_is_named(tmp_path: Any) -> None:
+    out = _run_script(tmp_path, "if __name__ == '__mp_main__':\n    raise ValueError('no config here')\n").stdout
+    assert "re-running the program's main module raised ValueError: no config here. A program that" in out
