@@ -16,7 +16,6 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_wheel_carries_the_stack_infra_and_no_bench(tmp_path: Path) -> None:
-    pytest.importorskip("hatchling")
     subprocess.run([sys.executable, "-m", "hatchling", "build", "-t", "wheel", "-d", str(tmp_path)], cwd=ROOT,
                    check=True, capture_output=True, timeout=120)
     (wheel,) = tmp_path.glob("*.whl")
