@@ -10,6 +10,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+from connectors.hbase.thrift2_idl import thrift_jar_url
 from connectors.stack import HBASE_THRIFT_VERSION, LocalStack
 from tests.file_server import serve_files
 
@@ -43,7 +44,7 @@ def _env(cache: Path, **extra: str) -> dict[str, str]:
 
 def test_an_empty_cache_downloads_the_idl_once_and_writes(stack: LocalStack, tmp_path: Path, unique: str) -> None:
     jar = (stack.layout.hbase_lib / f"hbase-thrift-{HBASE_THRIFT_VERSION}.jar").read_bytes()
-    path = f"/maven2/org/apache/hbase/hbase-thrift/{HBASE_THRIFT_VERSION}/hbase-thrift-{HBASE_THRIFT_VERSION}.jar"
+    path = "/maven2" + thrift_jar_url("")  # serve_files' base URL ends in /maven2
     cache = tmp_path / "cache"
     s = stack.settings
     with serve_files({path: jar}) as (base, requested):
