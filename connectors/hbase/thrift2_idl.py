@@ -6,8 +6,11 @@ The Thrift2 interface (writes, DDL with split keys, small scan pages) is describ
 
 1. ``$HBASE_INGEST_THRIFT2_IDL``: an ``hbase.thrift`` file, used as it is, or a jar (for example
    the cluster's own ``lib/hbase-thrift-*.jar``). A jar's IDL is extracted once into the cache as
-   ``thrift2-idl/<first 16 hex digits of the jar's SHA-256>.thrift``.
-2. The cache's copy (``StackLayout.thrift2_idl``, written by ``hbase-ingest stack up`` or by step 3).
+   ``thrift2-idl/<key>.thrift``, ``key`` being the first 16 hex digits of the SHA-256 of the jar's
+   resolved path, size and modification time (ns): every process that resolves it (each scan
+   worker process too) finds the copy with one ``stat``, without reading the jar; a jar replaced
+   in place gets a new copy.
+2. The cache's copy (``thrift2_idl_path``, written by ``hbase-ingest stack up`` or by step 3).
 3. A download of ``hbase-thrift-<HBASE_THRIFT_VERSION>.jar`` from ``$HBASE_INGEST_MAVEN_REPO``
    (default: Maven Central). At most :data:`MAX_JAR_BYTES` within :data:`DOWNLOAD_TIMEOUT_S`; the jar
    is used only when its SHA-256 is :data:`THRIFT_JAR_SHA256`; it stays in memory, only its IDL is kept.
@@ -107,10 +110,11 @@ def _from_env(value: str, cache: Path) -> Path:
     if not zipfile.is_zipfile(path):
         return path
     try:
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        st = path.stat()
+        identity = f"{path.resolve()}\0{st.st_size}\0{st.st_mtime_ns}"
     except OSError as exc:
         raise ConfigError(f"{IDL_ENV}={value}: cannot read it: {exc}") from exc
-    dest = cache / "thrift2-idl" / f"{digest[:16]}.thrift"
+    dest = cache / "thrift2-idl" / f"{hashlib.sha256(identity.encode()).hexdigest()[:16]}.thrift"
     if dest.is_file():
         return dest
     return extract_idl(path, dest, source=f"{IDL_ENV}={value}")
@@ -143,13 +147,13 @@ def resolve_idl(env: Mapping[str, str] | None = None, cache: Path | None = None)
     """The path of a Thrift2 IDL file, from the first source that has one (module docstring).
     ``env`` defaults to ``os.environ``, ``cache`` to the stack's cache folder."""
     # imported here: the stack package imports this one (provisioning, readiness), not the reverse
-    from connectors.stack.layout import StackLayout, default_cache_dir
+    from connectors.stack.layout import default_cache_dir, thrift2_idl_path
 
     env = os.environ if env is None else env
     cache = default_cache_dir() if cache is None else cache
     if value := env.get(IDL_ENV):
         return _from_env(value, cache)
-    cached = StackLayout(cache, Path(), Path()).thrift2_idl
+    cached = thrift2_idl_path(cache)
     if cached.is_file():
         return cached
     url = thrift_jar_url(env.get(REPO_ENV) or DEFAULT_MAVEN_REPO)

@@ -23,6 +23,7 @@ __all__ = [
     "default_cache_dir",
     "default_state_dir",
     "infra_dir",
+    "thrift2_idl_path",
 ]
 
 # Pinned to what Maven Central serves: hbase-thrift exists there only as 2.6.1 (see infra/hbase/pom.xml).
@@ -43,6 +44,11 @@ def default_state_dir() -> Path:
         return Path(env)
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(base) / "hbase-ingest" / "stack"
+
+
+def thrift2_idl_path(cache: Path) -> Path:
+    """Where ``cache`` keeps the Thrift2 IDL (``stack up`` extracts it there; so does a download)."""
+    return cache / f"hbase-{HBASE_VERSION}" / "hbase2.thrift"
 
 
 def infra_dir() -> Path:
@@ -75,7 +81,7 @@ class StackLayout:
 
     @property
     def thrift2_idl(self) -> Path:
-        return self.cache / f"hbase-{HBASE_VERSION}" / "hbase2.thrift"
+        return thrift2_idl_path(self.cache)
 
     @property
     def conf(self) -> Path:

@@ -63,6 +63,21 @@ def test_variable_naming_a_jar_extracts_its_idl_once(tmp_path: Path, cache: Path
     assert [p.name for p in got.parent.iterdir()] == [got.name]  # no temporary file left
 
 
+def test_a_jar_replaced_in_place_gets_its_own_copy(tmp_path: Path, cache: Path) -> None:
+    jar = tmp_path / "hbase-thrift.jar"
+    jar.write_bytes(jar_bytes({IDL_MEMBER: IDL}))
+    first = resolve_idl({IDL_ENV: str(jar)}, cache)
+    newer = IDL + b"\n// a later HBase\n"
+    jar.write_bytes(jar_bytes({IDL_MEMBER: newer}))
+    stamp = jar.stat().st_mtime_ns
+    os.utime(jar, ns=(stamp + 10**9, stamp + 10**9))  # a coarse clock could give both the same mtime
+    second = resolve_idl({IDL_ENV: str(jar)}, cache)
+    assert second != first and second.read_bytes() == newer and first.read_bytes() == IDL
+    copy = tmp_path / "copy-of-it.jar"  # the same jar elsewhere: a copy of its own
+    copy.write_bytes(jar.read_bytes())
+    assert resolve_idl({IDL_ENV: str(copy)}, cache) not in (first, second)
+
+
 def test_variable_naming_another_jar_or_nothing_is_a_config_error(tmp_path: Path, cache: Path) -> None:
     other = tmp_path / "hbase-server.jar"
     other.write_bytes(jar_bytes({"org/apache/hadoop/hbase/Foo.class": b"\xca\xfe"}))
