@@ -13,7 +13,8 @@ The Thrift2 interface (writes, DDL with split keys, small scan pages) is describ
 2. The cache's copy (``thrift2_idl_path``, written by ``hbase-ingest stack up`` or by step 3).
 3. A download of ``hbase-thrift-<HBASE_THRIFT_VERSION>.jar`` from ``$HBASE_INGEST_MAVEN_REPO``
    (default: Maven Central). At most :data:`MAX_JAR_BYTES` within :data:`DOWNLOAD_TIMEOUT_S`; the jar
-   is used only when its SHA-256 is :data:`THRIFT_JAR_SHA256`; it stays in memory, only its IDL is kept.
+   is used only when its SHA-256 is the one :data:`THRIFT_JAR_SHA256` pins for that version (a
+   version with no pinned hash is not downloaded at all); it stays in memory, only its IDL is kept.
 
 So a machine that runs the worker against its own cluster needs neither the local stack nor Maven:
 either network access to the repository once, or the variable pointing at a jar or IDL it has.
@@ -53,8 +54,11 @@ IDL_ENV = "HBASE_INGEST_THRIFT2_IDL"
 REPO_ENV = "HBASE_INGEST_MAVEN_REPO"
 DEFAULT_MAVEN_REPO = "https://repo1.maven.org/maven2"
 IDL_MEMBER = "org/apache/hadoop/hbase/thrift2/hbase.thrift"
-# hbase-thrift-2.6.1.jar as Maven Central serves it (its published SHA-1 is b9bb4659...82e3)
-THRIFT_JAR_SHA256 = "e3f1a53ccf0e917e52c8ec02ba73dda9277422f8d0c436be2326052b201a0666"
+#: the SHA-256 of ``hbase-thrift-<version>.jar`` as Maven Central serves it, by version. Whoever
+#: changes ``HBASE_THRIFT_VERSION`` adds the new jar's hash here (2.6.1: published SHA-1 b9bb4659...82e3).
+THRIFT_JAR_SHA256: dict[str, str] = {
+    "2.6.1": "e3f1a53ccf0e917e52c8ec02ba73dda9277422f8d0c436be2326052b201a0666",
+}
 MAX_JAR_BYTES = 64 << 20
 DOWNLOAD_TIMEOUT_S = 120.0
 _CHUNK = 1 << 16
@@ -143,6 +147,16 @@ def _download(url: str, *, expect_sha256: str, max_bytes: int, timeout_s: float)
     return b"".join(chunks)
 
 
+def _pinned_sha256() -> str:
+    from connectors.stack.layout import HBASE_THRIFT_VERSION  # see resolve_idl
+
+    try:
+        return THRIFT_JAR_SHA256[HBASE_THRIFT_VERSION]
+    except KeyError:
+        raise ConfigError(f"no SHA-256 is pinned for hbase-thrift {HBASE_THRIFT_VERSION} (THRIFT_JAR_SHA256 in "
+                          f"{__name__}), so it is not downloaded") from None
+
+
 def resolve_idl(env: Mapping[str, str] | None = None, cache: Path | None = None) -> Path:
     """The path of a Thrift2 IDL file, from the first source that has one (module docstring).
     ``env`` defaults to ``os.environ``, ``cache`` to the stack's cache folder."""
@@ -158,7 +172,7 @@ def resolve_idl(env: Mapping[str, str] | None = None, cache: Path | None = None)
         return cached
     url = thrift_jar_url(env.get(REPO_ENV) or DEFAULT_MAVEN_REPO)
     try:
-        jar = _download(url, expect_sha256=THRIFT_JAR_SHA256, max_bytes=MAX_JAR_BYTES, timeout_s=DOWNLOAD_TIMEOUT_S)
+        jar = _download(url, expect_sha256=_pinned_sha256(), max_bytes=MAX_JAR_BYTES, timeout_s=DOWNLOAD_TIMEOUT_S)
     except ConfigError as exc:
         raise ConfigError(f"the HBase Thrift2 IDL is not in the cache ({cached}), and {exc}; {_HOW}") from exc
     return extract_idl(jar, cached, source=url)

@@ -16,6 +16,7 @@ import pytest
 from connectors.hbase import thrift2_idl
 from connectors.hbase.thrift2 import parse_idl
 from connectors.hbase.thrift2_idl import IDL_ENV, IDL_MEMBER, REPO_ENV, extract_idl, resolve_idl, thrift_jar_url
+from connectors.stack.layout import HBASE_THRIFT_VERSION
 from pipeline.errors import ConfigError, HBaseError
 from tests.file_server import serve_files
 
@@ -102,7 +103,7 @@ def test_the_cached_copy_needs_no_network(cache: Path) -> None:
 
 def test_download_is_checked_and_only_the_idl_is_kept(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     jar = jar_bytes({IDL_MEMBER: IDL})
-    monkeypatch.setattr(thrift2_idl, "THRIFT_JAR_SHA256", hashlib.sha256(jar).hexdigest())
+    monkeypatch.setitem(thrift2_idl.THRIFT_JAR_SHA256, HBASE_THRIFT_VERSION, hashlib.sha256(jar).hexdigest())
     with serve_files({JAR_PATH: jar}) as (base, requested):
         got = resolve_idl({REPO_ENV: base}, cache)
         assert requested == [JAR_PATH]
@@ -117,6 +118,16 @@ def test_download_with_other_bytes_is_refused_and_nothing_is_written(cache: Path
         resolve_idl({REPO_ENV: base}, cache)
     assert IDL_ENV in str(info.value) and REPO_ENV in str(info.value)
     assert not list(cache.rglob("*")) or all(p.is_dir() for p in cache.rglob("*"))
+
+
+def test_the_stacks_thrift_version_has_a_pinned_hash_and_an_unpinned_one_is_never_fetched(
+        cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert HBASE_THRIFT_VERSION in thrift2_idl.THRIFT_JAR_SHA256  # a version bump adds its jar's hash
+    monkeypatch.delitem(thrift2_idl.THRIFT_JAR_SHA256, HBASE_THRIFT_VERSION)
+    with serve_files({JAR_PATH: jar_bytes({IDL_MEMBER: IDL})}) as (base, requested), \
+            pytest.raises(ConfigError, match=rf"no SHA-256 is pinned for hbase-thrift {HBASE_THRIFT_VERSION}") as info:
+        resolve_idl({REPO_ENV: base}, cache)
+    assert requested == [] and IDL_ENV in str(info.value)
 
 
 def test_download_failures_name_the_url_and_how_to_supply_the_idl(cache: Path,
