@@ -1,11 +1,19 @@
 """Translation of happybase / thriftpy2 / socket exceptions into the project's error tree.
 
 HBase reports server-side failures through Thrift as IOError/TIOError with the Java exception's
-text in ``message``; the class name inside that text decides the mapping.
+text in ``message``; the class name inside that text decides the mapping. The Thrift2 gateway's
+``TIOError`` carries only the exception's own message, without its class, plus ``canRetry`` (False
+for HBase's do-not-retry exceptions). A missing table's message there is the table's name alone:
+a non-retryable ``TIOError`` whose message is the name of the table the call was about is
+:class:`~pipeline.errors.TableNotFound` (a disabled table says "<name> is disabled."). A write's
+``RetriesExhaustedWithDetailsException`` summarises its causes the same way
+("Failed 1 action: <name>: 1 time, servers with issues: null"): when every cause is that name and
+no server was reached, the table is missing too.
 """
 
 from __future__ import annotations
 
+import re
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -41,6 +49,24 @@ def _message(exc: BaseException) -> str:
     return str(msg or exc)
 
 
+_RETRIES_EXHAUSTED = re.compile(r"Failed \d+ actions?: (\S+): \d+ times?, servers with issues: null")
+
+
+def _is_table_name(text: str, table: str) -> bool:
+    return text.endswith(table) and not any(c.isspace() for c in text)  # the full name: prefix + table
+
+
+def _names_missing_table(exc: BaseException, msg: str, table: str | None) -> bool:
+    """A Thrift2 ``TIOError`` that says no more than the table's (full) name (module docstring)."""
+    if not table or not hasattr(exc, "canRetry"):
+        return False
+    text = msg.strip()
+    if exc.canRetry is False:
+        return _is_table_name(text, table)
+    summary = _RETRIES_EXHAUSTED.fullmatch(text)
+    return summary is not None and _is_table_name(summary.group(1), table)
+
+
 def translate(exc: BaseException, table: str | None = None, what: str = "HBase call") -> HBaseError:
     """The project error for ``exc`` (not raised: the caller raises it ``from exc``)."""
     if isinstance(exc, HBaseError):
@@ -58,7 +84,7 @@ def translate(exc: BaseException, table: str | None = None, what: str = "HBase c
     name = type(exc).__name__
     if name == "TIllegalArgument" or name == "IllegalArgument":
         return HBaseRequestError(f"{where} rejected: {msg}", table=table)
-    if any(s in msg for s in _MISSING_TABLE):
+    if any(s in msg for s in _MISSING_TABLE) or _names_missing_table(exc, msg, table):
         return TableNotFound(f"{where}: table does not exist: {msg.splitlines()[0] if msg else ''}", table=table)
     if any(s in msg for s in _STALE):
         return RegionMapStale(f"{where}: region moved or split: {msg.splitlines()[0]}", table=table)

@@ -163,6 +163,14 @@ async def test_errors_are_translated(hbase: HBaseClient, unique: str) -> None:
         await hbase.delete_table(table)
     with pytest.raises(TableNotFound):
         await hbase.regions(f"missing_{unique}")
+    # the Thrift2 gateway names a missing table by its name alone (no exception class): still TableNotFound,
+    # not a server failure to retry; through Thrift2 (writes, small pages) and Thrift1 (bigger pages)
+    missing = f"missing_{unique}"
+    with pytest.raises(TableNotFound, match="table does not exist"):
+        await hbase.write(missing, [Mutation(missing, b"r", MutationKind.PUT, {b"d:x": b"1"}, 1, ORIGIN)])
+    for limit in (SMALL_PAGE_ROWS, SMALL_PAGE_ROWS + 1):
+        with pytest.raises(TableNotFound, match="table does not exist"):
+            await hbase.scan_cells(missing, limit=limit)
 
 
 async def test_unreachable_gateway_is_unavailable() -> None:

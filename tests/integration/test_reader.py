@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 
 from connectors.hbase import HBaseClient
 from connectors.stack import LocalStack
+from pipeline.errors import TableNotFound
 from pipeline.rowkey import compile_rowkey
 from pipeline.runtime.reader import QueryError, Reader, ReadRow, Scan
 from tests.integration.reader_support import (
@@ -248,6 +249,17 @@ async def test_disabled_table_mid_query_fails_naming_the_range(hbase: HBaseClien
     finally:
         await hbase.enable_table(table)
         await hbase.delete_table(table)
+
+
+@pytest.mark.parametrize("processes", [0, 2], ids=["threads", "processes"])
+async def test_missing_table_fails_saying_so(hbase: HBaseClient, unique: str, processes: int) -> None:
+    spec = "[salt(host, 8)][host][_][long(ts)]"
+    table = f"t_reader_missing_{unique}"
+    async with Reader(hbase, processes=processes) as reader:
+        for kwargs in ({}, {"where": {"host": "h1"}, "limit": 5}):  # 8 ranges; one range, one small page
+            with anyio.fail_after(30), pytest.raises(QueryError, match=rf"{table}.*table does not exist") as info:
+                await reader.scan(route_of("r", table, spec), **kwargs).collect()
+            assert isinstance(info.value.__cause__, TableNotFound)
 
 
 async def test_tiny_timeout_fails_naming_a_range(hbase: HBaseClient, unique: str) -> None:
