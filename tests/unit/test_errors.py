@@ -110,30 +110,3 @@ async def test_crosses_a_worker_process_as_itself() -> None:
     err: Any = info.value
     assert (err.table, err.range_label, err.timed_out) == ("t", "salt=3", True)
     assert str(err) == "range salt=3 failed: gone (table 't', range salt=3)"
-
-
-class TIOError(Exception):
-    """The shape of the Thrift2 gateway's exception: the Java message only, and ``canRetry``."""
-
-    def __init__(self, message: bytes, canRetry: bool | None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.canRetry = canRetry
-
-
-def test_a_thrift2_error_naming_only_the_table_is_table_not_found() -> None:
-    from connectors.hbase.errors import translate
-
-    gone = translate(TIOError(b"dev_logs", False), "logs", "scan")  # the full name carries the prefix
-    assert isinstance(gone, TableNotFound) and not gone.retryable
-    assert str(gone) == "scan on table 'logs': table does not exist: dev_logs"
-    assert isinstance(translate(TIOError(b"logs is disabled.", False), "logs"), HBaseUnavailable)
-    assert isinstance(translate(TIOError(b"logs", True), "logs"), HBaseUnavailable)  # HBase says a retry may help
-    assert isinstance(translate(TIOError(b"other_table", False), "logs"), HBaseUnavailable)
-    assert isinstance(translate(TIOError(b"logs", False), None), HBaseUnavailable)  # no table to compare
-    # a write: HBase's summary of its retries, every cause being the table's name, no server reached
-    summary = b"Failed 2 actions: dev_logs: 2 times, servers with issues: null"
-    assert isinstance(translate(TIOError(summary, True), "logs", "write batch"), TableNotFound)
-    for other in (b"Failed 1 action: dev_logs: 1 time, servers with issues: rs1:16020",
-                  b"Failed 1 action: RegionTooBusyException: 1 time, servers with issues: null"):
-        assert isinstance(translate(TIOError(other, True), "logs", "write batch"), HBaseUnavailable)
