@@ -8,8 +8,8 @@ The Thrift2 interface (writes, DDL with split keys, small scan pages) is describ
    the cluster's own ``lib/hbase-thrift-*.jar``). A jar's IDL is extracted once into the cache as
    ``thrift2-idl/<key>.thrift``, ``key`` being the first 16 hex digits of the SHA-256 of the jar's
    resolved path, size and modification time (ns): every process that resolves it (each scan
-   worker process too) finds the copy with one ``stat``, without reading the jar; a jar replaced
-   in place gets a new copy.
+   worker process too) finds the copy from the jar's metadata and ``zipfile``'s look at the jar's
+   end, without reading or hashing the whole jar; a jar replaced in place gets a new copy.
 2. The cache's copy (``thrift2_idl_path``, written by ``hbase-ingest stack up`` or by step 3).
 3. A download of ``hbase-thrift-<HBASE_THRIFT_VERSION>.jar`` from ``$HBASE_INGEST_MAVEN_REPO``
    (default: Maven Central). At most :data:`MAX_JAR_BYTES` within :data:`DOWNLOAD_TIMEOUT_S`; the jar
