@@ -28,9 +28,9 @@ from connectors.kafka import delete_topics, end_offsets
 from connectors.stack import LocalStack
 from pipeline.cli.logsetup import configure_logging
 from pipeline.core.examples import generate
-from pipeline.runtime.backfill import Backfill, SliceArgs
+from pipeline.runtime.admin.tables import create_tables
+from pipeline.runtime.backfill.run import Backfill, SliceArgs
 from pipeline.runtime.produce import produce_events
-from pipeline.runtime.tables import create_tables
 from pipeline.settings import Settings, load_settings
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -3,7 +3,7 @@
 16 sources (salt buckets) of 1,000,000 rows in all, in pages of 1,000, merged by the key without its
 one-byte salt, two ways:
 
-- ``batch``: what the reader does (:func:`pipeline.runtime.reader_merge.merge_batches` driving a
+- ``batch``: what the reader does (:func:`pipeline.runtime.read.merge.merge_batches` driving a
   :class:`~pipeline.core.merge.PageMerge`, then :func:`~pipeline.core.merge.merge_pieces`);
 - ``heap``: the textbook per-row k-way merge (:func:`pipeline.core.merge.heap_merge`, ``heapq``
   with one push and pop per row) over the same pages.
@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.core.merge import heap_merge
-from pipeline.runtime.reader_merge import Row, merge_batches, merge_pieces
+from pipeline.runtime.read.merge import Row, merge_batches, merge_pieces
 
 RESULTS = Path(__file__).resolve().parent / "results" / "merge.json"
 ROWS, SOURCES, PAGE, REPS = 1_000_000, 16, 1000, 3

@@ -88,9 +88,9 @@ from connectors.hbase import HBaseClient
 from connectors.stack import LocalStack
 from pipeline.core.model import Mutation, MutationKind, Origin, TopicPartition
 from pipeline.rowkey import compile_rowkey
-from pipeline.runtime.proctune import tune_process
-from pipeline.runtime.reader import PAGE_SIZE, PROCESS_PAGE_SIZE, Reader, ReadRow
-from pipeline.runtime.reader_merge import Row, merge_batches, merge_pieces
+from pipeline.runtime.process.proctune import tune_process
+from pipeline.runtime.read.merge import Row, merge_batches, merge_pieces
+from pipeline.runtime.read.reader import PAGE_SIZE, PROCESS_PAGE_SIZE, Reader, ReadRow
 from pipeline.settings import ColumnSpec, FamilySpec, RouteSpec, load_settings
 
 SPEC = "[salt(host, 16)][host][_][reverse_ts(ts)]"

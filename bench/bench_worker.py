@@ -38,9 +38,9 @@ from connectors.stack import LocalStack
 from pipeline.core.examples import generate
 from pipeline.core.model import Origin, TopicPartition
 from pipeline.core.routing import Router
-from pipeline.runtime.proctune import tune_process
+from pipeline.runtime.admin.tables import create_tables
+from pipeline.runtime.process.proctune import tune_process
 from pipeline.runtime.produce import produce_events
-from pipeline.runtime.tables import create_tables
 from pipeline.settings import Settings, load_settings
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -144,7 +144,7 @@ def worker_child(partitions: int) -> dict[str, Any]:
 
 
 async def _child(partitions: int) -> dict[str, Any]:
-    from pipeline.runtime.worker import Worker
+    from pipeline.runtime.ingest.worker import Worker
 
     settings = bench_settings(partitions)
     tune_process(settings.runtime)  # as `hbase-ingest run` does

@@ -161,11 +161,11 @@ class RuntimeSettings(_Section):
     gc_threshold0: int = Field(
         default=50_000, ge=0, le=10_000_000,
         description="CPython generation-0 GC threshold, with the start-up heap frozen (0 = Python's defaults); "
-                    "see pipeline.runtime.gctune")
+                    "see pipeline.runtime.process.gctune")
     cpu_affinity: list[Annotated[int, Field(ge=0, le=_MAX_CPU)]] = Field(
         default_factory=list,
         description="CPUs the process may run on (empty = any); one CPU suits a process bound by its own "
-                    "CPU, such as a big scan: see pipeline.runtime.affinity")
+                    "CPU, such as a big scan: see pipeline.runtime.process.affinity")
 
 
 class MetricsSettings(_Section):

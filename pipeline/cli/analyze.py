@@ -25,7 +25,7 @@ from pipeline.cli.errors import check_not_empty
 from pipeline.core.keyspace import KeyspaceReport, analyze_keys, recommend_buckets
 from pipeline.errors import ConfigError
 from pipeline.rowkey import RowKey, compile_rowkey, format_key
-from pipeline.runtime.tables import (
+from pipeline.runtime.admin.tables import (
     MAX_DEFAULT_REGIONS,
     SampleKeys,
     boundary_label,

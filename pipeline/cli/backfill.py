@@ -1,7 +1,7 @@
 """``hbase-ingest backfill``: replay a bounded slice of a topic.
 
-See :mod:`pipeline.runtime.backfill_slice` for the slice, :mod:`pipeline.runtime.backfill_state` for
-resuming and :mod:`pipeline.runtime.backfill` for the rate cap."""
+See :mod:`pipeline.runtime.backfill.slice` for the slice, :mod:`pipeline.runtime.backfill.state` for
+resuming and :mod:`pipeline.runtime.backfill.run` for the rate cap."""
 
 from __future__ import annotations
 
@@ -36,14 +36,14 @@ from pipeline.cli.logsetup import configure_logging
 from pipeline.cli.run import start_metrics
 from pipeline.cli.signals import EXIT_INTERRUPTED, stop_on_signals
 from pipeline.errors import ConfigError
-from pipeline.runtime.backfill import (
+from pipeline.runtime.backfill.run import (
     Backfill,
     BackfillSummary,
     SliceArgs,
     parse_offsets,
     parse_time,
 )
-from pipeline.runtime.proctune import tune_process
+from pipeline.runtime.process.proctune import tune_process
 from pipeline.settings import Settings, load_settings
 
 __all__ = ["register", "run_backfill"]
@@ -116,7 +116,7 @@ async def run_backfill(
                     "topic (retention or DeleteRecords) before this backfill read them; they cannot be replayed"
                 )
             if metrics and backfill.worker is not None:
-                from pipeline.runtime.metrics import serve_metrics
+                from pipeline.runtime.metrics.registry import serve_metrics
 
                 port = await start_metrics(tg, serve_metrics, settings, backfill.worker)
                 _console.print(f"metrics on http://{settings.metrics.host}:{port}/metrics")

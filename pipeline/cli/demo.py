@@ -27,12 +27,12 @@ from pipeline.core.examples import EXAMPLES, generate
 from pipeline.core.model import TopicPartition
 from pipeline.errors import HBaseIngestError
 from pipeline.rowkey import format_key
-from pipeline.runtime.proctune import tune_process
+from pipeline.runtime.admin.tables import create_tables
+from pipeline.runtime.ingest.worker import Worker
+from pipeline.runtime.process.proctune import tune_process
 from pipeline.runtime.produce import produce_events
-from pipeline.runtime.reader import Reader
-from pipeline.runtime.reader_rows import compile_row_decoder
-from pipeline.runtime.tables import create_tables
-from pipeline.runtime.worker import Worker
+from pipeline.runtime.read.reader import Reader
+from pipeline.runtime.read.rows import compile_row_decoder
 from pipeline.settings import Settings, load_settings
 
 __all__ = ["DEMO_CONFIG", "register"]

@@ -19,9 +19,9 @@ from pipeline.cli.logsetup import configure_logging
 from pipeline.cli.signals import EXIT_INTERRUPTED, stop_on_signals
 from pipeline.core.examples import EXAMPLES, generate
 from pipeline.errors import ConfigError
-from pipeline.runtime.proctune import tune_process
+from pipeline.runtime.ingest.worker import Worker, WorkerSummary
+from pipeline.runtime.process.proctune import tune_process
 from pipeline.runtime.produce import produce_events
-from pipeline.runtime.worker import Worker, WorkerSummary
 from pipeline.settings import Settings, load_settings
 
 __all__ = ["register", "run_worker", "start_metrics"]
@@ -42,7 +42,7 @@ async def run_worker(settings: Settings, *, group: str | None = None,
                           "draining, committing, leaving the group (again: stop now)")
             if metrics if metrics is not None else settings.metrics.enabled:
                 try:
-                    from pipeline.runtime.metrics import serve_metrics
+                    from pipeline.runtime.metrics.registry import serve_metrics
                 except ModuleNotFoundError:
                     _console.print("metrics are not available in this build")
                 else:

@@ -39,10 +39,10 @@ from pipeline.rowkey import RowKey, compile_rowkey, format_key
 from pipeline.rowkey.codecs import JAVA_LONG_MAX
 from pipeline.rowkey.segments_dist import Mod
 from pipeline.rowkey.segments_num import Binary, Dec, ReverseTs, TimeBucket
-from pipeline.runtime.proctune import tune_process
-from pipeline.runtime.reader import PAGE_SIZE, PROCESS_PAGE_SIZE, Reader, ReadRow
-from pipeline.runtime.reader_args import MAX_PROCESSES
-from pipeline.runtime.reader_plan import explain_lines
+from pipeline.runtime.process.proctune import tune_process
+from pipeline.runtime.read.args import MAX_PROCESSES
+from pipeline.runtime.read.plan import explain_lines
+from pipeline.runtime.read.reader import PAGE_SIZE, PROCESS_PAGE_SIZE, Reader, ReadRow
 from pipeline.settings import RouteSpec, load_settings
 
 __all__ = ["output_console", "parse_time", "parse_where", "print_rows", "register"]

@@ -17,7 +17,7 @@ from pipeline.cli.errors import check_not_empty
 from pipeline.errors import ConfigError
 from pipeline.names import table_name_problem
 from pipeline.rowkey import RowKey, compile_rowkey, format_key
-from pipeline.runtime.tables import CreatedTable, TableDescription, create_tables, describe_table
+from pipeline.runtime.admin.tables import CreatedTable, TableDescription, create_tables, describe_table
 from pipeline.settings import FamilySpec, Settings, load_settings
 
 __all__ = ["tables_app"]

@@ -60,7 +60,7 @@ class Snapshot:
 
 
 def parse_snapshot(text: str, at_s: float) -> Snapshot:
-    """Read the exposition text of :mod:`pipeline.runtime.metrics`; unknown series are ignored."""
+    """Read the exposition text of :mod:`pipeline.runtime.metrics.registry`; unknown series are ignored."""
     snap = Snapshot(at_s)
     regions: dict[str, list[RegionBar]] = defaultdict(list)
     for family in text_string_to_metric_families(text):

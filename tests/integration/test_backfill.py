@@ -20,7 +20,7 @@ from connectors.hbase import HBaseClient
 from connectors.kafka import TopicPartition as KafkaTP
 from connectors.kafka import common_options, make_consumer, make_producer
 from pipeline.errors import ConfigError
-from pipeline.runtime.backfill import (
+from pipeline.runtime.backfill.run import (
     Backfill,
     SliceArgs,
     default_group,
@@ -28,7 +28,7 @@ from pipeline.runtime.backfill import (
     parse_time,
     throttled_settings,
 )
-from pipeline.runtime.metrics import attach_metrics
+from pipeline.runtime.metrics.registry import attach_metrics
 from pipeline.settings import KafkaSettings, Settings
 
 from .worker_support import (

@@ -16,8 +16,8 @@ from connectors.hbase import HBaseClient
 from connectors.kafka import create_topics
 from pipeline.core.model import TopicPartition
 from pipeline.rowkey import compile_rowkey
-from pipeline.runtime.metrics import MetricsObserver, serve_metrics
-from pipeline.runtime.worker import Worker
+from pipeline.runtime.ingest.worker import Worker
+from pipeline.runtime.metrics.registry import MetricsObserver, serve_metrics
 from pipeline.settings import FamilySpec, MetricsSettings, load_settings
 from tests.http_get import http_get
 
@@ -155,7 +155,7 @@ async def test_skew_gauge_exposes_a_timestamp_first_hotspot(hbase: HBaseClient, 
 def test_reader_latency_hook_is_per_worker() -> None:
     from typing import cast
 
-    from pipeline.runtime.metrics import attach_metrics
+    from pipeline.runtime.metrics.registry import attach_metrics
 
     settings = order_settings("hook")
     a, b = (attach_metrics(Worker(settings, cast(HBaseClient, object()))) for _ in range(2))

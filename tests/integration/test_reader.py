@@ -20,7 +20,7 @@ from connectors.hbase import HBaseClient
 from connectors.stack import LocalStack
 from pipeline.errors import TableNotFound
 from pipeline.rowkey import compile_rowkey
-from pipeline.runtime.reader import QueryError, Reader, ReadRow, Scan
+from pipeline.runtime.read.reader import QueryError, Reader, ReadRow, Scan
 from tests.integration.reader_support import (
     DESIGNS,
     HOSTS,

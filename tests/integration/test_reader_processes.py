@@ -21,7 +21,7 @@ from connectors.hbase import HBaseClient
 from connectors.stack import LocalStack
 from pipeline.core.model import Mutation, MutationKind
 from pipeline.rowkey import RowKey, compile_rowkey
-from pipeline.runtime.reader import QueryError, Reader
+from pipeline.runtime.read.reader import QueryError, Reader
 from pipeline.settings import HBaseSettings
 from tests.integration.reader_support import (
     DESIGNS,

@@ -14,7 +14,7 @@ from connectors.hbase import HBaseClient
 from pipeline.core.keyspace import region_index, sample_events
 from pipeline.core.model import Mutation, MutationKind, Origin, TopicPartition
 from pipeline.rowkey import compile_rowkey
-from pipeline.runtime.tables import create_tables, describe_table, plan_tables
+from pipeline.runtime.admin.tables import create_tables, describe_table, plan_tables
 from pipeline.settings import FamilySpec, HBaseSettings, RouteSpec, Settings, TableSpec
 
 ORIGIN = Origin(TopicPartition("t", 0), 0)

@@ -16,7 +16,7 @@ from connectors.hbase import HBaseClient
 from connectors.kafka import TopicPartition as KafkaTP
 from connectors.kafka import make_consumer
 from pipeline.errors import ConfigError
-from pipeline.runtime.worker import Worker
+from pipeline.runtime.ingest.worker import Worker
 from pipeline.settings import KafkaSettings
 
 from .worker_support import (

@@ -9,8 +9,8 @@ import orjson
 from connectors.hbase import HBaseClient
 from connectors.kafka import TopicPartition as KafkaTP
 from connectors.kafka import create_topics, delete_topics, make_consumer, partitions
-from pipeline.runtime.tables import create_tables
-from pipeline.runtime.worker import Worker
+from pipeline.runtime.admin.tables import create_tables
+from pipeline.runtime.ingest.worker import Worker
 from pipeline.settings import load_settings
 
 from .worker_support import drop_tables, order_event, order_settings, produce, setup, stop_offsets

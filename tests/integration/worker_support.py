@@ -15,7 +15,7 @@ import orjson
 from connectors.hbase import HBaseClient
 from connectors.kafka import create_topics, end_offsets, make_producer
 from pipeline.core.model import TopicPartition
-from pipeline.runtime.tables import create_tables
+from pipeline.runtime.admin.tables import create_tables
 from pipeline.settings import Settings, load_settings
 
 

@@ -30,9 +30,9 @@ from pipeline.errors import (
     TopicNotCreated,
 )
 from pipeline.rowkey.errors import EventFieldError, KeyDecodeError, PlanError, RowKeyError, SpecSyntaxError
-from pipeline.runtime.reader_columns import CellDecodeError
-from pipeline.runtime.reader_errors import QueryError, RowDecodeError
-from pipeline.runtime.writer import WriteAbandoned
+from pipeline.runtime.ingest.writer import WriteAbandoned
+from pipeline.runtime.read.columns import CellDecodeError
+from pipeline.runtime.read.errors import QueryError, RowDecodeError
 
 SAMPLES: list[HBaseIngestError] = [
     HBaseIngestError("plain"),

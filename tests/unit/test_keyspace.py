@@ -25,7 +25,7 @@ from pipeline.core.keyspace import (
 )
 from pipeline.errors import ConfigError
 from pipeline.rowkey import compile_rowkey
-from pipeline.runtime.tables import build_sample_keys, default_regions, plan_splits
+from pipeline.runtime.admin.tables import build_sample_keys, default_regions, plan_splits
 
 EVENTS = sample_events(4000, seed=11)
 

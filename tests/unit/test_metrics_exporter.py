@@ -10,9 +10,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from connectors.hbase import HBaseClient
 from pipeline.core.model import TopicPartition
 from pipeline.core.regions import Region, RegionMap
-from pipeline.runtime.metrics import Metrics, MetricsObserver, MetricsServer, attach_metrics
-from pipeline.runtime.observer import Observer
-from pipeline.runtime.worker import Worker
+from pipeline.runtime.ingest.observer import Observer
+from pipeline.runtime.ingest.worker import Worker
+from pipeline.runtime.metrics.registry import Metrics, MetricsObserver, MetricsServer, attach_metrics
 from pipeline.settings import load_settings
 from tests.http_get import http_get
 

@@ -9,7 +9,7 @@ import pytest
 from rich.console import Console
 
 from pipeline.cli import scan as scan_cli
-from pipeline.runtime.reader import ReadRow
+from pipeline.runtime.read.reader import ReadRow
 
 _LONG = "x" * 150
 

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from pipeline.errors import ConfigError
-from pipeline.runtime.affinity import pin_cpus
+from pipeline.runtime.process.affinity import pin_cpus
 from pipeline.settings import Settings
 
 

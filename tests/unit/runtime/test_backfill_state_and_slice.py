@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.errors import ConfigError
-from pipeline.runtime.backfill_state import STATE_VERSION, load_state, save_state, state_path
+from pipeline.runtime.backfill.state import STATE_VERSION, load_state, save_state, state_path
 
 
 def test_round_trip_and_missing(tmp_path: Path) -> None:
@@ -34,7 +34,7 @@ def test_bad_files_say_what_to_do(tmp_path: Path) -> None:
 
 
 def test_reversed_offsets_are_refused() -> None:
-    from pipeline.runtime.backfill_slice import SliceArgs
+    from pipeline.runtime.backfill.slice import SliceArgs
 
     with pytest.raises(ConfigError, match="partition 1: 50 > 10"):
         SliceArgs("t", from_offsets={0: 0, 1: 50}, to_offsets={0: 5, 1: 10})

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from pipeline.runtime.reader import PAGE_SIZE, PROCESS_PAGE_SIZE, Reader
+from pipeline.runtime.read.reader import PAGE_SIZE, PROCESS_PAGE_SIZE, Reader
 from pipeline.settings import RouteSpec
 
 from .test_reader_fake import FakeHBase

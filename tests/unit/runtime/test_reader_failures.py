@@ -8,7 +8,7 @@ import pytest
 
 from pipeline.errors import HBaseUnavailable
 from pipeline.rowkey import compile_rowkey
-from pipeline.runtime.reader import QueryError, Reader
+from pipeline.runtime.read.reader import QueryError, Reader
 from pipeline.settings import RouteSpec
 
 from .test_reader_fake import FakeHBase

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.rowkey import compile_rowkey
-from pipeline.runtime.reader import QueryError, Reader
-from pipeline.runtime.reader_merge import Row, merge_batches, merge_pieces
+from pipeline.runtime.read.merge import Row, merge_batches, merge_pieces
+from pipeline.runtime.read.reader import QueryError, Reader
 from pipeline.settings import RouteSpec
 
 from .test_reader_fake import FakeHBase

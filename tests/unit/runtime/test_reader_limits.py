@@ -5,7 +5,7 @@ there in a bounded number of round trips. The rows are the brute-force answer ei
 from __future__ import annotations
 
 from pipeline.rowkey import compile_rowkey
-from pipeline.runtime.reader import Reader
+from pipeline.runtime.read.reader import Reader
 from pipeline.settings import RouteSpec
 
 from .test_reader_fake import FakeHBase, Row

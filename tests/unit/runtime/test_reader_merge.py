@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.rowkey import compile_rowkey
-from pipeline.runtime.reader import Reader
+from pipeline.runtime.read.reader import Reader
 from pipeline.settings import RouteSpec
 from tests.reader_oracle import brute_force, brute_force_by_time
 

@@ -12,16 +12,16 @@ from pipeline.errors import ConfigError
 from pipeline.rowkey import compile_rowkey
 from pipeline.rowkey.codecs import prefix_successor
 from pipeline.rowkey.errors import PlanError
-from pipeline.runtime.reader import Reader, reverse_lower_bound
-from pipeline.runtime.reader_columns import CellDecodeError, compile_columns, decode_long
-from pipeline.runtime.reader_errors import QueryError
-from pipeline.runtime.reader_plan import (
+from pipeline.runtime.read.columns import CellDecodeError, compile_columns, decode_long
+from pipeline.runtime.read.errors import QueryError
+from pipeline.runtime.read.plan import (
     ScanRange,
     clip_to_regions,
     entity_fields,
     explain_lines,
     time_descending,
 )
+from pipeline.runtime.read.reader import Reader, reverse_lower_bound
 from pipeline.settings import RouteSpec
 
 from .test_reader_fake import FakeHBase

@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipeline.rowkey import compile_rowkey
-from pipeline.runtime.reader_columns import CellDecodeError, compile_columns
-from pipeline.runtime.reader_errors import RowDecodeError
-from pipeline.runtime.reader_rows import ReadRow, as_read_rows, compile_row_decoder, is_decoded, page_decoder
+from pipeline.runtime.read.columns import CellDecodeError, compile_columns
+from pipeline.runtime.read.errors import RowDecodeError
+from pipeline.runtime.read.rows import ReadRow, as_read_rows, compile_row_decoder, is_decoded, page_decoder
 from pipeline.settings import RouteSpec
 
 from .test_reader_fake import Cell

@@ -18,7 +18,7 @@ from connectors.kafka import TopicPartition as KafkaTP
 from pipeline.core.batcher import Batch
 from pipeline.core.model import Origin, TopicPartition
 from pipeline.core.regions import Region, RegionMap
-from pipeline.runtime.worker import Worker
+from pipeline.runtime.ingest.worker import Worker
 from pipeline.settings import Settings, load_settings
 
 TOPIC = "events"

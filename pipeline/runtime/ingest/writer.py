@@ -23,7 +23,7 @@ from pipeline.core.batcher import Batch
 from pipeline.core.model import Mutation
 from pipeline.core.regions import Region, RegionMap
 from pipeline.errors import HBaseError, HBaseIngestError, HBaseRequestError, RegionMapStale
-from pipeline.runtime.observer import Observer
+from pipeline.runtime.ingest.observer import Observer
 from pipeline.settings import WriterSettings
 
 __all__ = ["BatchWriter", "WriteAbandoned", "load_region_map"]

@@ -23,7 +23,7 @@ Merge order (``QueryPlan.order``):
   time field across every entity, ties in logical order, kept in a heap of ``limit`` rows. On an
   entity-led design (``[salt(host, 16)][host][_][reverse_ts(ts)]``: rows ordered by host before
   time) every range is walked entity by entity and only each entity's best ``limit`` rows are read
-  (:mod:`pipeline.runtime.reader_entities`); ``entity`` names the fields that make an entity
+  (:mod:`pipeline.runtime.read.entities`); ``entity`` names the fields that make an entity
   (:func:`entity_fields`). Within an entity the scan runs in the wanted time direction:
   ``reverse`` is ``newest_first`` unless the design stores time descending, and then its opposite.
 """
@@ -39,7 +39,7 @@ from pipeline.rowkey import RowKey, format_key
 from pipeline.rowkey.errors import PlanError
 from pipeline.rowkey.segments import Segment
 from pipeline.rowkey.segments_num import Binary, ReverseTs, TimeBucket
-from pipeline.runtime.reader_errors import QueryError
+from pipeline.runtime.read.errors import QueryError
 from pipeline.settings import RouteSpec
 
 __all__ = ["EntityBounds", "QueryPlan", "ScanRange", "clip_to_regions", "entity_bounds", "entity_fields",

@@ -2,9 +2,9 @@
 its own, resumably and at a capped rate.
 
 - The slice (its ``[start, end)`` rules and the arguments that name it):
-  :mod:`pipeline.runtime.backfill_slice`.
+  :mod:`pipeline.runtime.backfill.slice`.
 - Resuming (the state file, the group's start offsets, ``restart``):
-  :mod:`pipeline.runtime.backfill_state`.
+  :mod:`pipeline.runtime.backfill.state`.
 
 This module runs the backfill (:class:`Backfill`), caps its rate (:class:`Throttle`) and reports its
 progress; it re-exports the names of the other two that callers use.
@@ -27,7 +27,7 @@ from connectors.kafka import start_offsets
 from pipeline.core.model import TopicPartition
 from pipeline.core.ratelimit import RateLimiter
 from pipeline.errors import ConfigError
-from pipeline.runtime.backfill_slice import (
+from pipeline.runtime.backfill.slice import (
     ResolvedSlice,
     SliceArgs,
     default_group,
@@ -35,7 +35,7 @@ from pipeline.runtime.backfill_slice import (
     parse_time,
     resolve_slice,
 )
-from pipeline.runtime.backfill_state import (
+from pipeline.runtime.backfill.state import (
     STATE_VERSION,
     commit_start_offsets,
     default_state_dir,
@@ -44,7 +44,7 @@ from pipeline.runtime.backfill_state import (
     slice_from_state,
     state_path,
 )
-from pipeline.runtime.worker import Worker
+from pipeline.runtime.ingest.worker import Worker
 from pipeline.settings import Settings
 
 __all__ = [

@@ -15,7 +15,7 @@ The slice, per partition, is ``[start, end)`` (start inclusive, end exclusive, K
 Kafka timestamps (CreateTime set by producers) need not grow with offsets; the slice is the offset
 range between the two resolved bounds, so a record out of time order inside it is replayed too.
 
-How a resolved slice is stored and resumed: :mod:`pipeline.runtime.backfill_state`.
+How a resolved slice is stored and resumed: :mod:`pipeline.runtime.backfill.state`.
 """
 
 from __future__ import annotations

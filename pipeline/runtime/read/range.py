@@ -4,7 +4,7 @@
 with its ``fetch`` (``HBaseClient.scan_cells`` in a worker thread, or ``scan_in_process``: one
 scanner opened and closed per page; only a row's key, ``row[0]``, is read here), drops what the
 plan's filter rejects (``keep``: the plan's key filter, or, for pages a worker process decoded and
-filtered, :func:`~pipeline.runtime.reader_rows.is_decoded`), and sends each non-empty page (rows in
+filtered, :func:`~pipeline.runtime.read.rows.is_decoded`), and sends each non-empty page (rows in
 the merge direction) to the query's merge.
 
 Page schedule: the first page asks for ``first_page`` rows, each next page four times as many, up
@@ -31,9 +31,9 @@ from typing import Any
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
-from pipeline.runtime.reader_plan import ScanRange
-from pipeline.runtime.reader_rows import ScannedRow
-from pipeline.runtime.reader_stats import QueryStats, RangeStats, ReaderTotals
+from pipeline.runtime.read.plan import ScanRange
+from pipeline.runtime.read.rows import ScannedRow
+from pipeline.runtime.read.stats import QueryStats, RangeStats, ReaderTotals
 
 __all__ = ["Fetch", "page_range", "reverse_lower_bound"]
 

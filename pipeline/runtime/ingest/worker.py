@@ -9,7 +9,7 @@ Tasks (all owned by one task group):
   resumes when they drain below half of it.
 - **flush timer**: seals batches that reached ``max_batch_age_ms`` (sleeps exactly until the next
   deadline) and refreshes region maps periodically.
-- **writers** (``concurrency`` of them): write batches with retries (:mod:`pipeline.runtime.writer`),
+- **writers** (``concurrency`` of them): write batches with retries (:mod:`pipeline.runtime.ingest.writer`),
   then acknowledge every mutation.
 - **committer**: every ``commit_interval_ms`` commits, per partition, the highest contiguous offset
   whose mutations were all acknowledged, + 1. Never past unwritten data.
@@ -46,9 +46,9 @@ from pipeline.core.offsets import OffsetTracker
 from pipeline.core.regions import RegionMap
 from pipeline.core.routing import Router
 from pipeline.errors import ConfigError, EventError, TableNotFound, TopicNotCreated
-from pipeline.runtime.deadletter import DeadLetters
-from pipeline.runtime.observer import Observer, WorkerStats
-from pipeline.runtime.writer import BatchWriter, load_region_map
+from pipeline.runtime.ingest.deadletter import DeadLetters
+from pipeline.runtime.ingest.observer import Observer, WorkerStats
+from pipeline.runtime.ingest.writer import BatchWriter, load_region_map
 from pipeline.settings import Settings
 
 __all__ = ["Worker", "WorkerSummary"]

@@ -3,7 +3,7 @@
 The decoder turns a run of scanned rows ``(key, {b"family:qualifier": cell})`` (a cell is
 anything with a ``value`` attribute holding the stored bytes, such as
 :class:`connectors.hbase.Cell`) into :class:`ReadRow` objects: key fields by the rowkey design's
-decoder, cells by the route's column mapping (:mod:`pipeline.runtime.reader_columns` gives the
+decoder, cells by the route's column mapping (:mod:`pipeline.runtime.read.columns` gives the
 encodings). A full scan is bound by this process's CPU, so the mapping is compiled into one plain
 Python function per route: one dict lookup per mapped column, the encoding inlined, no call per
 cell. Rows with cells the mapping does not name (unmapped columns, tally cells) take the general
@@ -13,10 +13,10 @@ path for those cells.
 pages away from the merging process: its rows are plain ``(key, fields, columns, range_label)``
 tuples (they pickle in about half the time of :class:`ReadRow`; :func:`as_read_rows` rebuilds
 them), and a row that does not decode raises the picklable
-:class:`~pipeline.runtime.reader_errors.RowDecodeError` naming its key. Given the query's filter,
+:class:`~pipeline.runtime.read.errors.RowDecodeError` naming its key. Given the query's filter,
 it decodes only the rows the filter keeps and returns the others as ``(key,)``.
 
-Errors: a cell that does not decode raises :class:`~pipeline.runtime.reader_columns.CellDecodeError`
+Errors: a cell that does not decode raises :class:`~pipeline.runtime.read.columns.CellDecodeError`
 naming the column (the generated code catches ``ValueError`` and re-runs the row through the
 general decoder, which names it); a key that does not decode raises the rowkey design's error.
 """
@@ -30,8 +30,8 @@ from typing import Any, NamedTuple
 from pipeline.core.routing import loads
 from pipeline.errors import HBaseIngestError
 from pipeline.rowkey import RowKey, compile_rowkey
-from pipeline.runtime.reader_columns import CellDecodeError, compile_columns
-from pipeline.runtime.reader_errors import RowDecodeError
+from pipeline.runtime.read.columns import CellDecodeError, compile_columns
+from pipeline.runtime.read.errors import RowDecodeError
 from pipeline.settings import RouteSpec
 
 __all__ = ["PageQuery", "ReadRow", "RowDecoder", "ScannedRow", "as_read_rows", "compile_row_decoder",

@@ -3,16 +3,16 @@ command (run, backfill, scan, demo) and the benchmarks that stand in for them.""
 
 from __future__ import annotations
 
-from pipeline.runtime.affinity import pin_cpus
-from pipeline.runtime.gctune import tune_gc
+from pipeline.runtime.process.affinity import pin_cpus
+from pipeline.runtime.process.gctune import tune_gc
 from pipeline.settings import RuntimeSettings
 
 __all__ = ["tune_process"]
 
 
 def tune_process(runtime: RuntimeSettings) -> None:
-    """GC tuning (:func:`~pipeline.runtime.gctune.tune_gc`), then CPU affinity
-    (:func:`~pipeline.runtime.affinity.pin_cpus`, which raises ``ConfigError`` for CPUs this process
+    """GC tuning (:func:`~pipeline.runtime.process.gctune.tune_gc`), then CPU affinity
+    (:func:`~pipeline.runtime.process.affinity.pin_cpus`, which raises ``ConfigError`` for CPUs this process
     may not use)."""
     tune_gc(runtime.gc_threshold0)
     pin_cpus(runtime.cpu_affinity)

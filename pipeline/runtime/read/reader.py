@@ -9,17 +9,17 @@ Use::
 
 How a query runs:
 
-1. **Plan** (:mod:`pipeline.runtime.reader_plan`): the route's rowkey design turns ``where`` and
+1. **Plan** (:mod:`pipeline.runtime.read.plan`): the route's rowkey design turns ``where`` and
    ``time_range`` into key ranges, one per salt/bucket value, or one when the salt is computable
    from ``where``. A huge fan-out set (a 4-hex-char md5 prefix has 65,536 values) is planned per
    region instead. :meth:`Reader.plan` returns the plan; ``explain_lines`` prints it.
 2. **Scan**: every range is one producer task in the reader's task group, paging with
    ``HBaseClient.scan_cells`` (a scanner is opened and closed per page, in a worker thread) into a
-   bounded memory stream of ``read_ahead`` pages (:mod:`pipeline.runtime.reader_range`). At most
+   bounded memory stream of ``read_ahead`` pages (:mod:`pipeline.runtime.read.range`). At most
    ``concurrency`` pages are being fetched at once per query (a ``CapacityLimiter``, default
    ``HBaseSettings.pool_size``). With ``Reader(processes=N)`` a page is fetched *and decoded* in
    one of N worker processes (``HBaseClient.scan_in_process`` with the route's
-   :func:`~pipeline.runtime.reader_rows.page_decoder`), and this process only unpickles and
+   :func:`~pipeline.runtime.read.rows.page_decoder`), and this process only unpickles and
    merges: a full scan is then no longer bound by one process's CPU (the GIL). When the plan
    filters rows (per-region plans, or ranges the bounds cannot narrow), the workers apply the
    filter too (:func:`page_query`) and decode, send and unpickle only the rows it keeps. It pays
@@ -40,7 +40,7 @@ logical order (a region holds many hash prefixes): without a limit they stream i
 with a limit they return the first ``limit`` rows in logical order (a bounded top-k over the scan).
 ``by_time=True`` (with a limit) asks for another order: the newest (``newest_first``) or oldest
 ``limit`` rows by the time field across every entity, ties in logical order, kept by a top-k; an
-entity-led design is then walked entity by entity (:mod:`pipeline.runtime.reader_entities`).
+entity-led design is then walked entity by entity (:mod:`pipeline.runtime.read.entities`).
 ``skip_scan=True`` (with a time range) keeps the logical order and walks an entity-led design the
 same way, reading only each entity's rows in the time range instead of every row filtered by time.
 
@@ -82,13 +82,13 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from connectors.hbase import HBaseClient, PageTransform
 from pipeline.errors import HBaseIngestError
 from pipeline.rowkey import RowKey, compile_rowkey
-from pipeline.runtime.reader_args import check_query, check_reader
-from pipeline.runtime.reader_entities import walk_entities
-from pipeline.runtime.reader_errors import QueryError, RowDecodeError
-from pipeline.runtime.reader_merge import Cutoff, merge_batches, merge_pieces, top_k
-from pipeline.runtime.reader_plan import QueryPlan, ScanRange, plan_query
-from pipeline.runtime.reader_range import Fetch, page_range, reverse_lower_bound
-from pipeline.runtime.reader_rows import (
+from pipeline.runtime.read.args import check_query, check_reader
+from pipeline.runtime.read.entities import walk_entities
+from pipeline.runtime.read.errors import QueryError, RowDecodeError
+from pipeline.runtime.read.merge import Cutoff, merge_batches, merge_pieces, top_k
+from pipeline.runtime.read.plan import QueryPlan, ScanRange, plan_query
+from pipeline.runtime.read.range import Fetch, page_range, reverse_lower_bound
+from pipeline.runtime.read.rows import (
     PageQuery,
     ReadRow,
     RowDecoder,
@@ -99,7 +99,7 @@ from pipeline.runtime.reader_rows import (
     key_decoder,
     page_decoder,
 )
-from pipeline.runtime.reader_stats import QueryStats, RangeStats, ReaderStats, ReaderTotals
+from pipeline.runtime.read.stats import QueryStats, RangeStats, ReaderStats, ReaderTotals
 from pipeline.settings import RouteSpec
 
 __all__ = [
@@ -222,7 +222,7 @@ class Reader:
 
     def design(self, route: RouteSpec) -> tuple[RowKey, RowDecoder]:
         """The compiled rowkey of ``route`` and its row decoder (``decode_run(rows, range_label)``,
-        see :mod:`pipeline.runtime.reader_rows`) with the reader's key decoder; compiled once per
+        see :mod:`pipeline.runtime.read.rows`) with the reader's key decoder; compiled once per
         route."""
         cache_key = f"{route.name}\x00{route.rowkey}"
         found = self._designs.get(cache_key)
@@ -239,7 +239,7 @@ class Reader:
     def transform(self, route: RouteSpec, query: PageQuery | None = None) -> PageTransform:
         """What a scan worker process applies to ``route``'s pages: the same decoding as
         :meth:`design`'s decoder, built in the worker from the route's JSON
-        (:func:`~pipeline.runtime.reader_rows.page_decoder`); with ``query`` (:func:`page_query`),
+        (:func:`~pipeline.runtime.read.rows.page_decoder`); with ``query`` (:func:`page_query`),
         only the rows the query's filter keeps are decoded."""
         return (page_decoder, (route.model_dump_json(), self.verify_keys, query))
 

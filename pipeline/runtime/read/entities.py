@@ -7,23 +7,23 @@ A by-time query therefore walks every planned range entity by entity:
 
 1. **Probe**: read forward from the cursor: one row, or, when the entity is read forward anyway, a
    first page. The first key names the next entity: the values of
-   :func:`~pipeline.runtime.reader_plan.entity_fields` decoded from it.
-2. **Read the entity** (:func:`~pipeline.runtime.reader_plan.entity_bounds`): plan the query
+   :func:`~pipeline.runtime.read.plan.entity_fields` decoded from it.
+2. **Read the entity** (:func:`~pipeline.runtime.read.plan.entity_bounds`): plan the query
    again with the entity's fields added to ``where``. That plan pins every byte up to the time
    segment, so it gives the entity's whole key range (where the walk goes next) and, with the
    query's time range, the part of it to read. That part is paged like any range
-   (:func:`~pipeline.runtime.reader_range.page_range`), in the wanted time direction (a reverse
+   (:func:`~pipeline.runtime.read.range.page_range`), in the wanted time direction (a reverse
    scan when the design stores time the other way), at most ``limit`` rows, and it stops early
    once its rows cannot enter the top ``limit`` kept so far
-   (:class:`~pipeline.runtime.reader_merge.Cutoff`).
+   (:class:`~pipeline.runtime.read.merge.Cutoff`).
 3. **Skip** to the end of the entity's key range and probe again.
 
-The merge is :func:`~pipeline.runtime.reader_merge.top_k` by ``(time, logical key)``. Cost: one
+The merge is :func:`~pipeline.runtime.read.merge.top_k` by ``(time, logical key)``. Cost: one
 or two scanner calls per entity (a forward walk reads the entity's first rows with its probe) and at
 most ``limit`` rows per entity, fewer once the top ``limit`` is full, instead of every row of the
 table. A design where the entity's rows are not one contiguous, time-sorted run (a coarse time
 bucket before an entity field, or a key that does not store the time field in order) is refused
-with :class:`~pipeline.runtime.reader_errors.QueryError`: when the query is planned, or, naming the
+with :class:`~pipeline.runtime.read.errors.QueryError`: when the query is planned, or, naming the
 range, at the first entity that shows it.
 """
 
@@ -36,11 +36,11 @@ import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
 from pipeline.errors import HBaseIngestError
-from pipeline.runtime.reader_errors import QueryError
-from pipeline.runtime.reader_plan import EntityBounds, ScanRange, intersect
-from pipeline.runtime.reader_range import Fetch, page_range
-from pipeline.runtime.reader_rows import ScannedRow
-from pipeline.runtime.reader_stats import QueryStats, RangeStats, ReaderTotals
+from pipeline.runtime.read.errors import QueryError
+from pipeline.runtime.read.plan import EntityBounds, ScanRange, intersect
+from pipeline.runtime.read.range import Fetch, page_range
+from pipeline.runtime.read.rows import ScannedRow
+from pipeline.runtime.read.stats import QueryStats, RangeStats, ReaderTotals
 
 __all__ = ["walk_entities"]
 

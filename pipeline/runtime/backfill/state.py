@@ -1,6 +1,6 @@
 """What makes a backfill resumable: its state file and the start offsets of its consumer group.
 
-The resolved slice (:mod:`pipeline.runtime.backfill_slice`) is stored as JSON in the state directory
+The resolved slice (:mod:`pipeline.runtime.backfill.slice`) is stored as JSON in the state directory
 (``$XDG_STATE_HOME/hbase-ingest/backfill/<group>.json``, default ``~/.local/state/...``), keyed by
 the consumer group, whose default name hashes the slice arguments
 (``<group_id>.backfill.<topic>.<digest>``). Before the worker starts, ``start`` is committed for
@@ -14,7 +14,7 @@ A finished slice is marked ``completed`` in its state file; running it again doe
 ``restart`` is set, which resolves the slice anew and commits its start offsets again.
 
 The state file holds ``version`` (:data:`STATE_VERSION`), ``topic`` and per-partition ``start`` and
-``end`` (partition numbers as strings), plus what :class:`~pipeline.runtime.backfill.Backfill`
+``end`` (partition numbers as strings), plus what :class:`~pipeline.runtime.backfill.run.Backfill`
 records: the group, the canonical arguments, when it was resolved and whether it completed.
 """
 
@@ -30,7 +30,7 @@ from typing import Any
 from connectors.kafka import TopicPartition as KafkaTP
 from connectors.kafka import make_consumer
 from pipeline.errors import ConfigError, KafkaError
-from pipeline.runtime.backfill_slice import ResolvedSlice
+from pipeline.runtime.backfill.slice import ResolvedSlice
 from pipeline.settings import KafkaSettings
 
 __all__ = [

@@ -56,8 +56,8 @@ from connectors.kafka import make_consumer
 from pipeline.core.model import TopicPartition
 from pipeline.core.skew import SkewWindow
 from pipeline.rowkey import format_key
-from pipeline.runtime.observer import Observer
-from pipeline.runtime.worker import Worker
+from pipeline.runtime.ingest.observer import Observer
+from pipeline.runtime.ingest.worker import Worker
 from pipeline.settings import MetricsSettings
 
 __all__ = [

@@ -1,0 +1,1 @@
+"""Table administration: pre-split creation from rowkey designs, description."""

@@ -1,0 +1,1 @@
+"""Replaying a bounded slice of a topic under its own consumer group, resumably."""

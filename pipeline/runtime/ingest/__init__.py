@@ -1,0 +1,1 @@
+"""The ingest path: the worker, its batch writer and dead letters."""

@@ -1,0 +1,1 @@
+"""Prometheus metrics, the health/readiness server and its background probes."""

@@ -1,0 +1,1 @@
+"""Process-level tuning: CPU affinity and garbage-collector thresholds."""

@@ -1,0 +1,1 @@
+"""The read path: the fan-out reader, its plans, range paging and ordered merge."""
