@@ -59,6 +59,7 @@ __all__ = [
     "FamilySpec",
     "HBaseSettings",
     "KafkaSettings",
+    "LoggingSettings",
     "MetricsSettings",
     "RouteSpec",
     "RuntimeSettings",
@@ -170,9 +171,18 @@ class RuntimeSettings(_Section):
 
 class MetricsSettings(_Section):
     enabled: bool = False
-    host: str = "127.0.0.1"
+    host: str = Field(default="127.0.0.1", min_length=1,
+                      description="address the metrics server binds: 127.0.0.1 (this machine only) unless "
+                                  "told otherwise, e.g. 0.0.0.0 (every interface)")
     port: int = Field(default=9108, ge=0, le=_MAX_PORT, description="0 = any free port")
     skew_window_s: float = Field(default=60.0, gt=0, le=_MAX_S)
+
+
+class LoggingSettings(_Section):
+    """How run, backfill and demo log on stderr (``--log-format`` overrides it): ``text``, key=value
+    lines, or ``json``, one object per line for log shippers (see :mod:`pipeline.cli.logsetup`)."""
+
+    format: Literal["text", "json"] = "text"
 
 
 class StackSettings(_Section):
@@ -291,6 +301,7 @@ class Settings(BaseSettings):
     writer: WriterSettings = WriterSettings()
     runtime: RuntimeSettings = RuntimeSettings()
     metrics: MetricsSettings = MetricsSettings()
+    logging: LoggingSettings = LoggingSettings()
     stack: StackSettings = StackSettings()
     tables: list[TableSpec] = Field(default_factory=list)
     routes: list[RouteSpec] = Field(default_factory=list)

@@ -32,7 +32,8 @@ from pipeline.cli.errors import (
     check_state_dir,
     check_topic,
 )
-from pipeline.cli.logsetup import configure_logging
+from pipeline.cli.logsetup import LOG_FORMAT_HELP, check_log_format, configure_logging
+from pipeline.cli.metrics_address import METRICS_HOST_HELP, METRICS_PORT_HELP, with_metrics_address
 from pipeline.cli.run import start_metrics
 from pipeline.cli.signals import EXIT_INTERRUPTED, stop_on_signals
 from pipeline.errors import ConfigError
@@ -187,17 +188,19 @@ def backfill(
         typer.Option("--metrics/--no-metrics", help="serve Prometheus metrics (default: [metrics].enabled)"),
     ] = None,
     metrics_port: Annotated[
-        int | None, typer.Option("--metrics-port", min=0, max=65535, help="metrics port (0: any free port)")
+        int | None, typer.Option("--metrics-port", min=0, max=65535, help=METRICS_PORT_HELP)
     ] = None,
+    metrics_host: Annotated[str | None, typer.Option("--metrics-host", help=METRICS_HOST_HELP)] = None,
     show_progress: Annotated[bool, typer.Option("--progress/--no-progress", help="show a progress bar")] = True,
     log_level: Annotated[str, typer.Option(help=", ".join(LOG_LEVELS))] = "WARNING",
+    log_format: Annotated[str | None, typer.Option("--log-format", help=LOG_FORMAT_HELP)] = None,
 ) -> None:
     """Replay a bounded slice of a topic into HBase, resumably, in a consumer group of its own."""
     check_topic(topic)
     check_rate(rate)
     check_not_empty(group, "--group")
     check_state_dir(state_dir)
-    level = check_log_level(log_level)
+    level, fmt = check_log_level(log_level), check_log_format(log_format)
     args = SliceArgs(  # a ConfigError names the options that do not go together
         topic,
         from_time_ms=_option(parse_time, from_time, "--from-time"),
@@ -205,11 +208,9 @@ def backfill(
         to_time_ms=_option(parse_time, to_time, "--to-time"),
         to_offsets=_option(parse_offsets, to_offset, "--to-offset"),
     )
-    configure_logging(level)
-    settings = load_settings(config)
+    settings = with_metrics_address(load_settings(config), metrics_host, metrics_port)
+    configure_logging(level, fmt or settings.logging.format)
     tune_process(settings.runtime)
-    if metrics_port is not None:
-        settings = settings.model_copy(update={"metrics": settings.metrics.model_copy(update={"port": metrics_port})})
     use_metrics = metrics if metrics is not None else settings.metrics.enabled
     summary = anyio.run(
         lambda: run_backfill(

@@ -132,8 +132,8 @@ def demo(count: int = typer.Option(5000, "--count", "-n", min=1, help="events pe
          partitions: int = typer.Option(8, min=1, help="partitions of each demo topic"),
          config: Path = typer.Option(DEMO_CONFIG, "--config", "-c")) -> None:
     """Run the whole pipeline on embedded defaults against the local stack."""
-    configure_logging("WARNING")
     settings = load_settings(config)
+    configure_logging("WARNING", settings.logging.format)
     tune_process(settings.runtime)
     stack = LocalStack(settings.stack)
     report = stack.up()

@@ -1,31 +1,145 @@
-"""structlog configuration, done once at the CLI edge: key=value lines on stderr."""
+"""structlog configuration, done once at the CLI edge: log events on stderr, as ``key=value`` lines
+(``text``, the default; a console layout on a terminal) or as one JSON object per line (``json``, for
+log shippers).
+
+A JSON line holds ``timestamp`` (ISO-8601, UTC), ``level``, ``logger`` (the name given to
+``structlog.get_logger``), ``event`` and the event's own key-value fields; an exception is one
+``exception`` field (a list of its chained exceptions with their frames, never the frames' local
+variables), so no event spans lines. Records of the standard library's loggers (aiokafka, asyncio)
+go to the same stream in the same format, at WARNING and above.
+"""
 
 from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Sequence
+from typing import Any, TextIO
 
 import structlog
+from structlog.typing import EventDict, Processor, WrappedLogger
 
-__all__ = ["configure_logging", "quiet_reaped_workers"]
+from pipeline.errors import ConfigError
+
+__all__ = ["LOG_FORMATS", "LOG_FORMAT_HELP", "check_log_format", "configure_logging", "quiet_reaped_workers"]
+
+#: ``--log-format`` values (and ``[logging].format``).
+LOG_FORMATS = ("text", "json")
+LOG_FORMAT_HELP = ("text (key=value lines) or json (one object per line, for log shippers); "
+                   "default: [logging].format, text")
+
+_TEXT_STDLIB_FORMAT = "%(levelname)s %(name)s: %(message)s"
+_FIRST_KEYS = ("timestamp", "level", "logger", "event")
+
+#: the standard library handler this module installed last, replaced by the next configuration
+_installed: list[logging.Handler] = []
 
 
-def configure_logging(level: str = "INFO") -> None:
-    """Configure logging at ``level`` (a level name such as ``INFO``; anything else: ValueError)."""
+def check_log_format(fmt: str | None) -> str | None:
+    """``fmt`` in lower case when it is one of :data:`LOG_FORMATS` (None stays None: not given);
+    anything else is a :class:`~pipeline.errors.ConfigError` naming ``--log-format``."""
+    if fmt is None:
+        return None
+    if fmt.lower() not in LOG_FORMATS:
+        raise ConfigError(f"--log-format must be one of {', '.join(LOG_FORMATS)}, not {fmt!r}")
+    return fmt.lower()
+
+
+class _NamedPrintLogger(structlog.PrintLogger):
+    """A :class:`structlog.PrintLogger` that keeps the name it was created with."""
+
+    def __init__(self, file: TextIO, name: str) -> None:
+        super().__init__(file)
+        self.name = name
+
+
+class _NamedPrintLoggerFactory:
+    """``structlog.get_logger("hbase_ingest.worker")`` gets a printer to ``file`` named after it."""
+
+    def __init__(self, file: TextIO) -> None:
+        self.file = file
+
+    def __call__(self, *args: Any) -> _NamedPrintLogger:
+        return _NamedPrintLogger(self.file, str(args[0]) if args else "hbase_ingest")
+
+
+def _add_logger_name(logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
+    # a foreign (standard library) record names its own logger; structlog's carry the factory's name
+    record = event_dict.get("_record")
+    name = record.name if record is not None else getattr(logger, "name", None)
+    if name:
+        event_dict.setdefault("logger", name)
+    return event_dict
+
+
+def _first_keys_first(logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
+    head = {k: event_dict.pop(k) for k in _FIRST_KEYS if k in event_dict}
+    return {**head, **event_dict}
+
+
+def _json_chain() -> tuple[list[Processor], list[Processor]]:
+    """(the fields every JSON line gets, the rendering): shared by structlog's events and the
+    standard library's records."""
+    fields: list[Processor] = [
+        structlog.processors.add_log_level,
+        _add_logger_name,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+    render: list[Processor] = [
+        # locals could hold settings with secrets: frames are named, their variables never shown
+        structlog.processors.ExceptionRenderer(
+            structlog.tracebacks.ExceptionDictTransformer(show_locals=False, use_rich=False)),
+        _first_keys_first,
+        structlog.processors.JSONRenderer(),
+    ]
+    return fields, render
+
+
+def _install_stdlib_handler(formatter: logging.Formatter, level: int) -> None:
+    """Route the standard library's records to stderr through ``formatter``, as
+    :func:`logging.basicConfig` would: when the root logger has handlers that this module did not
+    install (a test harness, an embedding program), they are kept and nothing is added."""
+    root = logging.getLogger()
+    while _installed:
+        root.removeHandler(_installed.pop())
+    if root.handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(formatter)
+    root.addHandler(handler)
+    root.setLevel(level)
+    _installed.append(handler)
+
+
+def configure_logging(level: str = "INFO", fmt: str = "text") -> None:
+    """Configure logging at ``level`` (a level name such as ``INFO``; anything else: ValueError) in
+    ``fmt`` (one of :data:`LOG_FORMATS`; anything else: ValueError). Standard library loggers
+    log at WARNING and above whatever ``level`` is."""
     lvl = logging.getLevelName(level.upper())
     if not isinstance(lvl, int):
         raise ValueError(f"unknown log level {level!r}")
-    logging.basicConfig(level=max(lvl, logging.WARNING), stream=sys.stderr,
-                        format="%(levelname)s %(name)s: %(message)s")
-    structlog.configure(
-        processors=[
+    if fmt not in LOG_FORMATS:
+        raise ValueError(f"unknown log format {fmt!r}; known: {', '.join(LOG_FORMATS)}")
+    processors: Sequence[Processor]
+    if fmt == "json":
+        fields, render = _json_chain()
+        processors = [*fields, *render]
+        _install_stdlib_handler(structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=fields,
+            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *render]),
+            max(lvl, logging.WARNING))
+    else:
+        processors = [
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.dev.ConsoleRenderer(colors=False) if sys.stderr.isatty()
             else structlog.processors.KeyValueRenderer(key_order=["timestamp", "level", "event"]),
-        ],
+        ]
+        _install_stdlib_handler(logging.Formatter(_TEXT_STDLIB_FORMAT), max(lvl, logging.WARNING))
+    structlog.configure(
+        processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(lvl),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        logger_factory=_NamedPrintLoggerFactory(sys.stderr),
         cache_logger_on_first_use=True,
     )
 

@@ -15,7 +15,8 @@ from rich.console import Console
 
 from connectors.hbase import HBaseClient
 from pipeline.cli.errors import LOG_LEVELS, check_log_level, check_not_empty, check_rate, check_topic, error_leaves
-from pipeline.cli.logsetup import configure_logging
+from pipeline.cli.logsetup import LOG_FORMAT_HELP, check_log_format, configure_logging
+from pipeline.cli.metrics_address import METRICS_HOST_HELP, METRICS_PORT_HELP, with_metrics_address
 from pipeline.cli.signals import EXIT_INTERRUPTED, stop_on_signals
 from pipeline.core.examples import EXAMPLES, generate
 from pipeline.errors import ConfigError
@@ -70,11 +71,16 @@ async def start_metrics(tg: anyio.abc.TaskGroup, serve: Callable[..., Coroutine[
 def run(config: Path = typer.Option(..., "--config", "-c", help="TOML profile with tables and routes"),
         group: str | None = typer.Option(None, help="consumer group (default: [kafka].group_id)"),
         metrics: bool | None = typer.Option(None, "--metrics/--no-metrics", help="serve Prometheus metrics"),
-        log_level: str = typer.Option("INFO", help=", ".join(LOG_LEVELS))) -> None:
+        metrics_host: str | None = typer.Option(None, "--metrics-host", help=METRICS_HOST_HELP),
+        metrics_port: int | None = typer.Option(None, "--metrics-port", min=0, max=65535,
+                                                help=METRICS_PORT_HELP),
+        log_level: str = typer.Option("INFO", help=", ".join(LOG_LEVELS)),
+        log_format: str | None = typer.Option(None, "--log-format", help=LOG_FORMAT_HELP)) -> None:
     """Run the ingest worker in its consumer group until SIGTERM/SIGINT."""
     check_not_empty(group, "--group")
-    configure_logging(check_log_level(log_level))
-    settings = load_settings(config)
+    level, fmt = check_log_level(log_level), check_log_format(log_format)
+    settings = with_metrics_address(load_settings(config), metrics_host, metrics_port)
+    configure_logging(level, fmt or settings.logging.format)
     tune_process(settings.runtime)
     summary = anyio.run(lambda: run_worker(settings, group=group, metrics=metrics))
     if summary is None:

@@ -39,5 +39,5 @@ def log_levels(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     for module in ("pipeline.cli.run", "pipeline.cli.backfill", "pipeline.cli.scan"):
         monkeypatch.setattr(f"{module}.tune_process", lambda runtime: None)
     for module in ("pipeline.cli.run", "pipeline.cli.backfill"):
-        monkeypatch.setattr(f"{module}.configure_logging", levels.append)
+        monkeypatch.setattr(f"{module}.configure_logging", lambda level, fmt="text": levels.append(level))
     return levels
