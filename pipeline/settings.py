@@ -186,7 +186,14 @@ class LoggingSettings(_Section):
 
 
 class StackSettings(_Section):
-    """The local stack started by ``hbase-ingest stack up``. Paths default to user cache/state dirs."""
+    """The local stack started by ``hbase-ingest stack up``. Paths default to user cache/state dirs.
+
+    ``region_servers`` and ``gateways`` both 0 (the default): one JVM holds the HBase master, the region
+    server, ZooKeeper and both Thrift gateways (standalone). Both at least 1: a local cluster of separate
+    JVMs, ZooKeeper on ``zookeeper_port``, the master on ``master_port``, region server ``i`` (from 0) on
+    ``regionserver_port + i`` and gateway ``j`` (from 0) serving Thrift1 on ``thrift_port + 10 * j`` and
+    Thrift2 on ``thrift2_port + 10 * j`` (``connectors.stack.topology`` assigns and checks them).
+    """
 
     cache_dir: Path | None = None
     state_dir: Path | None = None
@@ -198,8 +205,26 @@ class StackSettings(_Section):
     thrift_port: int = Field(default=9090, ge=1, le=_MAX_PORT)
     thrift2_port: int = Field(default=9091, ge=1, le=_MAX_PORT)
     kafka_heap_mb: int = Field(default=512, ge=128, le=1024 * 1024)
-    hbase_heap_mb: int = Field(default=1024, ge=256, le=1024 * 1024)
+    hbase_heap_mb: int = Field(default=1536, ge=256, le=1024 * 1024,
+                               description="the standalone JVM's heap (connectors.stack.launch says why)")
     start_timeout_s: float = Field(default=180.0, gt=0, le=_MAX_S)
+    region_servers: int = Field(default=0, ge=0, le=16, description="0: standalone; N: a local cluster")
+    gateways: int = Field(default=0, ge=0, le=16, description="Thrift1+Thrift2 gateway JVMs of the cluster")
+    master_heap_mb: int = Field(default=384, ge=128, le=1024 * 1024)
+    regionserver_heap_mb: int = Field(default=1024, ge=256, le=1024 * 1024)
+    gateway_heap_mb: int = Field(default=384, ge=128, le=1024 * 1024)
+    zookeeper_heap_mb: int = Field(default=128, ge=64, le=1024 * 1024)
+    session_timeout_ms: int = Field(
+        default=30_000, ge=2_000, le=120_000,
+        description="ZooKeeper session of each cluster server: how soon a killed region server is declared dead")
+
+    @model_validator(mode="after")
+    def _cluster_shape(self) -> StackSettings:
+        if (self.region_servers == 0) != (self.gateways == 0):
+            raise ValueError(
+                f"region_servers={self.region_servers} and gateways={self.gateways}: a local cluster needs at "
+                "least one of each; set both (e.g. 2 and 2), or neither for the one-JVM stack")
+        return self
 
 
 class FamilySpec(_Section):

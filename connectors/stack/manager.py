@@ -1,14 +1,19 @@
-"""``hbase-ingest stack up | status | down``: a real Kafka broker (KRaft) and a real standalone HBase
-with its Thrift1 and Thrift2 gateways, run from Maven Central jars on loopback.
+"""``hbase-ingest stack up | status | down``: a real Kafka broker (KRaft) and a real HBase with its
+Thrift1 and Thrift2 gateways, run from Maven Central jars on loopback, in one of two shapes
+(:mod:`.topology`):
 
-Two JVMs are started and owned (pid files in the state folder):
+- **standalone** (the default): ``kafka`` and ``hbase``, one JVM (``infra/HBaseStack.java``) holding
+  the HBase master, the region server, ZooKeeper, Thrift1 on ``thrift_port`` and Thrift2 on
+  ``thrift2_port``.
+- **cluster** (``region_servers`` and ``gateways`` at least 1): ``kafka``, ``zookeeper``, ``master``,
+  ``regionserver-i`` and ``gateway-j`` (Thrift1 + Thrift2 in one JVM each), HBase in distributed mode
+  on the local filesystem.
 
-- ``kafka``: ``kafka.Kafka`` combined broker+controller, ``127.0.0.1:<kafka_port>``.
-- ``hbase``: ``infra/HBaseStack.java`` (single-file source launcher) running the HBase master, region
-  server and ZooKeeper, plus Thrift1 on ``<thrift_port>`` and Thrift2 on ``<thrift2_port>``.
-
-``up`` is idempotent: when both processes run and pass a round trip, it returns at once.
-``down`` signals only those two pids (SIGTERM, then SIGKILL after a grace period).
+Every process has a pid file and a log in the state folder. ``up`` is idempotent: it starts what is
+not running (reporting first any server that died, with the log lines that say why) and returns once
+real round trips succeed (Kafka produce/consume; put/get through Thrift1 and Thrift2 of every gateway;
+every region server registered in ZooKeeper). ``down`` signals only the pids it started (SIGTERM,
+then SIGKILL after a grace period), gateways first and Kafka last.
 ``up`` and ``down`` hold an exclusive lock beside the state folder (``LocalStack.exclusive``), so
 an ``up`` started while a ``down`` is still stopping the servers waits for it instead of racing it
 (and the other way round); a wait longer than ``lock_timeout_s`` fails with a StackError.
@@ -21,48 +26,45 @@ import fcntl
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from pipeline.errors import StackError
 from pipeline.settings import StackSettings
 
+from .health import START_MARKER, DiedProcess
+from .launch import kafka_format_argv, server_argv
 from .layout import HBASE_VERSION, KAFKA_VERSION, StackLayout, default_cache_dir, default_state_dir, infra_dir
-from .processes import OwnedProcess, port_in_use, tail
+from .processes import OwnedProcess, port_in_use, tail, tail_lines
 from .provision import ensure_classpaths, ensure_tools, render_configs
-from .readiness import hbase_round_trip, kafka_round_trip, wait_until
+from .readiness import hbase_round_trip, kafka_round_trip, registered_region_servers, serving_as, wait_until
+from .topology import (
+    HOST,
+    SETTING_OF_LABEL,
+    Gateway,
+    ServerProcess,
+    StackTopology,
+    plan_topology,
+    topology_from_json,
+)
 
 __all__ = ["LocalStack", "ProcessInfo", "StackStatus", "UpReport"]
-
-_CLUSTER_ID = "5L6g3nShT-eMCtK--X86sw"
-_KAFKA_JVM = ["-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
-              "-XX:+ExplicitGCInvokesConcurrent", "-XX:MaxInlineLevel=15", "-Djava.awt.headless=true"]
-# what bin/hbase adds on JDK >= 11 (kept in sync with HBase's surefire jdk11/jdk17 flags)
-_HBASE_JDK17 = [
-    "-Dorg.apache.hbase.thirdparty.io.netty.tryReflectionSetAccessible=true", "--add-modules", "jdk.unsupported",
-    *[f"--add-opens=java.base/{p}=ALL-UNNAMED" for p in (
-        "java.io", "java.nio", "sun.nio.ch", "java.lang", "jdk.internal.ref", "java.lang.reflect", "java.util",
-        "java.util.concurrent", "jdk.internal.util.random", "java.net")],
-    *[f"--add-exports={p}=ALL-UNNAMED" for p in (
-        "java.base/jdk.internal.misc", "java.security.jgss/sun.security.krb5", "java.base/sun.net.dns",
-        "java.base/sun.net.util")],
-]
-
-
-#: Stack port labels (as ``status`` shows them) -> the ``[stack]`` setting that holds each port.
-_PORT_SETTINGS = {"kafka": "kafka_port", "kafka controller": "kafka_controller_port",
-                  "zookeeper": "zookeeper_port", "hbase master": "master_port",
-                  "hbase regionserver": "regionserver_port", "thrift1": "thrift_port",
-                  "thrift2": "thrift2_port"}
 
 
 @dataclass(frozen=True)
 class ProcessInfo:
+    """One server process as ``status`` shows it. ``state``: running; died (its pid file is there, the
+    process is gone: ``died`` says why); stopped (no pid file)."""
+
     name: str
     pid: int | None
     rss_mb: float | None
     log: Path
+    ports: dict[str, int] = field(default_factory=dict)
+    state: Literal["running", "died", "stopped"] = "stopped"
+    died: DiedProcess | None = None
 
 
 @dataclass(frozen=True)
@@ -73,10 +75,16 @@ class StackStatus:
     hbase_version: str
     processes: list[ProcessInfo]
     ports: dict[str, int]
+    mode: Literal["standalone", "cluster"] = "standalone"
+    gateways: tuple[Gateway, ...] = ()
 
     @property
     def running(self) -> bool:
-        return all(p.pid is not None for p in self.processes)
+        return all(p.state == "running" for p in self.processes)
+
+    @property
+    def died(self) -> list[DiedProcess]:
+        return [p.died for p in self.processes if p.died is not None]
 
 
 @dataclass
@@ -84,41 +92,105 @@ class UpReport:
     reused: bool
     downloaded: bool
     timings_s: dict[str, float] = field(default_factory=dict)
+    #: servers found dead (pid file there, process gone) before this ``up`` restarted them
+    died: list[DiedProcess] = field(default_factory=list)
 
 
 class LocalStack:
     """The local servers described by :class:`StackSettings`."""
 
-    def __init__(self, settings: StackSettings | None = None) -> None:
+    def __init__(self, settings: StackSettings | None = None, topology: StackTopology | None = None) -> None:
+        """``topology``: the processes to manage; by default those ``settings`` plan (:func:`plan_topology`)."""
         self.settings = settings or StackSettings()
         s = self.settings
         self.layout = StackLayout(s.cache_dir or default_cache_dir(), s.state_dir or default_state_dir(),
                                   infra_dir())
-        self.kafka = OwnedProcess("kafka", self.layout.pid_file("kafka"), self.layout.log_file("kafka"))
-        self.hbase = OwnedProcess("hbase", self.layout.pid_file("hbase"), self.layout.log_file("hbase"))
+        self._topology = topology or plan_topology(s)
+        self.procs = {p.name: self._owned(p.name) for p in self._topology.processes}
+        #: the Kafka JVM, and the standalone HBase JVM (in a cluster its pid is None: see ``procs``)
+        self.kafka = self.procs["kafka"]
+        self.hbase = self.procs.get("hbase") or self._owned("hbase")
 
     def __repr__(self) -> str:
-        return f"LocalStack(state={self.layout.state}, kafka={self.kafka.pid()}, hbase={self.hbase.pid()})"
+        running = {name: p.pid() for name, p in self.procs.items()}
+        return f"LocalStack(state={self.layout.state}, mode={self._topology.mode}, pids={running})"
+
+    @classmethod
+    def recorded(cls, settings: StackSettings | None = None) -> LocalStack:
+        """The stack as the last ``up`` in this state folder started it (its ``topology.json``), else as
+        ``settings`` plan it: what ``status`` and ``down`` act on when no shape is given."""
+        plain = cls(settings)
+        path = plain.layout.state / "topology.json"
+        return cls(settings, topology_from_json(path.read_text())) if path.is_file() else plain
+
+    def _owned(self, name: str) -> OwnedProcess:
+        return OwnedProcess(name, self.layout.pid_file(name), self.layout.log_file(name))
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.settings.kafka_port}"
+        return f"{HOST}:{self.settings.kafka_port}"
+
+    def topology(self) -> StackTopology:
+        """The processes, ports and gateways of this stack (``topology.json`` in the state folder)."""
+        return self._topology
+
+    @property
+    def gateways(self) -> tuple[Gateway, ...]:
+        return self._topology.gateways
+
+    def hbase_pids(self) -> dict[str, int | None]:
+        """Every HBase-side process (not Kafka) -> its pid, or None when it is not running."""
+        return {name: p.pid() for name, p in self.procs.items() if name != "kafka"}
 
     def _ports(self) -> dict[str, int]:
-        """Label -> port, for every port of :data:`_PORT_SETTINGS`."""
-        return {label: getattr(self.settings, name) for label, name in _PORT_SETTINGS.items()}
+        out: dict[str, int] = {}
+        for proc in self._topology.processes:
+            for label, port in proc.ports.items():
+                key = label if proc.role in ("kafka", "hbase", "zookeeper", "master") else f"{proc.name} {label}"
+                out[key] = port
+        return out
 
     def status(self) -> StackStatus:
+        infos = []
+        for proc in self._topology.processes:
+            owned = self.procs[proc.name]
+            pid, died = owned.pid(), owned.died()
+            state: Literal["running", "died", "stopped"] = (
+                "running" if pid is not None else "died" if died is not None else "stopped")
+            infos.append(ProcessInfo(proc.name, pid, owned.rss_mb(), owned.log_file, dict(proc.ports), state, died))
         return StackStatus(
             state_dir=self.layout.state, cache_dir=self.layout.cache, kafka_version=KAFKA_VERSION,
-            hbase_version=HBASE_VERSION,
-            processes=[ProcessInfo(p.name, p.pid(), p.rss_mb(), p.log_file) for p in (self.kafka, self.hbase)],
-            ports=self._ports())
+            hbase_version=HBASE_VERSION, processes=infos, ports=self._ports(), mode=self._topology.mode,
+            gateways=self._topology.gateways)
 
     def check_ready(self, timeout_s: float = 10.0) -> None:
-        """Both round trips, once. Raises on failure."""
+        """Every round trip, once (see the module docstring). Raises on failure."""
         kafka_round_trip(self.bootstrap, timeout_s)
-        hbase_round_trip("127.0.0.1", self.settings.thrift_port, self.settings.thrift2_port, timeout_s)
+        self._check_hbase(timeout_s)
+
+    def _check_hbase(self, timeout_s: float) -> None:
+        if self._topology.mode == "cluster":
+            live = registered_region_servers(HOST, self._topology.zookeeper_port, timeout_s)
+            missing = [rs.name for rs in self._topology.by_role("regionserver")
+                       if not self._registered(rs, live)]
+            if missing:
+                raise StackError(f"{', '.join(missing)} not registered in ZooKeeper (yet)")
+        for gw in self._topology.gateways:
+            try:
+                hbase_round_trip(gw.host, gw.thrift_port, gw.thrift2_port, timeout_s)
+            except Exception as exc:
+                raise StackError(f"gateway {gw.name} (Thrift1 {gw.thrift_port}, Thrift2 {gw.thrift2_port}) "
+                                 f"failed its round trip: {exc!r}") from exc
+
+    def _registered(self, rs: ServerProcess, live: set[tuple[int, int]]) -> bool:
+        """Whether the running region server ``rs`` holds its node in ZooKeeper: the name its current
+        run announced in its log, or (when that run began before the log's tail) any node on its port."""
+        lines = tail_lines(self.procs[rs.name].log_file)
+        starts = [i for i, line in enumerate(lines) if line.startswith(START_MARKER)]
+        if not starts:
+            return any(port == rs.ports["regionserver"] for port, _ in live)
+        name = serving_as(lines[starts[-1] + 1:])
+        return name is not None and name in live
 
     @contextlib.contextmanager
     def exclusive(self, lock_timeout_s: float = 300.0) -> Iterator[None]:
@@ -143,104 +215,128 @@ class LocalStack:
                 fcntl.flock(fh, fcntl.LOCK_UN)
 
     def up(self) -> UpReport:
-        """Provision and start what is not running, then wait until both servers answer."""
+        """Provision and start what is not running, then wait until every round trip succeeds."""
         with self.exclusive(self.settings.start_timeout_s + 120):
             return self._up()
 
     def _up(self) -> UpReport:
         t0 = time.monotonic()
-        if self.kafka.pid() is not None and self.hbase.pid() is not None:
+        died = [d for p in self.procs.values() if (d := p.died()) is not None]
+        if not died and all(p.pid() is not None for p in self.procs.values()):
             try:
                 self.check_ready(timeout_s=5.0)
                 return UpReport(reused=True, downloaded=False, timings_s={"total": time.monotonic() - t0})
             except Exception:
                 pass  # still starting, or wedged: fall through and wait for readiness below
+        self._check_other_shape()
         ensure_tools()
         downloaded = ensure_classpaths(self.layout)
         t_prov = time.monotonic()
         self._check_ports()
-        s = self.settings
-        render_configs(self.layout, {
-            "KAFKA_PORT": str(s.kafka_port), "KAFKA_CONTROLLER_PORT": str(s.kafka_controller_port),
-            "ZK_PORT": str(s.zookeeper_port), "MASTER_PORT": str(s.master_port),
-            "REGIONSERVER_PORT": str(s.regionserver_port), "CLIENT_RETRIES": "5",
-            "CLIENT_OPERATION_TIMEOUT_MS": "30000"})
-        if self.kafka.pid() is None:
-            self._start_kafka()
-        if self.hbase.pid() is None:
-            self._start_hbase()
-        self._wait_ready(time.monotonic() + s.start_timeout_s)
+        self._render()
+        deadline = time.monotonic() + self.settings.start_timeout_s
+        for proc in self._topology.processes:
+            if self.procs[proc.name].pid() is None:
+                self._start(proc, deadline)
+        self._wait_ready(deadline)
         t_end = time.monotonic()
-        return UpReport(reused=False, downloaded=downloaded,
+        return UpReport(reused=False, downloaded=downloaded, died=died,
                         timings_s={"provision": t_prov - t0, "start": t_end - t_prov, "total": t_end - t0})
 
     def down(self, wipe: bool = False) -> list[str]:
-        """Stop the processes this stack started (Thrift/HBase first, then Kafka). ``wipe`` also
-        deletes the state folder (data, logs). Returns the names of the processes stopped."""
+        """Stop the processes this stack started (gateways and HBase first, Kafka last), and those of
+        the other shape if a pid file of it is there. ``wipe`` also deletes the state folder (data,
+        logs). Returns the names of the processes stopped."""
         with self.exclusive():
-            stopped = [p.name for p in (self.hbase, self.kafka) if p.stop()]
+            names = [p.name for p in reversed(self._topology.processes)]
+            names += [n for n in self._pid_file_names() if n not in names]
+            stopped = [n for n in names if self.procs.get(n, self._owned(n)).stop()]
             if wipe and self.layout.state.exists():
                 shutil.rmtree(self.layout.state)
         return stopped
 
     # -- internals -------------------------------------------------------------------------------
 
+    def _pid_file_names(self) -> list[str]:
+        return sorted(p.stem for p in self.layout.state.glob("*.pid")) if self.layout.state.is_dir() else []
+
+    def _check_other_shape(self) -> None:
+        """Refuse to start one shape while processes of the other run from the same state folder."""
+        foreign = [n for n in self._pid_file_names() if n not in self.procs and self._owned(n).pid() is not None]
+        if foreign:
+            raise StackError(
+                f"the stack in {self.layout.state} runs {', '.join(foreign)}, which this {self._topology.mode} "
+                "stack does not have (another region_servers/gateways setting started them): run "
+                "`hbase-ingest stack down` with that setting first, or use another state_dir")
+
     def _check_ports(self) -> None:
-        ours = {"kafka": self.kafka.pid() is not None, "hbase": self.hbase.pid() is not None}
-        for label, port in self._ports().items():
-            owner = "kafka" if label.startswith("kafka") else "hbase"
-            if not ours[owner] and port_in_use(port):
-                raise StackError(
-                    f"port {port} ({label}) is already in use by a process this stack did not start. "
-                    f"Stop it (see `ss -ltnp 'sport = :{port}'`) or choose another port "
-                    f"(HBASE_INGEST_STACK__{_PORT_SETTINGS[label].upper()} or {_PORT_SETTINGS[label]} in "
-                    "[stack] of the config).")
+        for proc in self._topology.processes:
+            if self.procs[proc.name].pid() is not None:
+                continue
+            for label, port in proc.ports.items():
+                if port_in_use(port):
+                    setting = SETTING_OF_LABEL[label]
+                    raise StackError(
+                        f"port {port} ({label}) is already in use by a process this stack did not start. "
+                        f"Stop it (see `ss -ltnp 'sport = :{port}'`) or choose another port "
+                        f"(HBASE_INGEST_STACK__{setting.upper()} or {setting} in [stack] of the config).")
 
-    def _log4j(self) -> str:
-        return f"-Dlog4j2.configurationFile={self.layout.conf / 'log4j2.properties'}"
+    def _render(self) -> None:
+        s, topo = self.settings, self._topology
+        render_configs(self.layout, {
+            "KAFKA_PORT": str(s.kafka_port), "KAFKA_CONTROLLER_PORT": str(s.kafka_controller_port),
+            "ZK_PORT": str(s.zookeeper_port), "MASTER_PORT": str(s.master_port),
+            "REGIONSERVER_PORT": str(s.regionserver_port), "CLIENT_RETRIES": "5",
+            "CLIENT_OPERATION_TIMEOUT_MS": "30000", "SESSION_TIMEOUT_MS": str(s.session_timeout_ms),
+            "DISTRIBUTED": "true" if topo.mode == "cluster" else "false"})
+        (self.layout.state / "topology.json").write_text(topo.to_json())
 
-    def _start_kafka(self) -> None:
-        s, lay = self.settings, self.layout
-        (lay.state / "kafka" / "data").mkdir(parents=True, exist_ok=True)
-        cp = f"{lay.kafka_lib}/*"
-        if not (lay.state / "kafka" / "data" / "meta.properties").exists():
-            fmt = subprocess.run(
-                ["java", "-Xmx256m", self._log4j(), "-cp", cp, "kafka.tools.StorageTool", "format",
-                 "-t", _CLUSTER_ID, "-c", str(lay.conf / "server.properties"), "--ignore-formatted"],
-                capture_output=True, text=True, check=False, timeout=120)
-            if fmt.returncode != 0:
-                raise StackError(f"formatting Kafka storage failed:\n{(fmt.stdout + fmt.stderr)[-2000:]}")
-        heap = f"-Xmx{s.kafka_heap_mb}m"
-        self.kafka.start(["java", f"-Xms{s.kafka_heap_mb}m", heap, *_KAFKA_JVM, self._log4j(),
-                          f"-Dkafka.logs.dir={lay.logs}", "-cp", cp, "kafka.Kafka",
-                          str(lay.conf / "server.properties")])
-
-    def _start_hbase(self) -> None:
-        s, lay = self.settings, self.layout
+    def _start(self, proc: ServerProcess, deadline: float) -> None:
+        lay = self.layout
+        if proc.role == "kafka":
+            data = lay.state / "kafka" / "data"
+            data.mkdir(parents=True, exist_ok=True)
+            if not (data / "meta.properties").exists():
+                fmt = subprocess.run(kafka_format_argv(lay), capture_output=True, text=True, check=False,
+                                     timeout=120)
+                if fmt.returncode != 0:
+                    raise StackError(f"formatting Kafka storage failed:\n{(fmt.stdout + fmt.stderr)[-2000:]}")
         (lay.state / "hbase").mkdir(parents=True, exist_ok=True)
-        heap = s.hbase_heap_mb
-        self.hbase.start([
-            "java", f"-Xms{heap}m", f"-Xmx{heap}m", "-XX:+UseG1GC", "-XX:OnOutOfMemoryError=kill -9 %p",
-            "-Djava.net.preferIPv4Stack=true", *_HBASE_JDK17, self._log4j(),
-            "-Djava.util.logging.config.class=org.apache.hadoop.hbase.logging.JulToSlf4jInitializer",
-            "-cp", f"{lay.conf / 'hbase'}:{lay.hbase_lib}/*", str(lay.infra / "HBaseStack.java"),
-            str(s.thrift_port), str(s.thrift2_port)])
+        (lay.state / "zookeeper").mkdir(parents=True, exist_ok=True)
+        owned = self.procs[proc.name]
+        owned.start(server_argv(proc, self.settings, lay))
+        if proc.role == "zookeeper":
+            # every HBase server needs ZooKeeper: wait for its port before starting them
+            self._wait(owned, lambda: _connectable(proc.ports["zookeeper"]), deadline)
+
+    def _wait(self, owned: OwnedProcess, check: Callable[[], None], deadline: float) -> None:
+        def probe() -> None:
+            owned.check_alive()
+            check()
+
+        try:
+            wait_until(probe, deadline, pause_s=0.5)
+        except StackError:
+            raise
+        except Exception as exc:
+            raise StackError(
+                f"{owned.name} did not become ready within {self.settings.start_timeout_s:.0f} s "
+                f"(last error: {exc!r}); see {owned.log_file}; last lines:\n{tail(owned.log_file)}") from exc
 
     def _wait_ready(self, deadline: float) -> None:
-        def kafka() -> None:
-            self.kafka.check_alive()
-            kafka_round_trip(self.bootstrap, 10.0)
+        self._wait(self.kafka, lambda: kafka_round_trip(self.bootstrap, 10.0), deadline)
+        hbase_side = [p for n, p in self.procs.items() if n != "kafka"]
 
         def hbase() -> None:
-            self.hbase.check_alive()
-            hbase_round_trip("127.0.0.1", self.settings.thrift_port, self.settings.thrift2_port, 10.0)
+            for p in hbase_side:
+                p.check_alive()
+            self._check_hbase(10.0)
 
-        for proc, check in ((self.kafka, kafka), (self.hbase, hbase)):
-            try:
-                wait_until(check, deadline, pause_s=0.5)
-            except StackError:
-                raise
-            except Exception as exc:
-                raise StackError(
-                    f"{proc.name} did not become ready within {self.settings.start_timeout_s:.0f} s "
-                    f"(last error: {exc!r}); see {proc.log_file}; last lines:\n{tail(proc.log_file)}") from exc
+        # the log to point at when HBase never answers: the standalone JVM, or the master of a cluster
+        main = self.procs.get("hbase") or self.procs["master"]
+        self._wait(main, hbase, deadline)
+
+
+def _connectable(port: int) -> None:
+    if not port_in_use(port):
+        raise ConnectionRefusedError(f"nothing listens on {HOST}:{port} yet")

@@ -2,6 +2,8 @@
 
 A pid file holds ``<pid> <start time in clock ticks>`` (field 22 of ``/proc/<pid>/stat``), so a
 recycled pid that now belongs to another program is never mistaken for ours and never signalled.
+Only :meth:`OwnedProcess.stop` removes a pid file: a pid file whose process is gone means the server
+died (:meth:`OwnedProcess.died`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from pathlib import Path
 
 from pipeline.errors import StackError
 
-__all__ = ["OwnedProcess", "port_in_use", "tail"]
+from .health import START_MARKER, DiedProcess, death_cause
+
+__all__ = ["OwnedProcess", "port_in_use", "tail", "tail_lines"]
 
 
 def _start_ticks(pid: int) -> str | None:
@@ -26,7 +30,9 @@ def _start_ticks(pid: int) -> str | None:
     except OSError:
         return None
     # the command name (field 2) may contain spaces; fields after the closing paren are fixed
-    return stat.rsplit(")", 1)[1].split()[19]
+    fields = stat.rsplit(")", 1)[1].split()
+    # a zombie (state Z) has exited: only its parent has not collected it yet
+    return None if fields[0] in ("Z", "X") else fields[19]
 
 
 def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
@@ -35,11 +41,22 @@ def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
         return s.connect_ex((host, port)) == 0
 
 
-def tail(path: Path, lines: int = 30) -> str:
+def tail_lines(path: Path, max_bytes: int = 256 * 1024) -> list[str]:
+    """The lines of the last ``max_bytes`` of ``path`` (the first, likely cut, line dropped); [] if unreadable."""
     try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        with open(path, "rb") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, size - max_bytes))
+            data = fh.read()
     except OSError:
-        return "(no log)"
+        return []
+    lines = data.decode(errors="replace").splitlines()
+    return lines[1:] if size > max_bytes else lines
+
+
+def tail(path: Path, lines: int = 30) -> str:
+    got = tail_lines(path)
+    return "\n".join(got[-lines:]) if got or path.exists() else "(no log)"
 
 
 class OwnedProcess:
@@ -53,14 +70,29 @@ class OwnedProcess:
     def __repr__(self) -> str:
         return f"OwnedProcess({self.name!r}, pid={self.pid()})"
 
-    def pid(self) -> int | None:
-        """The pid if the process we started is still alive, else None."""
+    def _recorded(self) -> tuple[int, str] | None:
         try:
             pid_s, ticks = self.pid_file.read_text().split()
+            return int(pid_s), ticks
         except (OSError, ValueError):
             return None
-        pid = int(pid_s)
+
+    def pid(self) -> int | None:
+        """The pid if the process we started is still alive, else None."""
+        recorded = self._recorded()
+        if recorded is None:
+            return None
+        pid, ticks = recorded
         return pid if _start_ticks(pid) == ticks else None
+
+    def died(self) -> DiedProcess | None:
+        """The process this pid file names is gone although nothing stopped it: which pid, its log, and
+        the log lines that say why. None while it runs, or when it was never started or was stopped."""
+        recorded = self._recorded()
+        if recorded is None or _start_ticks(recorded[0]) == recorded[1]:
+            return None
+        _reap(recorded[0])
+        return DiedProcess(self.name, recorded[0], self.log_file, death_cause(tail_lines(self.log_file)))
 
     def rss_mb(self) -> float | None:
         pid = self.pid()
@@ -77,6 +109,9 @@ class OwnedProcess:
     def start(self, argv: Sequence[str], cwd: Path | None = None) -> int:
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_file, "ab") as log:
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+            log.write(f"{START_MARKER}{self.name} at {stamp} ====\n".encode())
+            log.flush()
             proc = subprocess.Popen(list(argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     cwd=cwd, start_new_session=True)
         ticks = _start_ticks(proc.pid)
@@ -84,9 +119,12 @@ class OwnedProcess:
         return proc.pid
 
     def check_alive(self) -> None:
-        """Raise :class:`StackError` pointing at the log when the process has exited."""
+        """Raise :class:`StackError` quoting why (see :mod:`.health`) and pointing at the log when the
+        process has exited."""
         if self.pid() is None:
-            raise StackError(f"{self.name} exited during start-up; see {self.log_file}; last lines:\n"
+            dead = self.died()
+            why = dead.describe() if dead else f"{self.name} is not running; see {self.log_file}"
+            raise StackError(f"{self.name} exited during start-up: {why}\nlast lines of its log:\n"
                              f"{tail(self.log_file)}")
 
     def stop(self, timeout_s: float = 30.0) -> bool:

@@ -88,6 +88,7 @@ def render_configs(layout: StackLayout, values: dict[str, str]) -> None:
     templates = {
         layout.infra / "conf" / "kafka" / "server.properties.in": layout.conf / "server.properties",
         layout.infra / "conf" / "hbase" / "hbase-site.xml.in": layout.conf / "hbase" / "hbase-site.xml",
+        layout.infra / "conf" / "zookeeper" / "zoo.cfg.in": layout.conf / "zoo.cfg",
     }
     for src, dst in templates.items():
         try:

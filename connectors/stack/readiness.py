@@ -1,8 +1,11 @@
 """Readiness is proven by real round trips, never by sleeps or open ports:
 
 - Kafka: create a probe topic (once), produce one record, consume that very record back.
-- HBase: create a probe table (once), put a unique value, get it back, delete it; and one Thrift2
-  call (``tableExists``), proving both gateways reach the master and the region server.
+- HBase, on every gateway: create a probe table (once), put a unique value through Thrift1, get it
+  back, delete it; then the same put and get through Thrift2, proving both servers of the gateway
+  reach the master and the region server that holds the probe's region.
+- ZooKeeper (cluster only): its ``dump`` command lists the ephemeral node of every live region server
+  (``/hbase/rs/<host>,<port>,<startcode>``), so ``up`` waits until each region server has registered.
 """
 
 from __future__ import annotations
@@ -10,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
+import socket
 import threading
 import time
 import uuid
@@ -23,7 +28,8 @@ from aiokafka.errors import TopicAlreadyExistsError
 
 from connectors.hbase.thrift2 import load_idl, open_client
 
-__all__ = ["PROBE_TABLE", "PROBE_TOPIC", "hbase_round_trip", "kafka_round_trip", "run_in_new_loop", "wait_until"]
+__all__ = ["PROBE_TABLE", "PROBE_TOPIC", "hbase_round_trip", "kafka_round_trip", "parse_region_servers",
+           "registered_region_servers", "run_in_new_loop", "serving_as", "wait_until"]
 
 PROBE_TOPIC = "hbase-ingest.ready"
 PROBE_TABLE = "hbase_ingest_ready"
@@ -101,7 +107,9 @@ def hbase_round_trip(host: str, port: int, thrift2_port: int, timeout_s: float =
                 if "exists" not in str(exc).lower():
                     raise
         table = conn.table(PROBE_TABLE)
-        row, value = b"probe", uuid.uuid4().bytes
+        # a row of its own: concurrent probes (several `status` or `up` at once) never read each other's value
+        value = uuid.uuid4().bytes
+        row = b"probe-" + value.hex().encode()
         table.put(row, {b"d:v": value})
         got = table.row(row).get(b"d:v")
         table.delete(row)
@@ -112,10 +120,45 @@ def hbase_round_trip(host: str, port: int, thrift2_port: int, timeout_s: float =
     client = open_client(host, thrift2_port, int(timeout_s * 1000))
     try:
         idl = load_idl()
-        if not client.tableExists(idl.TTableName(ns=b"default", qualifier=PROBE_TABLE.encode())):
-            raise RuntimeError("Thrift2 does not see the probe table that Thrift1 created")
+        value2 = uuid.uuid4().bytes
+        table2, row2 = PROBE_TABLE.encode(), b"probe2-" + value2.hex().encode()
+        client.put(table2, idl.TPut(row=row2, columnValues=[idl.TColumnValue(b"d", b"v", value2)]))
+        result = client.get(table2, idl.TGet(row=row2))
+        client.deleteSingle(table2, idl.TDelete(row=row2))
+        if [cv.value for cv in result.columnValues] != [value2]:
+            raise RuntimeError(f"Thrift2 on port {thrift2_port} returned a different value than the one just written")
     finally:
         client.close()
+
+
+_RS_NODE = re.compile(r"/hbase/rs/([^,\s/]+),(\d+),(\d+)")
+_SERVING = re.compile(r"HRegionServer: Serving as ([^,\s/]+),(\d+),(\d+)")
+
+
+def parse_region_servers(dump: str) -> set[tuple[int, int]]:
+    """``(port, start code)`` of each region server whose ``/hbase/rs`` node appears in ZooKeeper's
+    ``dump`` output. The start code tells a restarted server from the node its killed predecessor
+    left behind until its session expired."""
+    return {(int(m.group(2)), int(m.group(3))) for m in _RS_NODE.finditer(dump)}
+
+
+def serving_as(log_lines: list[str]) -> tuple[int, int] | None:
+    """``(port, start code)`` a region server's log announces ("Serving as host,port,code"), the last one."""
+    for line in reversed(log_lines):
+        if m := _SERVING.search(line):
+            return int(m.group(2)), int(m.group(3))
+    return None
+
+
+def registered_region_servers(host: str, zk_port: int, timeout_s: float = 5.0) -> set[tuple[int, int]]:
+    """Ask ZooKeeper (four-letter ``dump``) which region servers hold a live session (see
+    :func:`parse_region_servers`)."""
+    with socket.create_connection((host, zk_port), timeout=timeout_s) as sock:
+        sock.sendall(b"dump")
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    return parse_region_servers(b"".join(chunks).decode(errors="replace"))
 
 
 def wait_until(check: Any, deadline: float, pause_s: float = 1.0) -> None:

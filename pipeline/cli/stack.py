@@ -5,11 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from connectors.stack import LocalStack
-from pipeline.settings import load_settings
+from pipeline.errors import ConfigError
+from pipeline.settings import StackSettings, load_settings
 
 __all__ = ["stack_app"]
 
@@ -17,18 +20,44 @@ stack_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None)
 _console = Console()
 
 ConfigOpt = typer.Option(None, "--config", "-c", help="TOML profile ([stack] section: ports, heaps, dirs).")
+RegionServersOpt = typer.Option(
+    None, "--region-servers", min=0, max=16,
+    help="region server JVMs of a local cluster ([stack] region_servers); 0: the one-JVM stack")
+GatewaysOpt = typer.Option(
+    None, "--gateways", min=0, max=16,
+    help="Thrift1+Thrift2 gateway JVMs of a local cluster ([stack] gateways); 0: the one-JVM stack")
 
 
-def _stack(config: Path | None) -> LocalStack:
-    return LocalStack(load_settings(config).stack)
+def _settings(config: Path | None, region_servers: int | None, gateways: int | None) -> StackSettings:
+    base = load_settings(config).stack
+    shape = {k: v for k, v in (("region_servers", region_servers), ("gateways", gateways)) if v is not None}
+    if not shape:
+        return base
+    try:
+        return StackSettings.model_validate({**base.model_dump(), **shape})
+    except ValidationError as exc:
+        raise ConfigError(f"--region-servers/--gateways: {exc.errors()[0]['msg']}") from exc
+
+
+def _recorded(config: Path | None) -> LocalStack:
+    """The stack the last ``up`` started in the configured state folder (its shape included)."""
+    return LocalStack.recorded(load_settings(config).stack)
+
+
+def _print_deaths(stack_dead: list[str]) -> None:
+    for text in stack_dead:
+        _console.print(f"[red]died[/red]: {escape(text)}", soft_wrap=True)
 
 
 @stack_app.command()
-def up(config: Path | None = ConfigOpt) -> None:
+def up(config: Path | None = ConfigOpt, region_servers: int | None = RegionServersOpt,
+       gateways: int | None = GatewaysOpt) -> None:
     """Provision (first run downloads jars into the user cache) and start Kafka + HBase + Thrift; wait
-    until real round trips succeed. Returns at once when the stack already runs."""
-    stack = _stack(config)
+    until real round trips succeed. Returns at once when the stack already runs. With --region-servers
+    N --gateways M: ZooKeeper, a master, N region servers and M gateways, each its own JVM."""
+    stack = LocalStack(_settings(config, region_servers, gateways))
     report = stack.up()
+    _print_deaths([d.describe() + "\n  (restarted by this `stack up`)" for d in report.died])
     t = report.timings_s
     if report.reused:
         _console.print(f"stack already running (reused; checked in {t['total']:.2f} s); state: {stack.layout.state}")
@@ -36,29 +65,40 @@ def up(config: Path | None = ConfigOpt) -> None:
     src = "downloaded into" if report.downloaded else "reused from"
     _console.print(f"jars {src} {stack.layout.cache} ({t['provision']:.1f} s)")
     _console.print(f"stack ready in {t['total']:.1f} s (servers {t['start']:.1f} s); state: {stack.layout.state}")
+    _print_gateways(stack)
+
+
+def _print_gateways(stack: LocalStack) -> None:
+    if stack.topology().mode == "cluster":
+        _console.print("gateways: " + ", ".join(
+            f"{g.name} {g.host} thrift1 {g.thrift_port} thrift2 {g.thrift2_port}" for g in stack.gateways))
 
 
 @stack_app.command()
 def status(config: Path | None = ConfigOpt) -> None:
-    """Show the state folder, the processes and their memory, and whether they answer."""
-    stack = _stack(config)
+    """Show the state folder, every process (state, pid, memory, ports, log), any server that died and
+    the log lines that say why, and whether the stack answers real round trips."""
+    stack = _recorded(config)
     st = stack.status()
     _console.print(f"state folder: {st.state_dir}\njar cache:    {st.cache_dir}")
-    _console.print(f"versions:     Kafka {st.kafka_version}, HBase {st.hbase_version}")
-    table = Table("process", "pid", "RSS MB", "log")
+    _console.print(f"versions:     Kafka {st.kafka_version}, HBase {st.hbase_version}; shape: {st.mode}")
+    table = Table("process", "state", "pid", "RSS MB", "ports", "log")
     for p in st.processes:
-        table.add_row(p.name, str(p.pid or "-"), f"{p.rss_mb:.0f}" if p.rss_mb else "-", str(p.log))
-    _console.print(table)
+        table.add_row(p.name, p.state, str(p.pid or "-"), f"{p.rss_mb:.0f}" if p.rss_mb else "-",
+                      " ".join(f"{k} {v}" for k, v in p.ports.items()), str(p.log))
+    _console.print(table, soft_wrap=True)
     _console.print("ports: " + ", ".join(f"{k} {v}" for k, v in st.ports.items()))
+    _print_gateways(stack)
+    _print_deaths([d.describe() + "\n  (`hbase-ingest stack up` restarts it)" for d in st.died])
     if st.running:
         try:
             stack.check_ready(timeout_s=5.0)
             _console.print("[green]ready[/green]: Kafka and HBase round trips succeeded")
         except Exception as exc:
-            _console.print(f"[yellow]running but not answering[/yellow]: {exc!r}")
+            _console.print(f"[yellow]running but not answering[/yellow]: {escape(repr(exc))}")
             raise typer.Exit(1) from exc
     else:
-        _console.print("[yellow]not running[/yellow]")
+        _console.print("[red]not running: a server died[/red]" if st.died else "[yellow]not running[/yellow]")
         raise typer.Exit(1)
 
 
@@ -66,6 +106,6 @@ def status(config: Path | None = ConfigOpt) -> None:
 def down(config: Path | None = ConfigOpt,
          wipe: bool = typer.Option(False, "--wipe", help="also delete data and logs")) -> None:
     """Stop the processes the stack started (by pid); --wipe also deletes the state folder."""
-    stack = _stack(config)
+    stack = _recorded(config)
     stopped = stack.down(wipe=wipe)
     _console.print(f"stopped: {', '.join(stopped) or 'nothing was running'}" + (" (state wiped)" if wipe else ""))

@@ -58,7 +58,8 @@ def test_render_configs_fills_every_placeholder(tmp_path: Path) -> None:
     layout = StackLayout(tmp_path / "cache", tmp_path / "state", infra_dir())
     render_configs(layout, {"KAFKA_PORT": "19092", "KAFKA_CONTROLLER_PORT": "19093", "ZK_PORT": "12181",
                             "MASTER_PORT": "16000", "REGIONSERVER_PORT": "16020", "CLIENT_RETRIES": "5",
-                            "CLIENT_OPERATION_TIMEOUT_MS": "30000"})
+                            "CLIENT_OPERATION_TIMEOUT_MS": "30000", "SESSION_TIMEOUT_MS": "30000",
+                            "DISTRIBUTED": "false"})
     server = (layout.conf / "server.properties").read_text()
     site = (layout.conf / "hbase" / "hbase-site.xml").read_text()
     assert "PLAINTEXT://127.0.0.1:19092" in server and f"log.dirs={tmp_path}/state/kafka/data" in server
@@ -89,8 +90,8 @@ def test_port_taken_by_a_stranger_is_named(tmp_path: Path) -> None:
         port = s.getsockname()[1]
         stack = LocalStack(StackSettings(state_dir=tmp_path / "state", cache_dir=tmp_path / "cache",
                                          kafka_port=port, kafka_controller_port=port + 1 if port < 65535 else 1,
-                                         zookeeper_port=1, master_port=1, regionserver_port=1, thrift_port=1,
-                                         thrift2_port=1))
+                                         zookeeper_port=2, master_port=3, regionserver_port=4, thrift_port=5,
+                                         thrift2_port=6))
         with pytest.raises(StackError, match=rf"port {port} \(kafka\) is already in use") as info:
             stack._check_ports()
         assert "HBASE_INGEST_STACK__KAFKA_PORT or kafka_port in [stack]" in str(info.value)

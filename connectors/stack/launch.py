@@ -1,0 +1,85 @@
+"""The command line of every server JVM of the stack (pure: settings and paths in, argv out).
+
+Heaps (``[stack]`` settings, sized for a 2-core / 24 GB machine that also runs the clients):
+
+- ``kafka``: ``kafka_heap_mb`` (512), fixed (-Xms = -Xmx) as Kafka's own scripts do.
+- ``hbase`` (standalone): ``hbase_heap_mb`` (1536), fixed: master, region server, ZooKeeper and both
+  gateways share it; hbase-site.xml gives 0.3 of it to memstores and 0.25 to the block cache.
+- ``zookeeper``: ``zookeeper_heap_mb`` (128): a few hundred znodes; the serial collector, which
+  costs the least CPU and memory at this size.
+- ``master``: ``master_heap_mb`` (384): region states of ~2,000 regions and the procedure store.
+- ``regionserver-i``: ``regionserver_heap_mb`` (1024) each, with the same fractions as the one JVM.
+- ``gateway-j``: ``gateway_heap_mb`` (384): in-flight batches of at most hbase.thrift.maxWorkerThreads
+  connections, and the HBase client's buffers.
+
+Cluster JVMs start with a quarter of their heap (-Xms) so that an idle cluster stays small in RSS;
+every HBase JVM is killed on OutOfMemoryError (as HBase's own scripts do) so that a broken server
+dies visibly (``stack status`` quotes the error) instead of limping on.
+"""
+
+from __future__ import annotations
+
+from pipeline.settings import StackSettings
+
+from .layout import StackLayout
+from .topology import ServerProcess
+
+__all__ = ["CLUSTER_ID", "HBASE_JDK17", "kafka_format_argv", "server_argv"]
+
+CLUSTER_ID = "5L6g3nShT-eMCtK--X86sw"
+_KAFKA_JVM = ["-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
+              "-XX:+ExplicitGCInvokesConcurrent", "-XX:MaxInlineLevel=15", "-Djava.awt.headless=true"]
+# what bin/hbase adds on JDK >= 11 (kept in sync with HBase's surefire jdk11/jdk17 flags)
+HBASE_JDK17 = [
+    "-Dorg.apache.hbase.thirdparty.io.netty.tryReflectionSetAccessible=true", "--add-modules", "jdk.unsupported",
+    *[f"--add-opens=java.base/{p}=ALL-UNNAMED" for p in (
+        "java.io", "java.nio", "sun.nio.ch", "java.lang", "jdk.internal.ref", "java.lang.reflect", "java.util",
+        "java.util.concurrent", "jdk.internal.util.random", "java.net")],
+    *[f"--add-exports={p}=ALL-UNNAMED" for p in (
+        "java.base/jdk.internal.misc", "java.security.jgss/sun.security.krb5", "java.base/sun.net.dns",
+        "java.base/sun.net.util")],
+]
+
+
+def _log4j(lay: StackLayout) -> str:
+    return f"-Dlog4j2.configurationFile={lay.conf / 'log4j2.properties'}"
+
+
+def kafka_format_argv(lay: StackLayout) -> list[str]:
+    """Format Kafka's storage (once, before its first start)."""
+    return ["java", "-Xmx256m", _log4j(lay), "-cp", f"{lay.kafka_lib}/*", "kafka.tools.StorageTool", "format",
+            "-t", CLUSTER_ID, "-c", str(lay.conf / "server.properties"), "--ignore-formatted"]
+
+
+def _hbase_jvm(lay: StackLayout, xms_mb: int, xmx_mb: int) -> list[str]:
+    return ["java", f"-Xms{xms_mb}m", f"-Xmx{xmx_mb}m", "-XX:+UseG1GC", "-XX:OnOutOfMemoryError=kill -9 %p",
+            "-Djava.net.preferIPv4Stack=true", *HBASE_JDK17, _log4j(lay),
+            "-Djava.util.logging.config.class=org.apache.hadoop.hbase.logging.JulToSlf4jInitializer",
+            "-cp", f"{lay.conf / 'hbase'}:{lay.hbase_lib}/*"]
+
+
+def server_argv(proc: ServerProcess, s: StackSettings, lay: StackLayout) -> list[str]:
+    """The command that starts ``proc`` (one process of :func:`~.topology.plan_topology`)."""
+    launcher = str(lay.infra / "HBaseStack.java")
+    if proc.role == "kafka":
+        return ["java", f"-Xms{s.kafka_heap_mb}m", f"-Xmx{s.kafka_heap_mb}m", *_KAFKA_JVM, _log4j(lay),
+                f"-Dkafka.logs.dir={lay.logs}", "-cp", f"{lay.kafka_lib}/*", "kafka.Kafka",
+                str(lay.conf / "server.properties")]
+    if proc.role == "hbase":
+        return [*_hbase_jvm(lay, s.hbase_heap_mb, s.hbase_heap_mb), launcher, "standalone",
+                str(proc.ports["thrift1"]), str(proc.ports["thrift2"])]
+    if proc.role == "zookeeper":
+        heap = s.zookeeper_heap_mb
+        return ["java", f"-Xms{heap}m", f"-Xmx{heap}m", "-XX:+UseSerialGC", "-XX:OnOutOfMemoryError=kill -9 %p",
+                "-Djava.net.preferIPv4Stack=true", _log4j(lay), "-cp", f"{lay.hbase_lib}/*",
+                "org.apache.zookeeper.server.ZooKeeperServerMain", str(lay.conf / "zoo.cfg")]
+    if proc.role == "master":
+        heap = s.master_heap_mb
+        return [*_hbase_jvm(lay, heap // 4, heap), "org.apache.hadoop.hbase.master.HMaster", "start"]
+    if proc.role == "regionserver":
+        heap = s.regionserver_heap_mb
+        return [*_hbase_jvm(lay, heap // 4, heap), "org.apache.hadoop.hbase.regionserver.HRegionServer",
+                "-D", f"hbase.regionserver.port={proc.ports['regionserver']}", "start"]
+    heap = s.gateway_heap_mb
+    return [*_hbase_jvm(lay, heap // 4, heap), launcher, "gateway", str(proc.ports["thrift1"]),
+            str(proc.ports["thrift2"])]

@@ -1,0 +1,152 @@
+"""Which server processes the local stack runs and on which loopback ports (pure: no I/O).
+
+Two shapes, chosen by ``[stack] region_servers`` / ``gateways``:
+
+- **standalone** (both 0): ``kafka`` and ``hbase``, one JVM holding the HBase master, the region
+  server, ZooKeeper and both Thrift gateways.
+- **cluster** (both at least 1): ``kafka``, ``zookeeper``, ``master``, ``regionserver-1`` .. ``-N`` and
+  ``gateway-1`` .. ``-M``, each its own JVM. Region server ``i`` (from 1) listens on
+  ``regionserver_port + i - 1``; gateway ``j`` (from 1) serves Thrift1 on ``thrift_port + 10 * (j - 1)``
+  and Thrift2 on ``thrift2_port + 10 * (j - 1)`` (a step of 10 keeps the defaults 9090/9091 clear of
+  Kafka's 9092/9093).
+
+:func:`plan_topology` refuses a plan in which two listeners share a port, naming both.
+:class:`Gateway` is the typed description other code reads (``LocalStack.topology().gateways``, and
+``topology.json`` in the state folder, written by ``stack up``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Literal
+
+from pipeline.errors import StackError
+from pipeline.settings import StackSettings
+
+__all__ = ["GATEWAY_PORT_STEP", "HOST", "SETTING_OF_LABEL", "Gateway", "ServerProcess", "StackTopology",
+           "plan_topology", "topology_from_json"]
+
+HOST = "127.0.0.1"
+GATEWAY_PORT_STEP = 10
+#: port label (as ``status`` shows it) -> the ``[stack]`` setting it derives from
+SETTING_OF_LABEL = {"kafka": "kafka_port", "kafka controller": "kafka_controller_port",
+                    "zookeeper": "zookeeper_port", "hbase master": "master_port", "master": "master_port",
+                    "hbase regionserver": "regionserver_port", "regionserver": "regionserver_port",
+                    "thrift1": "thrift_port", "thrift2": "thrift2_port"}
+
+Role = Literal["kafka", "hbase", "zookeeper", "master", "regionserver", "gateway"]
+_ROLES = ("kafka", "hbase", "zookeeper", "master", "regionserver", "gateway")
+
+
+@dataclass(frozen=True)
+class Gateway:
+    """One Thrift gateway JVM: Thrift1 (happybase) and Thrift2 on ``host``."""
+
+    name: str
+    host: str
+    thrift_port: int
+    thrift2_port: int
+
+    def to_dict(self) -> dict[str, str | int]:
+        return {"name": self.name, "host": self.host, "thrift_port": self.thrift_port,
+                "thrift2_port": self.thrift2_port}
+
+
+@dataclass(frozen=True)
+class ServerProcess:
+    """One server process of the stack: its name (pid and log file names), role and listening ports
+    (label -> port; the label names the ``[stack]`` setting it derives from in messages)."""
+
+    name: str
+    role: Role
+    ports: dict[str, int]
+
+
+@dataclass(frozen=True)
+class StackTopology:
+    """The processes of one stack, in start order (Kafka first, gateways last)."""
+
+    mode: Literal["standalone", "cluster"]
+    processes: tuple[ServerProcess, ...]
+    gateways: tuple[Gateway, ...]
+    zookeeper_port: int
+
+    def process(self, name: str) -> ServerProcess:
+        for p in self.processes:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    def by_role(self, role: Role) -> list[ServerProcess]:
+        return [p for p in self.processes if p.role == role]
+
+    @property
+    def region_server_ports(self) -> list[int]:
+        return [p.ports["regionserver"] for p in self.by_role("regionserver")]
+
+    def to_json(self) -> str:
+        """The description written to ``topology.json``: mode, ZooKeeper port, gateways, processes."""
+        return json.dumps({
+            "mode": self.mode, "host": HOST, "zookeeper_port": self.zookeeper_port,
+            "gateways": [g.to_dict() for g in self.gateways],
+            "processes": [{"name": p.name, "role": p.role, "ports": p.ports} for p in self.processes],
+        }, indent=2) + "\n"
+
+
+def topology_from_json(text: str) -> StackTopology:
+    """Read back :meth:`StackTopology.to_json`. Raises :class:`StackError` naming what is malformed."""
+    try:
+        data = json.loads(text)
+        procs = tuple(ServerProcess(str(p["name"]), p["role"], {str(k): int(v) for k, v in p["ports"].items()})
+                      for p in data["processes"])
+        gateways = tuple(Gateway(str(g["name"]), str(g["host"]), int(g["thrift_port"]), int(g["thrift2_port"]))
+                         for g in data["gateways"])
+        mode = data["mode"]
+        if mode not in ("standalone", "cluster") or any(p.role not in _ROLES for p in procs):
+            raise ValueError(f"unknown mode or role in {mode!r}, {[p.role for p in procs]}")
+        return StackTopology(mode, procs, gateways, int(data["zookeeper_port"]))
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise StackError(f"the stack's topology.json is malformed ({exc!r}): run `stack up` again to rewrite it"
+                         ) from exc
+
+
+def plan_topology(s: StackSettings) -> StackTopology:
+    """The processes and ports for ``s``. Raises :class:`StackError` when two listeners would share a
+    port or a derived port passes 65535, naming the listeners and the settings to change."""
+    kafka = ServerProcess("kafka", "kafka", {"kafka": s.kafka_port, "kafka controller": s.kafka_controller_port})
+    if s.region_servers == 0:
+        hbase = ServerProcess("hbase", "hbase", {
+            "zookeeper": s.zookeeper_port, "hbase master": s.master_port, "hbase regionserver": s.regionserver_port,
+            "thrift1": s.thrift_port, "thrift2": s.thrift2_port})
+        gateways: tuple[Gateway, ...] = (Gateway("hbase", HOST, s.thrift_port, s.thrift2_port),)
+        procs: tuple[ServerProcess, ...] = (kafka, hbase)
+        mode: Literal["standalone", "cluster"] = "standalone"
+    else:
+        region_servers = [ServerProcess(f"regionserver-{i + 1}", "regionserver",
+                                        {"regionserver": s.regionserver_port + i})
+                          for i in range(s.region_servers)]
+        gateways = tuple(Gateway(f"gateway-{j + 1}", HOST, s.thrift_port + GATEWAY_PORT_STEP * j,
+                                 s.thrift2_port + GATEWAY_PORT_STEP * j) for j in range(s.gateways))
+        procs = (kafka, ServerProcess("zookeeper", "zookeeper", {"zookeeper": s.zookeeper_port}),
+                 ServerProcess("master", "master", {"master": s.master_port}), *region_servers,
+                 *(ServerProcess(g.name, "gateway", {"thrift1": g.thrift_port, "thrift2": g.thrift2_port})
+                   for g in gateways))
+        mode = "cluster"
+    _check_ports(procs)
+    return StackTopology(mode, procs, gateways, s.zookeeper_port)
+
+
+def _check_ports(procs: tuple[ServerProcess, ...]) -> None:
+    seen: dict[int, str] = {}
+    for p in procs:
+        for label, port in p.ports.items():
+            where = f"{p.name} {label}" if label != p.name else p.name
+            if port > 65535:
+                raise StackError(f"port {port} of {where} is past 65535: lower the [stack] base ports "
+                                 "or the number of region servers/gateways")
+            if port in seen:
+                raise StackError(f"port {port} is assigned to both {seen[port]} and {where}: change the [stack] "
+                                 "ports so that they do not overlap (region servers take regionserver_port + i, "
+                                 f"gateways thrift_port/thrift2_port + {GATEWAY_PORT_STEP} * j)")
+            seen[port] = where
