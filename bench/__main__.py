@@ -15,6 +15,7 @@ BENCHES = [
     ["bench.bench_worker"],
     ["bench.bench_reader"],
     ["bench.bench_backfill_rate"],
+    ["bench.bench_peer"],
 ]
 
 

@@ -1,0 +1,286 @@
+"""hbase-ingest against Apache Flume on one stack, with HBase's native write ceiling beside them.
+
+One topic of ``logs`` example events (~293 B of JSON, 8 partitions) is produced once. Then, per
+run, in turn: Flume 1.11.0 (KafkaSource -> memory channel -> HBase2Sink with the regex serializer,
+native HBase client), hbase-ingest (``bench_worker``'s settings and design, through the Thrift2
+gateway) and a Java BufferedMutator loader writing the design's prebuilt rows. Each reads or writes
+under a fresh consumer group into a freshly created 16-region table, and every table's rows are
+counted in HBase afterwards: a run missing a row fails the benchmark.
+
+Per pipeline run: events/s from the first acknowledged write to the last and from process start to
+all written, CPU seconds of the process and of the HBase JVM (which also hosts the Thrift
+gateways) over the run, peak RSS. Medians with their ranges, the hbase-ingest/Flume ratios, and the
+loader's rows/s and HBase CPU per row go to bench/results/peer.json.
+
+    python -m bench.bench_peer [--events 1000000] [--runs 3] [--partitions 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from bench.cpu import cpu_seconds
+from connectors.hbase import HBaseClient
+from connectors.kafka import KafkaBroker, create_topics, delete_topics
+from connectors.stack import HBASE_VERSION, KAFKA_VERSION, LocalStack
+from pipeline.core.examples import generate
+from pipeline.core.model import Origin, TopicPartition
+from pipeline.core.routing import Router
+from pipeline.runtime.admin.tables import count_rows, create_tables
+from pipeline.runtime.produce import produce_events
+from pipeline.settings import FamilySpec, Settings
+
+from .peer_flume import FLUME_VERSION, FlumeAgent, agent_properties, row_key, split_keys
+from .peer_ingest import child_command, ingest_settings
+from .peer_loader import LOADER_JDK_FLAGS, encode_rows, loader_command, run_loader
+from .peer_procs import ChildProgress, RunFailed, flume_probe, load_average, stop, watch
+from .peer_provision import FLUME_LOG4J, LOADER_SOURCE, ensure_flume_lib, flume_classpath
+from .peer_summary import markdown_table, summarize
+
+RESULTS = Path(__file__).resolve().parent / "results"
+REGIONS = 16
+SPLIT_SAMPLE = 20_000
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def _drop(settings: Settings, table: str) -> None:
+    async with HBaseClient(settings.hbase) as hb:
+        if await hb.table_exists(table):
+            await hb.delete_table(table)
+
+
+async def _create_design_table(settings: Settings) -> None:
+    async with HBaseClient(settings.hbase) as hb:
+        await create_tables(hb, settings, recreate=True)
+
+
+async def _create_flume_table(settings: Settings, table: str, splits: list[bytes]) -> None:
+    async with HBaseClient(settings.hbase) as hb:
+        if await hb.table_exists(table):
+            await hb.delete_table(table)
+        await hb.create_table(table, {"l": FamilySpec()}, splits)
+
+
+async def _count(settings: Settings, table: str) -> int:
+    async with HBaseClient(settings.hbase) as hb:
+        n, _ = await count_rows(hb, table)
+        return n
+
+
+def _check_rows(settings: Settings, system: str, table: str, expected: int) -> int:
+    found = asyncio.run(_count(settings, table))
+    if found != expected:
+        raise RunFailed(f"{system}: table {table} holds {found:,} rows, expected {expected:,} "
+                        f"({expected - found:,} missing)")
+    return found
+
+
+class PeerBench:
+    """One benchmark: its names (unique per invocation), work folder and the stack it measures."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.stack = LocalStack()
+        self.tag = f"{time.strftime('%H%M%S')}_{os.getpid()}"
+        self.topic = f"bench-peer-{self.tag}"
+        self.dlq = f"{self.topic}-dlq"
+        self.work = Path(tempfile.mkdtemp(prefix="bench-peer-"))
+        self.settings = ingest_settings(self.topic, f"bench_peer_{self.tag}", self.dlq, args.partitions)
+        self.hbase_pid = self.stack.hbase.pid()
+        self.tables: list[str] = []
+
+    def table(self, system: str, run: int) -> str:
+        name = f"bench_peer_{system.replace('-', '_')}_{self.tag}_{run}"
+        self.tables.append(name)
+        return name
+
+    def produce(self) -> dict[str, Any]:
+        async def go() -> int:
+            await create_topics(self.settings.kafka, {self.topic: self.args.partitions, self.dlq: 1})
+            return await produce_events(KafkaBroker(self.settings.kafka), self.topic,
+                                        generate("logs", self.args.events), partitions=self.args.partitions)
+        t0 = time.perf_counter()
+        sent = asyncio.run(go())
+        sizes = [len(orjson.dumps(e)) for _, e in generate("logs", 2000)]
+        return {"events": sent, "produce_s": round(time.perf_counter() - t0, 1),
+                "mean_event_bytes": round(sum(sizes) / len(sizes), 1)}
+
+    def prebuild(self) -> Path:
+        """The design's rows for the loader, as hbase-ingest builds them, in the loader's file format."""
+        router = Router(self.settings.routes)
+        origin = Origin(TopicPartition(self.topic, 0), 0)
+        rows = []
+        for _, event in generate("logs", self.args.events):
+            (m,) = router.route(self.topic, orjson.dumps(event), origin)
+            rows.append((m.row, m.cells, m.timestamp or 0))
+        path = self.work / "rows.bin"
+        path.write_bytes(encode_rows(rows))
+        return path
+
+    def run_flume(self, run: int, classpath: str, splits: list[bytes]) -> dict[str, Any]:
+        table = self.table("flume", run)
+        asyncio.run(_create_flume_table(self.settings, table, splits))
+        agent = FlumeAgent(bootstrap=self.settings.kafka.bootstrap_servers, topic=self.topic,
+                           group=f"bench-peer-flume-{self.tag}-{run}", table=table,
+                           zookeeper_quorum=f"127.0.0.1:{self.stack.settings.zookeeper_port}")
+        conf = self.work / f"flume-{run}.properties"
+        conf.write_text(agent_properties(agent))
+        port = _free_port()
+        cmd = ["java", "-XX:+UseG1GC", "-Djava.net.preferIPv4Stack=true", *LOADER_JDK_FLAGS,
+               f"-Dlog4j2.configurationFile={FLUME_LOG4J}", "-Dflume.monitoring.type=http",
+               f"-Dflume.monitoring.port={port}", "-cp", classpath, "org.apache.flume.node.Application",
+               "--no-reload-conf", "-f", str(conf), "-n", "agent"]
+        log = self.work / f"flume-{run}.log"
+        with open(log, "wb") as out:
+            hbase0 = cpu_seconds(self.hbase_pid)
+            started = time.perf_counter()
+            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True)
+        try:
+            figs = watch(proc, flume_probe(port), self.args.events, started, self.hbase_pid, hbase0)
+        except RunFailed as exc:
+            raise RunFailed(f"Flume run {run}: {exc}; see {log}") from exc
+        finally:
+            stop(proc)
+        rows = _check_rows(self.settings, "Flume", table, self.args.events)
+        asyncio.run(_drop(self.settings, table))
+        return {"system": "flume", "run": run, "table": table, **figs.__dict__, "rows": rows}
+
+    def run_ingest(self, run: int) -> dict[str, Any]:
+        table = self.table("hbase-ingest", run)
+        settings = ingest_settings(self.topic, table, self.dlq, self.args.partitions)
+        asyncio.run(_create_design_table(settings))
+        cmd = child_command(sys.executable, self.topic, table, f"bench-peer-ingest-{self.tag}-{run}", self.dlq)
+        log = self.work / f"ingest-{run}.log"
+        with open(log, "wb") as err:
+            hbase0 = cpu_seconds(self.hbase_pid)
+            started = time.perf_counter()
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL,
+                                    start_new_session=True)
+        progress = ChildProgress(proc)
+        try:
+            figs = watch(proc, progress.probe, self.args.events, started, self.hbase_pid, hbase0)
+            status = proc.wait(120)  # it commits its offsets and exits once everything is written
+        except (RunFailed, subprocess.TimeoutExpired) as exc:
+            raise RunFailed(f"hbase-ingest run {run}: {exc}; see {log}") from exc
+        finally:
+            stop(proc)
+        progress.join(10)
+        if status != 0 or progress.summary is None:
+            raise RunFailed(f"hbase-ingest run {run} exited with status {status} without a summary; see {log}")
+        rows = _check_rows(self.settings, "hbase-ingest", table, self.args.events)
+        asyncio.run(_drop(self.settings, table))
+        return {"system": "hbase-ingest", "run": run, "table": table, **figs.__dict__, "rows": rows,
+                "child": progress.summary}
+
+    def run_loader(self, run: int, rows_file: Path) -> dict[str, Any]:
+        table = self.table("loader", run)
+        settings = ingest_settings(self.topic, table, self.dlq, self.args.partitions)
+        asyncio.run(_create_design_table(settings))
+        cmd = loader_command(LOADER_SOURCE, f"{self.stack.layout.hbase_lib}/*", "127.0.0.1",
+                             self.stack.settings.zookeeper_port, table, rows_file)
+        marks: dict[str, float] = {}
+        out = run_loader(cmd, self.work / f"loader-{run}.log",
+                         on_ready=lambda: marks.__setitem__("ready", cpu_seconds(self.hbase_pid)),
+                         on_done=lambda: marks.__setitem__("done", cpu_seconds(self.hbase_pid)))
+        rows = _check_rows(self.settings, "the loader", table, self.args.events)
+        asyncio.run(_drop(self.settings, table))
+        return {"system": "loader", "run": run, "table": table, "rows": rows, "seconds": out["seconds"],
+                "hbase_cpu_s": marks["done"] - marks["ready"]}
+
+    def cleanup(self) -> None:
+        for table in self.tables:
+            try:
+                asyncio.run(_drop(self.settings, table))
+            except Exception as exc:  # best effort: the figures are already taken
+                print(f"could not drop {table}: {exc}", file=sys.stderr)
+        asyncio.run(delete_topics(self.settings.kafka, [self.topic, self.dlq]))
+
+
+def main(args: argparse.Namespace) -> dict[str, Any]:
+    bench = PeerBench(args)
+    bench.stack.check_ready()  # the shared stack is started with `hbase-ingest stack up`, never here
+    if bench.hbase_pid is None:
+        raise SystemExit("this benchmark needs the local stack's HBase JVM (for its CPU): run `hbase-ingest stack up`")
+    load_start = load_average()
+    ensure_flume_lib(bench.stack.layout)
+    classpath = ":".join(str(p) for p in flume_classpath(bench.stack.layout))
+    splits = split_keys((row_key(orjson.dumps(e)) for _, e in generate("logs", min(args.events, SPLIT_SAMPLE))),
+                        REGIONS)
+    runs: list[dict[str, Any]] = []
+    ok = False
+    try:
+        produced = bench.produce()
+        print(f"produced {produced['events']:,} events of {produced['mean_event_bytes']} bytes "
+              f"in {produced['produce_s']} s", flush=True)
+        rows_file = bench.prebuild()
+        for run in range(args.runs):  # alternating, so that a stack slowing down weighs on all three
+            steps: list[Callable[[], dict[str, Any]]] = [
+                partial(bench.run_flume, run, classpath, splits), partial(bench.run_ingest, run),
+                partial(bench.run_loader, run, rows_file)]
+            for go in steps:
+                load = round(load_average()[0], 2)
+                result = {**go(), "load_average_1m_before": load}
+                runs.append(result)
+                shown = {k: round(v, 3) if isinstance(v, float) else v for k, v in result.items()
+                         if k not in ("table", "child")}
+                print(f"run {run}: {json.dumps(shown)}", flush=True)
+        ok = True
+    finally:
+        bench.cleanup()
+        if ok:
+            shutil.rmtree(bench.work, ignore_errors=True)
+        else:
+            print(f"logs kept in {bench.work}", file=sys.stderr)
+    summary = summarize(runs)
+    return {
+        "events": produced["events"], "runs_each": args.runs, "partitions": args.partitions,
+        "mean_event_bytes": produced["mean_event_bytes"], "regions": REGIONS,
+        "versions": {"flume": FLUME_VERSION, "hbase": HBASE_VERSION, "kafka": KAFKA_VERSION,
+                     "python": platform.python_version()},
+        "machine": {"cores": os.cpu_count(), "load_average_at_start": [round(x, 2) for x in load_start],
+                    "load_average_at_end": [round(x, 2) for x in load_average()],
+                    # Kafka, HBase and the pipelines share these cores; a 1-minute load average
+                    # well above 0 at start means other work was running too
+                    "other_load_at_start": load_start[0] >= 0.5},
+        "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "summary": summary,
+        "ratio_hbase_ingest_over_flume": summary["ratio_hbase_ingest_over_flume"],
+        "runs": runs,
+        "table_markdown": markdown_table(summary, produced["events"], args.runs),
+    }
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--events", type=int, default=1_000_000)
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--partitions", type=int, default=8)
+    ns = p.parse_args()
+    if ns.events < REGIONS or ns.runs < 1:
+        p.error(f"--events must be at least {REGIONS} and --runs at least 1")
+    res = main(ns)
+    print(res["table_markdown"])
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "peer.json").write_text(json.dumps(res, indent=2) + "\n")
