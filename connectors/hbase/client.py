@@ -11,7 +11,9 @@ Two gateways are used:
 
 - Thrift1 through happybase: region lists, gets, scans, counters, table listing.
 - Thrift2: writes (``putMultiple``/``deleteMultiple`` carry a timestamp per cell, which Thrift1's
-  ``mutateRowsTs`` cannot: it takes one timestamp per call) and DDL with split keys.
+  ``mutateRowsTs`` cannot: it takes one timestamp per call) and DDL with split keys. On the binary
+  protocol a ``putMultiple`` call is encoded straight to bytes (:mod:`connectors.hbase.putwire`),
+  byte for byte what thriftpy2 would send, without a Thrift object per row and cell.
 
 Bounds: ``start`` is inclusive and ``stop`` exclusive in every scan; ``b""`` means an open end.
 """
@@ -29,6 +31,7 @@ import Hbase_thrift  # the Thrift1 IDL module happybase loads at import
 
 from connectors.hbase.errors import map_exceptions
 from connectors.hbase.pool import ConnectionPool
+from connectors.hbase.putwire import direct_puts, encode_put_multiple, send_put_multiple, split_column, tputs
 from connectors.hbase.scanprocs import Gateway, PageTransform, scan_page_in_process, warm_worker
 from connectors.hbase.scanrows import SMALL_PAGE_ROWS, CellRow, scan_rows, scan_rows2, tscan
 from connectors.hbase.thrift2 import load_idl, open_client
@@ -59,21 +62,6 @@ class RegionInfo:
     name: str
 
 
-_SPLIT_CACHE: dict[bytes, tuple[bytes, bytes]] = {}
-_SPLIT_CACHE_MAX = 4096  # route columns repeat; tally qualifiers (one per event) are not cached
-
-
-def _split_column(column: bytes) -> tuple[bytes, bytes]:
-    """``b"family:qualifier"`` -> ``(b"family", b"qualifier")``, cached for the columns that repeat."""
-    parts = _SPLIT_CACHE.get(column)
-    if parts is None:
-        family, _, qualifier = column.partition(b":")
-        parts = (family, qualifier)
-        if len(_SPLIT_CACHE) < _SPLIT_CACHE_MAX:
-            _SPLIT_CACHE[column] = parts
-    return parts
-
-
 class HBaseClient:
     """Async HBase access for one gateway host. Use as ``async with HBaseClient(settings) as hb:``."""
 
@@ -93,6 +81,8 @@ class HBaseClient:
             lambda c: c.close(), name="thrift2")
         self._limit1 = anyio.CapacityLimiter(s.pool_size)
         self._limit2 = anyio.CapacityLimiter(s.pool_size)
+        # puts are encoded straight to bytes on the binary protocol (connectors.hbase.putwire)
+        self._direct_puts = direct_puts(s.protocol)
 
     def __repr__(self) -> str:
         return f"HBaseClient({self.settings.host}:{self.settings.port}, {self._t1!r}, {self._t2!r})"
@@ -109,6 +99,11 @@ class HBaseClient:
     async def aclose(self) -> None:
         self._t1.close()
         self._t2.close()
+
+    @property
+    def pool_size(self) -> int:
+        """Connections per gateway: how many calls usefully run at once."""
+        return self.settings.pool_size
 
     def statistics(self) -> dict[str, Any]:
         return {"thrift1": self._t1.statistics(), "thrift2": self._t2.statistics(),
@@ -242,17 +237,14 @@ class HBaseClient:
         if puts or dels:
             def send(c: Any) -> None:
                 idl = load_idl()
-                if puts:
-                    # positional arguments in IDL field order: (family, qualifier, value, timestamp) and
-                    # (row, columnValues, timestamp); keyword construction costs 2.5x as much per row
-                    tcv, tput, split = idl.TColumnValue, idl.TPut, _split_column
-                    c.putMultiple(name, [
-                        tput(m.row, [tcv(*split(col), val, m.timestamp) for col, val in m.cells.items()], m.timestamp)
-                        for m in puts])
+                if puts and self._direct_puts:
+                    send_put_multiple(c, encode_put_multiple(name, puts))
+                elif puts:
+                    c.putMultiple(name, tputs(idl, puts))
                 if dels:
                     tdels = []
                     for m in dels:
-                        cols = [idl.TColumn(*_split_column(col)) for col in m.cells] or None
+                        cols = [idl.TColumn(*split_column(col)) for col in m.cells] or None
                         tdels.append(idl.TDelete(row=m.row, columns=cols, timestamp=m.timestamp))
                     failed = c.deleteMultiple(name, tdels)
                     if failed:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -10,6 +11,7 @@ import anyio
 import pytest
 
 from connectors.hbase import HBaseClient
+from connectors.hbase.putwire import use_encoder
 from connectors.hbase.scanrows import SMALL_PAGE_ROWS, CellRow
 from connectors.kafka import create_topics, delete_topics, end_offsets, make_consumer, make_producer
 from pipeline.core.model import Mutation, MutationKind, Origin, TopicPartition
@@ -207,3 +209,53 @@ async def test_kafka_topics_produce_consume(kafka_settings: KafkaSettings, uniqu
         await delete_topics(kafka_settings, [topic])
     with pytest.raises(KafkaError, match="does not exist"):
         await end_offsets(kafka_settings, topic)
+
+
+async def _write_and_read_back(settings: HBaseSettings, table: str, batch: list[Mutation]) -> tuple[list[Any], ...]:
+    """Write ``batch`` into a fresh ``table`` with a client made now (the put encoder is chosen then),
+    read every cell back with its timestamp, and the errors of two refused writes (type, message)."""
+    async with HBaseClient(settings) as hb:
+        await hb.create_table(table, {"d": FamilySpec(versions=3), "e": FamilySpec()})
+        try:
+            await hb.write(table, batch)
+            cells = [(row, {c: (cell.value, cell.timestamp) for c, cell in cols.items()})
+                     for row, cols in await hb.scan_cells(table, limit=len(batch) + 10)]
+            errors = []
+            for target, column in ((table, b"zz:x"), (f"{table}_missing", b"d:x")):
+                try:
+                    await hb.write(target, [Mutation(target, b"r", MutationKind.PUT, {column: b"1"}, 1, ORIGIN)])
+                except Exception as exc:
+                    # the region's id and encoded name differ between the two tables' lives
+                    errors.append((type(exc).__name__, re.sub(r",\d+\.[0-9a-f]+\.", ",<region>.", str(exc))))
+            return cells, errors
+        finally:
+            await hb.delete_table(table)
+
+
+async def test_the_direct_put_encoder_writes_the_cells_thriftpy2s_objects_write(
+        hbase_settings: HBaseSettings, unique: str) -> None:
+    """The same batch through both put encoders (connectors.hbase.putwire and thriftpy2's objects):
+    the same rows, values and timestamps in HBase, the same errors."""
+    table = f"t_putwire_{unique}"
+    batch = [Mutation(table, bytes([i % 256, 0, 255]) + b"r%03d" % i, MutationKind.PUT,
+                      {b"d:v": b"v%d" % i, b"d:": b"", b"e:a:b": bytes(range(256)) * (i % 3),
+                       b"d:big": b"x" * (70_000 if i % 50 == 0 else 5)}, 1_700_000_000_000 + i, ORIGIN)
+             for i in range(300)]
+    batch.append(Mutation(table, b"server-time", MutationKind.PUT, {b"d:v": b"now"}, None, ORIGIN))
+    got = {}
+    for encoder in ("thriftpy2", "direct"):
+        use_encoder(encoder)  # chosen when a client is made
+        try:
+            got[encoder] = await _write_and_read_back(hbase_settings, table, batch)
+        finally:
+            use_encoder("direct")
+    (old_cells, old_errors), (new_cells, new_errors) = got["thriftpy2"], got["direct"]
+    assert len(new_cells) == 301
+    server_time = [(row, {c: v for c, (v, _) in cols.items()}) for row, cols in new_cells if row == b"server-time"]
+    assert server_time == [(b"server-time", {b"d:v": b"now"})]
+    assert [c for c in new_cells if c[0] != b"server-time"] == [c for c in old_cells if c[0] != b"server-time"]
+    assert new_cells[0] == (b"\x00\x00\xffr000", {b"d:v": (b"v0", 1_700_000_000_000), b"d:": (b"", 1_700_000_000_000),
+                                                  b"e:a:b": (b"", 1_700_000_000_000),
+                                                  b"d:big": (b"x" * 70_000, 1_700_000_000_000)})
+    assert [e[0] for e in new_errors] == ["HBaseRequestError", "TableNotFound"]
+    assert new_errors == old_errors

@@ -1,0 +1,195 @@
+"""The Thrift2 ``putMultiple`` call encoded straight to bytes, for the one message shape the writer sends.
+
+:func:`encode_put_multiple` returns the bytes of a complete binary-protocol call message
+(``TBinaryProtocol`` with strict writes, as thriftpy2 sends it: sequence id 0), identical byte for
+byte to what thriftpy2 writes for ``client.putMultiple(table, [TPut(row, [TColumnValue(family,
+qualifier, value, timestamp)...], timestamp)...])`` built the way :class:`~connectors.hbase.HBaseClient`
+builds it, but without a TPut or TColumnValue object per row and cell. The framing (buffered or
+framed transport) is left to the transport the bytes are written to.
+
+Layout (big-endian; ``str`` = i32 length + bytes; a field is type byte + i16 id + value)::
+
+    message  = i32 0x80010001 (version 1, CALL) . str "putMultiple" . i32 0 (sequence id)
+               . field(string 1, table) . field(list 2) byte 12 (struct) i32 n_puts . TPut* . 00 (stop)
+    TPut     = field(string 1, row) . field(list 2) byte 12 i32 n_cells . TColumnValue*
+               [. field(i64 3, timestamp)] . 00
+    TColumnValue = field(string 1, family) . field(string 2, qualifier) . field(string 3, value)
+               [. field(i64 4, timestamp)] . 00
+
+A cell's column ``b"family:qualifier"`` splits at its first ``:`` (no ``:``: the whole column is
+the family, the qualifier is empty), as the thriftpy2 path does; each cell and its row carry the
+mutation's timestamp, or no timestamp field at all when it is None (HBase then stamps server time).
+The cells keep their dict order. Values, rows and the table name must be ``bytes``; anything else
+raises :class:`TypeError` naming the row (thriftpy2 would have encoded a ``str`` as UTF-8: the
+project's mutations never hold one). A timestamp outside a signed 64-bit integer raises
+:class:`ValueError`.
+
+:func:`send_put_multiple` writes the message on a thriftpy2 client's transport and reads the reply
+with thriftpy2, so the exceptions are thriftpy2's own (``TIOError``, ``TIllegalArgument``,
+``TApplicationException``, transport errors) and map through :mod:`connectors.hbase.errors`
+exactly as before.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from types import ModuleType
+from typing import Any
+
+from thriftpy2.protocol import TBinaryProtocolFactory
+from thriftpy2.thrift import TClient
+from thriftpy2.transport import TMemoryBuffer
+
+from pipeline.core.model import Mutation
+
+__all__ = ["ENCODERS", "direct_puts", "encode_put_multiple", "send_put_multiple", "split_column",
+           "thriftpy2_message", "tputs", "use_encoder"]
+
+ENCODERS = ("direct", "thriftpy2")
+_encoder = "direct"
+
+_I32 = struct.Struct(">i").pack
+_I64 = struct.Struct(">q").pack
+
+_STRING, _I64_T, _STRUCT, _LIST = 11, 10, 12, 15
+_CALL_HEAD = _I32(-0x7FFEFFFF) + _I32(len(b"putMultiple")) + b"putMultiple" + _I32(0)  # 0x80010001
+_TABLE_HEAD = bytes((_STRING, 0, 1))
+_PUTS_HEAD = bytes((_LIST, 0, 2, _STRUCT))
+_ROW_HEAD = bytes((_STRING, 0, 1))
+_CELLS_HEAD = bytes((_LIST, 0, 2, _STRUCT))
+_PUT_TS_HEAD = bytes((_I64_T, 0, 3))
+_CELL_TS_HEAD = bytes((_I64_T, 0, 4))
+_STOP = b"\x00"
+
+# a value's length header, prebuilt for the lengths most cells have
+_LENGTHS = tuple(_I32(n) for n in range(4096))
+_N_LENGTHS = len(_LENGTHS)
+
+# column -> the bytes of its family and qualifier fields and the value field's header
+_COLUMNS: dict[bytes, bytes] = {}
+_COLUMNS_MAX = 4096  # route columns repeat; tally qualifiers (one per event) are not cached
+_SPLIT: dict[bytes, tuple[bytes, bytes]] = {}
+
+
+def split_column(column: bytes) -> tuple[bytes, bytes]:
+    """``b"family:qualifier"`` -> ``(b"family", b"qualifier")``, split at the first ``:`` (none: the
+    whole column is the family), cached for the columns that repeat."""
+    parts = _SPLIT.get(column)
+    if parts is None:
+        family, _, qualifier = column.partition(b":")
+        parts = (family, qualifier)
+        if len(_SPLIT) < _COLUMNS_MAX:
+            _SPLIT[column] = parts
+    return parts
+
+
+def _column_head(column: bytes) -> bytes:
+    head = _COLUMNS.get(column)
+    if head is None:
+        family, _, qualifier = column.partition(b":")
+        head = b"".join((bytes((_STRING, 0, 1)), _I32(len(family)), family,
+                         bytes((_STRING, 0, 2)), _I32(len(qualifier)), qualifier, bytes((_STRING, 0, 3))))
+        if len(_COLUMNS) < _COLUMNS_MAX:
+            _COLUMNS[column] = head
+    return head
+
+
+def encode_put_multiple(table: bytes, puts: Sequence[Mutation]) -> bytes:
+    """The whole ``putMultiple(table, puts)`` call message (module docstring: layout, contract).
+    Only ``row``, ``cells`` and ``timestamp`` of each mutation are read (its kind is not checked)."""
+    if not isinstance(table, bytes):
+        raise TypeError(f"the table name must be bytes, got {type(table).__name__}")
+    try:
+        return _encode(table, puts)
+    except TypeError as exc:
+        raise TypeError(_not_bytes(puts)) from exc
+
+
+def _encode(table: bytes, puts: Sequence[Mutation]) -> bytes:
+    parts: list[bytes] = [_CALL_HEAD, _TABLE_HEAD, _I32(len(table)), table, _PUTS_HEAD, _I32(len(puts))]
+    add = parts.append
+    extend = parts.extend
+    columns, column_head, lengths, n_lengths, i32 = _COLUMNS, _column_head, _LENGTHS, _N_LENGTHS, _I32
+    for m in puts:
+        row, cells, ts = m.row, m.cells, m.timestamp
+        if ts is None:
+            cell_tail = put_tail = _STOP
+        else:
+            try:
+                stamp = _I64(ts)
+            except struct.error as exc:
+                raise ValueError(f"row {row!r}: timestamp {ts!r} is not a signed 64-bit integer") from exc
+            cell_tail = _CELL_TS_HEAD + stamp + _STOP
+            put_tail = _PUT_TS_HEAD + stamp + _STOP
+        add(_ROW_HEAD + i32(len(row)))
+        add(row)
+        add(_CELLS_HEAD + i32(len(cells)))
+        for column, value in cells.items():
+            n = len(value)
+            extend((columns.get(column) or column_head(column), lengths[n] if n < n_lengths else i32(n),
+                    value, cell_tail))
+        add(put_tail)
+    add(_STOP)
+    return b"".join(parts)
+
+
+def _not_bytes(puts: Sequence[Mutation]) -> str:
+    """The message for a mutation holding something other than bytes (off the hot path)."""
+    for m in puts:
+        if not isinstance(m.row, bytes):
+            return f"a put's row must be bytes, got {type(m.row).__name__} {m.row!r}"
+        for column, value in m.cells.items():
+            if not isinstance(column, bytes) or not isinstance(value, bytes):
+                return (f"row {m.row!r}: cell {column!r} must have a bytes column name and value, "
+                        f"got {type(column).__name__} and {type(value).__name__}")
+    return "a put holds something other than bytes"
+
+
+def send_put_multiple(client: Any, message: bytes) -> None:
+    """Send ``message`` (from :func:`encode_put_multiple`) on thriftpy2 ``client`` (a binary-protocol
+    THBaseService client) and read its reply: returns when HBase applied every put, raises
+    thriftpy2's exception otherwise (the caller translates it)."""
+    trans = client._oprot.trans  # the buffered or framed transport: it frames the message as it would its own
+    trans.write(message)
+    trans.flush()
+    client._recv("putMultiple")
+
+
+def use_encoder(name: str) -> None:
+    """Choose how :class:`~connectors.hbase.HBaseClient` objects made from now on (in this process)
+    send puts on the binary protocol: ``"direct"`` (this module: the default) or ``"thriftpy2"``
+    (thriftpy2's objects, as before this module): for benchmarks that compare the two on one stack.
+    Anything else is a :class:`ValueError` naming the choices."""
+    global _encoder
+    if name not in ENCODERS:
+        raise ValueError(f"unknown put encoder {name!r}: expected one of {', '.join(ENCODERS)}")
+    _encoder = name
+
+
+def direct_puts(protocol: str) -> bool:
+    """Whether a client on a gateway speaking ``protocol`` sends puts through this module: on
+    ``binary`` (the only protocol it encodes) unless :func:`use_encoder` chose ``"thriftpy2"``."""
+    return protocol == "binary" and _encoder == "direct"
+
+
+def tputs(idl: ModuleType, puts: Sequence[Mutation]) -> list[Any]:
+    """The ``TPut`` objects of thriftpy2's path for ``puts`` (``idl``: the Thrift2 IDL module): the
+    client's path on the compact protocol, or after ``use_encoder("thriftpy2")``."""
+    # positional arguments in IDL field order: (family, qualifier, value, timestamp) and
+    # (row, columnValues, timestamp); keyword construction costs 2.5x as much per row
+    tcv, tput, split = idl.TColumnValue, idl.TPut, split_column
+    return [tput(m.row, [tcv(*split(col), val, m.timestamp) for col, val in m.cells.items()], m.timestamp)
+            for m in puts]
+
+
+def thriftpy2_message(idl: ModuleType, table: bytes, puts: Sequence[Mutation]) -> bytes:
+    """The call message thriftpy2 itself writes for ``putMultiple(table, tputs(idl, puts))`` with the
+    client's binary protocol factory, unframed: the reference :func:`encode_put_multiple` must equal
+    (tests, benchmarks)."""
+    memory: Any = TMemoryBuffer  # thriftpy2's Cython classes are untyped
+    factory: Any = TBinaryProtocolFactory
+    buf = memory()
+    client = TClient(idl.THBaseService, factory(decode_response=False).get_protocol(buf))
+    client._send("putMultiple", table=table, tputs=tputs(idl, puts))
+    return bytes(buf.getvalue())

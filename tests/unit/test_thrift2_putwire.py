@@ -1,0 +1,150 @@
+"""connectors.hbase.putwire: the bytes of a ``putMultiple`` call are thriftpy2's own, byte for byte.
+
+The reference is thriftpy2 itself, on HBase's real Thrift2 IDL, with the protocol factory the client
+uses: it sends ``putMultiple`` with the TPut/TColumnValue objects of the client's object path
+(``tputs``), unframed, framed and buffered. The reply side is checked on replies thriftpy2 encodes.
+"""
+
+from __future__ import annotations
+
+import struct
+from types import ModuleType
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from thriftpy2.protocol import TBinaryProtocolFactory
+from thriftpy2.thrift import TClient, TMessageType
+from thriftpy2.transport import TBufferedTransport, TFramedTransport, TMemoryBuffer
+
+from connectors.hbase.errors import translate
+from connectors.hbase.putwire import (
+    direct_puts,
+    encode_put_multiple,
+    send_put_multiple,
+    thriftpy2_message,
+    tputs,
+    use_encoder,
+)
+from connectors.hbase.thrift2 import load_idl
+from pipeline.core.model import Mutation, MutationKind, Origin, TopicPartition
+from pipeline.errors import TableNotFound
+
+ORIGIN = Origin(TopicPartition("t", 0), 0)
+PROTOCOL = TBinaryProtocolFactory(decode_response=False)  # as connectors.hbase.thrift2.open_client
+
+
+@pytest.fixture(scope="module")
+def idl() -> ModuleType:
+    return load_idl()
+
+
+def thriftpy2_call(idl: ModuleType, table: bytes, puts: list[Mutation], transport: Any) -> bytes:
+    """What thriftpy2 sends for the client's object path (``tputs``) through ``transport`` (a
+    transport class over a memory buffer)."""
+    buf = TMemoryBuffer()
+    client = TClient(idl.THBaseService, PROTOCOL.get_protocol(transport(buf)))
+    client._send("putMultiple", table=table, tputs=tputs(idl, puts))
+    return bytes(buf.getvalue())
+
+
+columns = st.one_of(
+    st.sampled_from([b"l:v", b"l:lv", b"l:m", b"d:", b"d", b":q", b"f:a:b"]),  # repeated: the cached path
+    st.binary(max_size=24),  # anything: split at the first ':' or none
+)
+values = st.one_of(
+    st.binary(max_size=40),
+    st.binary(min_size=4090, max_size=4100),  # around the prebuilt length headers' end
+    st.builds(lambda b, n: b * n, st.binary(min_size=1, max_size=3), st.integers(20_000, 200_000)),  # large
+)
+timestamps = st.one_of(st.none(), st.integers(0, 2**41), st.integers(-(2**63), 2**63 - 1))
+mutations = st.builds(
+    lambda row, cells, ts: Mutation("t", row, MutationKind.PUT, cells, ts, ORIGIN),
+    st.binary(max_size=64), st.dictionaries(columns, values, max_size=6), timestamps)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(table=st.binary(min_size=1, max_size=40), puts=st.lists(mutations, max_size=12))
+def test_the_call_is_thriftpy2s_bytes(idl: ModuleType, table: bytes, puts: list[Mutation]) -> None:
+    assert encode_put_multiple(table, puts) == thriftpy2_message(idl, table, puts)
+
+
+@pytest.mark.parametrize("transport", [TBufferedTransport, TFramedTransport], ids=["buffered", "framed"])
+def test_written_through_the_clients_transport_it_is_framed_as_thriftpy2_frames_it(
+        idl: ModuleType, transport: Any) -> None:
+    puts = [Mutation("t", b"r%d" % i, MutationKind.PUT, {b"l:v": b"x" * i, b"l:m": b""}, 1_700_000_000_000 + i,
+                     ORIGIN) for i in range(50)]
+    buf = TMemoryBuffer()
+    trans = transport(buf)
+    trans.write(encode_put_multiple(b"ns:tbl", puts))
+    trans.flush()
+    assert buf.getvalue() == thriftpy2_call(idl, b"ns:tbl", puts, transport)
+
+
+def test_the_layout_of_one_cell() -> None:
+    got = encode_put_multiple(b"t", [Mutation("t", b"r", MutationKind.PUT, {b"f:q": b"v"}, 5, ORIGIN)])
+    i32, i64 = struct.Struct(">i").pack, struct.Struct(">q").pack
+    cell = (b"\x0b\x00\x01" + i32(1) + b"f" + b"\x0b\x00\x02" + i32(1) + b"q" + b"\x0b\x00\x03" + i32(1) + b"v"
+            + b"\x0a\x00\x04" + i64(5) + b"\x00")
+    put = b"\x0b\x00\x01" + i32(1) + b"r" + b"\x0f\x00\x02\x0c" + i32(1) + cell + b"\x0a\x00\x03" + i64(5) + b"\x00"
+    assert got == (b"\x80\x01\x00\x01" + i32(11) + b"putMultiple" + i32(0)
+                   + b"\x0b\x00\x01" + i32(1) + b"t" + b"\x0f\x00\x02\x0c" + i32(1) + put + b"\x00")
+
+
+def test_bad_input_names_what_is_wrong() -> None:
+    with pytest.raises(TypeError, match=r"row b'r1': cell b'l:v' must have a bytes column name and value, got "
+                                        r"bytes and str"):
+        encode_put_multiple(b"t", [Mutation("t", b"r0", MutationKind.PUT, {b"l:v": b"1"}, 1, ORIGIN),
+                                   Mutation("t", b"r1", MutationKind.PUT, {b"l:v": "1"}, 1, ORIGIN)])  # type: ignore[dict-item]
+    with pytest.raises(TypeError, match=r"cell 'l:v' must have a bytes column name"):
+        encode_put_multiple(b"t", [Mutation("t", b"r", MutationKind.PUT, {"l:v": b"1"}, 1, ORIGIN)])  # type: ignore[dict-item]
+    with pytest.raises(TypeError, match="a put's row must be bytes, got str"):
+        encode_put_multiple(b"t", [Mutation("t", "r", MutationKind.PUT, {b"l:v": b"1"}, 1, ORIGIN)])  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="a put's row must be bytes, got NoneType"):
+        encode_put_multiple(b"t", [Mutation("t", None, MutationKind.PUT, {b"l:v": b"1"}, 1, ORIGIN)])  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="the table name must be bytes, got str"):
+        encode_put_multiple("t", [])  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"row b'r': timestamp 9223372036854775808 is not a signed 64-bit"):
+        encode_put_multiple(b"t", [Mutation("t", b"r", MutationKind.PUT, {b"l:v": b"1"}, 2**63, ORIGIN)])
+
+
+def _client_replying(idl: ModuleType, result: Any) -> tuple[Any, TMemoryBuffer]:
+    """A client whose reply stream holds ``result`` (a putMultiple_result) as thriftpy2 encodes it."""
+    reply = TMemoryBuffer()
+    proto = PROTOCOL.get_protocol(reply)
+    proto.write_message_begin("putMultiple", TMessageType.REPLY, 0)
+    result.write(proto)
+    proto.write_message_end()
+    sent = TMemoryBuffer()
+    client = TClient(idl.THBaseService, PROTOCOL.get_protocol(TMemoryBuffer(reply.getvalue())),
+                     PROTOCOL.get_protocol(sent))
+    return client, sent
+
+
+def test_the_reply_is_read_by_thriftpy2_and_its_errors_translate_as_before(idl: ModuleType) -> None:
+    puts = [Mutation("t", b"r", MutationKind.PUT, {b"l:v": b"1"}, 1, ORIGIN)]
+    message = encode_put_multiple(b"dev_logs", puts)
+    client, sent = _client_replying(idl, idl.THBaseService.putMultiple_result())
+    send_put_multiple(client, message)  # a void reply: returns
+    assert sent.getvalue() == message
+    io = idl.TIOError(message=b"dev_logs", canRetry=False)
+    client, _ = _client_replying(idl, idl.THBaseService.putMultiple_result(io=io))
+    with pytest.raises(idl.TIOError) as caught:
+        send_put_multiple(client, message)
+    gone = translate(caught.value, "logs", "write batch")
+    assert isinstance(gone, TableNotFound) and str(gone) == ("write batch on table 'logs': table does not exist: "
+                                                             "dev_logs")
+
+
+def test_the_encoder_switch() -> None:
+    assert direct_puts("binary") and not direct_puts("compact")  # the compact protocol keeps thriftpy2's path
+    try:
+        use_encoder("thriftpy2")
+        assert not direct_puts("binary")
+        with pytest.raises(ValueError, match=r"unknown put encoder 'fast': expected one of direct, thriftpy2"):
+            use_encoder("fast")
+        assert not direct_puts("binary")  # a refused choice changes nothing
+    finally:
+        use_encoder("direct")
+    assert direct_puts("binary")
