@@ -82,17 +82,25 @@ async def _create_flume_table(settings: Settings, table: str, splits: list[bytes
         await hb.create_table(table, {"l": FamilySpec()}, splits)
 
 
-async def _count(settings: Settings, table: str) -> int:
+async def _count(settings: Settings, table: str) -> tuple[int, list[set[bytes]]]:
+    """Rows in ``table``, and the columns of its first 100 rows."""
     async with HBaseClient(settings.hbase) as hb:
         n, _ = await count_rows(hb, table)
-        return n
+        sample = await hb.scan_page(table, limit=100)
+        return n, [set(cells) for _, cells in sample]
 
 
 def _check_rows(settings: Settings, system: str, table: str, expected: int) -> int:
-    found = asyncio.run(_count(settings, table))
+    """Raise :class:`RunFailed` unless ``table`` holds ``expected`` rows, each sampled one with
+    exactly the design's three cells."""
+    found, sample = asyncio.run(_count(settings, table))
     if found != expected:
         raise RunFailed(f"{system}: table {table} holds {found:,} rows, expected {expected:,} "
                         f"({expected - found:,} missing)")
+    columns = {c.encode() for c in settings.routes[0].columns}
+    wrong = [cols for cols in sample if cols != columns]
+    if wrong:
+        raise RunFailed(f"{system}: rows of {table} hold the columns {sorted(wrong[0])}, expected {sorted(columns)}")
     return found
 
 

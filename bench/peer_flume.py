@@ -111,6 +111,8 @@ def agent_properties(agent: FlumeAgent, name: str = "agent") -> str:
         (f"{sink}.serializer", "org.apache.flume.sink.hbase2.RegexHBase2EventSerializer"),
         (f"{sink}.serializer.regex", EVENT_REGEX),
         (f"{sink}.serializer.colNames", ",".join(COLUMNS)),
+        # without it the serializer generates keys (time + nonce) and writes group 1 as a ROW_KEY cell
+        (f"{sink}.serializer.rowKeyIndex", COLUMNS.index("ROW_KEY")),
     ]
     lines = []
     for key, value in props:

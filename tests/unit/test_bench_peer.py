@@ -55,6 +55,7 @@ def test_agent_wires_source_channel_sink() -> None:
     assert p["agent.sinks.k1.batchSize"] == "1000"
     assert p["agent.sinks.k1.zookeeperQuorum"] == "127.0.0.1:2181"
     assert p["agent.sinks.k1.serializer.colNames"] == "ROW_KEY,lv,v,m"
+    assert p["agent.sinks.k1.serializer.rowKeyIndex"] == "0"
 
 
 def test_agent_regex_survives_properties_escaping() -> None:
