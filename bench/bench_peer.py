@@ -273,6 +273,14 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
                     # well above 0 at start means other work was running too
                     "other_load_at_start": load_start[0] >= 0.5},
         "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "setup": {
+            "flume": {**{k: v for k, v in FlumeAgent("", "", "", "", "").__dict__.items() if isinstance(v, int)},
+                      "serializer": "RegexHBase2EventSerializer", "heap": "JVM default (a quarter of RAM)",
+                      "row_key": "regex group: hostname through timestamp of the JSON text",
+                      "splits": f"{REGIONS - 1} quantiles of {min(args.events, SPLIT_SAMPLE):,} sample keys"},
+            "hbase_ingest": "bench_worker's settings and design, Thrift2 gateway in the HBase JVM",
+            "loader": {"write_buffer_mb": 8, "rows": "the design's keys and cells, prebuilt"},
+        },
         "summary": summary,
         "ratio_hbase_ingest_over_flume": summary["ratio_hbase_ingest_over_flume"],
         "runs": runs,

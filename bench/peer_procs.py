@@ -27,7 +27,7 @@ from bench.cpu import cpu_seconds
 from .peer_flume import drained
 from .peer_ingest import parse_progress
 
-__all__ = ["ChildProgress", "RunFigures", "flume_probe", "load_average", "stop", "vm_hwm_mb", "watch"]
+__all__ = ["ChildProgress", "RunFailed", "RunFigures", "flume_probe", "load_average", "stop", "vm_hwm_mb", "watch"]
 
 Probe = Callable[[], tuple[int, float]]
 

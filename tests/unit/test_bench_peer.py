@@ -270,3 +270,40 @@ def test_summary_medians_ranges_and_ratios() -> None:
 def test_summary_needs_both_pipelines() -> None:
     with pytest.raises(ValueError, match="no runs of hbase-ingest"):
         summarize([_run("flume", 1.0, 4.0, 0.5, 0.25, 900.0)])
+
+
+# -- watching a run (real child processes, fake probes) ----------------------------------------------
+
+
+def test_watch_times_the_first_and_last_write() -> None:
+    import subprocess
+    import time
+
+    from bench.peer_procs import watch
+
+    counts = iter([0, 0, 40, 70, 100])
+    proc = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        started = time.perf_counter()
+
+        def probe() -> tuple[int, float]:
+            return next(counts), time.perf_counter()
+        figs = watch(proc, probe, 100, started, None, 0.0, tick_s=0.01)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert figs.rows == 100 and figs.first_rows == 40
+    assert 0 < figs.first_write_s < figs.all_written_s
+    assert figs.peak_rss_mb > 0
+
+
+def test_watch_fails_when_the_process_exits_first() -> None:
+    import subprocess
+    import time
+
+    from bench.peer_procs import RunFailed, watch
+
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    with pytest.raises(RunFailed, match=r"exited \(status 0\) after 5 of 100 rows"):
+        watch(proc, lambda: (5, time.perf_counter()), 100, time.perf_counter(), None, 0.0, tick_s=0.01)
