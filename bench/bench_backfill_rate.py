@@ -24,7 +24,7 @@ from typing import Any
 import anyio
 
 from connectors.hbase import HBaseClient
-from connectors.kafka import delete_topics, end_offsets
+from connectors.kafka import KafkaBroker, delete_topics, end_offsets
 from connectors.stack import LocalStack
 from pipeline.cli.logsetup import configure_logging
 from pipeline.core.examples import generate
@@ -52,7 +52,7 @@ def bench_settings() -> Settings:
 
 async def _run(settings: Settings, hbase: HBaseClient, args: SliceArgs, rate: float | None,
                state: Path) -> dict[str, Any]:
-    backfill = Backfill(settings, hbase, args, rate=rate, state_dir=state, restart=True,
+    backfill = Backfill(settings, hbase, KafkaBroker(settings.kafka), args, rate=rate, state_dir=state, restart=True,
                         group=f"bench-backfill-{'free' if rate is None else int(rate)}-{time.time_ns()}")
     samples: list[tuple[float, int]] = []
     async with anyio.create_task_group() as tg:
@@ -89,7 +89,8 @@ async def main(ns: argparse.Namespace) -> dict[str, Any]:
     await anyio.sleep(1)
     throttled_n = int(ns.rate * ns.seconds)
     free_n = max(50_000, throttled_n)
-    await produce_events(settings.kafka, TOPIC, generate("logs", free_n, seed=11), partitions=ns.partitions)
+    await produce_events(KafkaBroker(settings.kafka), TOPIC, generate("logs", free_n, seed=11),
+                         partitions=ns.partitions)
     async with HBaseClient(settings.hbase) as hbase:
         await create_tables(hbase, settings, recreate=True)
         with tempfile.TemporaryDirectory() as state:

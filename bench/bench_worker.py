@@ -32,8 +32,8 @@ import orjson
 
 from bench.cpu import CpuMeter
 from connectors.hbase import HBaseClient
+from connectors.kafka import KafkaBroker, create_topics, delete_topics, end_offsets, make_consumer
 from connectors.kafka import TopicPartition as KafkaTP
-from connectors.kafka import create_topics, delete_topics, end_offsets, make_consumer
 from connectors.stack import LocalStack
 from pipeline.core.examples import generate
 from pipeline.core.model import Origin, TopicPartition
@@ -159,7 +159,7 @@ async def _child(partitions: int) -> dict[str, Any]:
             await anyio.sleep(1.0)
 
     async with HBaseClient(settings.hbase) as hb:
-        worker = Worker(settings, hb, group_id=f"bench-{time.time_ns()}", stop_at=stop_at)
+        worker = Worker(settings, hb, KafkaBroker(settings.kafka), group_id=f"bench-{time.time_ns()}", stop_at=stop_at)
         t0 = time.perf_counter()
         async with anyio.create_task_group() as tg:
             tg.start_soon(sample, worker, t0)
@@ -185,7 +185,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     await delete_topics(settings.kafka, [TOPIC])
     await create_topics(settings.kafka, {TOPIC: args.partitions, "bench-worker-dlq": 1})
     t0 = time.perf_counter()
-    sent = await produce_events(settings.kafka, TOPIC, generate("logs", args.events), partitions=args.partitions)
+    sent = await produce_events(KafkaBroker(settings.kafka), TOPIC, generate("logs", args.events),
+                                partitions=args.partitions)
     produce_s = time.perf_counter() - t0
     sizes = [len(orjson.dumps(e)) for _, e in generate("logs", 2000)]
     print(f"produced {sent} events (mean {sum(sizes) / len(sizes):.0f} bytes) in {produce_s:.1f} s", flush=True)

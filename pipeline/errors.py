@@ -13,6 +13,9 @@ is translated into one of these at the I/O edge and raised ``from`` its cause.
     ├── EventError                  an event the worker cannot write (goes to the dead-letter topic)
     ├── StackError                  the local Kafka/HBase stack cannot be provisioned or started
     ├── KafkaError                  a Kafka client call failed
+    │   ├── KafkaUnavailable        the brokers cannot be reached, or a request timed out: retry with backoff
+    │   ├── KafkaCommitFailed       the group refused a commit (rebalance in progress): the next tick retries
+    │   ├── KafkaAuthError          authentication or authorization failed (names the topic/group): do not retry
     │   └── TopicNotCreated         a topic is missing and the cluster refused to create it
     └── HBaseError                  a Thrift/HBase call failed
         ├── HBaseUnavailable        connection refused/reset, gateway down: retry with backoff
@@ -34,7 +37,10 @@ __all__ = [
     "HBaseRequestError",
     "HBaseTimeout",
     "HBaseUnavailable",
+    "KafkaAuthError",
+    "KafkaCommitFailed",
     "KafkaError",
+    "KafkaUnavailable",
     "RegionMapStale",
     "StackError",
     "TableNotFound",
@@ -87,7 +93,26 @@ class StackError(HBaseIngestError):
 
 
 class KafkaError(HBaseIngestError):
-    """A Kafka client call failed."""
+    """A Kafka client call failed. ``retryable`` tells the caller whether a retry can help."""
+
+    retryable: bool = False
+
+
+class KafkaUnavailable(KafkaError):
+    """The brokers cannot be reached (refused, closed, no metadata), or a request timed out."""
+
+    retryable = True
+
+
+class KafkaCommitFailed(KafkaError):
+    """The group coordinator refused a commit (a rebalance is in progress, the member was fenced):
+    nothing was committed; the next commit after the rebalance carries the same offsets."""
+
+    retryable = True
+
+
+class KafkaAuthError(KafkaError):
+    """Kafka refused the credentials (authentication), or the user lacks an ACL (authorization)."""
 
 
 class TopicNotCreated(KafkaError):

@@ -1,26 +1,35 @@
-"""aiokafka consumer, producer and admin built from :class:`~pipeline.settings.KafkaSettings`.
+"""The Kafka adapter: aiokafka behind the ports of :mod:`pipeline.ports`.
 
-Security options (protocol, SASL, SSL files) are passed through unchanged. aiokafka errors are
-translated into :class:`~pipeline.errors.KafkaError` at this edge.
+- :class:`KafkaBroker` (:class:`~pipeline.ports.Broker`): the composition root builds one from
+  :class:`~pipeline.settings.KafkaSettings` and hands it to runtime;
+- :class:`KafkaSource` / :class:`KafkaSink`: a consumer and a producer, in the project's types;
+- :mod:`connectors.kafka.errors`: aiokafka's errors translated at this edge;
+- :mod:`connectors.kafka.admin`: the raw clients and one-shot topic/offset calls (for the adapters,
+  and for tests that look at Kafka directly).
 """
 
-from __future__ import annotations
-
-import contextlib
-import ssl
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Literal
-
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import KafkaError as _AioKafkaError
-from aiokafka.errors import TopicAlreadyExistsError
-
-from pipeline.errors import KafkaError, TopicNotCreated
-from pipeline.settings import KafkaSettings
+from .admin import (
+    TopicPartition,
+    common_options,
+    create_topics,
+    delete_topics,
+    end_offsets,
+    ensure_topic,
+    make_admin,
+    make_consumer,
+    make_producer,
+    partitions,
+    start_offsets,
+)
+from .broker import KafkaBroker
+from .errors import map_errors, translate
+from .sink import KafkaSink
+from .source import KafkaSource
 
 __all__ = [
-    "ConsumerRebalanceListener",
+    "KafkaBroker",
+    "KafkaSink",
+    "KafkaSource",
     "TopicPartition",
     "common_options",
     "create_topics",
@@ -30,148 +39,8 @@ __all__ = [
     "make_admin",
     "make_consumer",
     "make_producer",
+    "map_errors",
     "partitions",
     "start_offsets",
+    "translate",
 ]
-
-
-def common_options(s: KafkaSettings, client_suffix: str = "") -> dict[str, Any]:
-    """Connection options shared by consumers, producers and admin clients."""
-    opts: dict[str, Any] = {
-        "bootstrap_servers": s.bootstrap_servers,
-        "client_id": s.client_id + client_suffix,
-        "security_protocol": s.security_protocol,
-        "request_timeout_ms": s.request_timeout_ms,
-    }
-    if s.sasl_mechanism:
-        opts["sasl_mechanism"] = s.sasl_mechanism
-    if s.sasl_plain_username is not None:
-        opts["sasl_plain_username"] = s.sasl_plain_username
-    if s.sasl_plain_password is not None:
-        opts["sasl_plain_password"] = s.sasl_plain_password.get_secret_value()
-    if s.security_protocol in ("SSL", "SASL_SSL"):
-        ctx = ssl.create_default_context(cafile=s.ssl_cafile)
-        if s.ssl_certfile:
-            ctx.load_cert_chain(s.ssl_certfile, s.ssl_keyfile)
-        opts["ssl_context"] = ctx
-    return opts
-
-
-def make_consumer(s: KafkaSettings, *, group_id: str | None, topics: Sequence[str] = (),
-                  **overrides: Any) -> AIOKafkaConsumer:
-    """A consumer with auto-commit OFF: the caller commits only what HBase acknowledged.
-
-    ``group_id`` is explicit: a group name, or None for a consumer outside any group (manual
-    assignment, offset look-ups). Callers wanting the configured group pass ``s.group_id``."""
-    opts = common_options(s, "-consumer")
-    opts.update(group_id=group_id, enable_auto_commit=False,
-                auto_offset_reset=s.auto_offset_reset, max_poll_records=s.max_poll_records,
-                fetch_max_bytes=s.fetch_max_bytes, session_timeout_ms=s.session_timeout_ms,
-                heartbeat_interval_ms=s.heartbeat_interval_ms, isolation_level="read_committed")
-    opts.update(overrides)
-    return AIOKafkaConsumer(*topics, **opts)
-
-
-def make_producer(s: KafkaSettings, **overrides: Any) -> AIOKafkaProducer:
-    """An idempotent producer that waits for all in-sync replicas (dead letters must not be lost)."""
-    opts = common_options(s, "-producer")
-    opts.update(acks="all", enable_idempotence=True, linger_ms=5)
-    opts.update(overrides)
-    return AIOKafkaProducer(**opts)
-
-
-def make_admin(s: KafkaSettings) -> AIOKafkaAdminClient:
-    return AIOKafkaAdminClient(**common_options(s, "-admin"))
-
-
-async def create_topics(s: KafkaSettings, topics: Mapping[str, int], replication: int | None = 1) -> list[str]:
-    """Create each ``topic -> partition count`` that does not exist yet. Returns the ones created.
-    ``replication`` None means min(3, live brokers). Raises :class:`KafkaError` when Kafka cannot be
-    reached, :class:`TopicNotCreated` when the cluster refused a creation (ACLs, a create policy)."""
-    admin = make_admin(s)
-    try:
-        try:
-            await admin.start()
-            existing = set(await admin.list_topics())
-            if replication is None and not set(topics) <= existing:
-                replication = min(3, len((await admin.describe_cluster()).get("brokers") or []) or 1)
-        except _AioKafkaError as exc:
-            raise KafkaError(f"Kafka at {s.bootstrap_servers} is unreachable: {exc!r}") from exc
-        new = [NewTopic(t, n, replication) for t, n in topics.items() if t not in existing]
-        if new:
-            try:
-                with contextlib.suppress(TopicAlreadyExistsError):  # created concurrently elsewhere
-                    await admin.create_topics(new)
-            except _AioKafkaError as exc:
-                raise TopicNotCreated(f"creating topics {sorted(t.name for t in new)} failed: {exc!r}") from exc
-        return [t.name for t in new]
-    finally:
-        await admin.close()
-
-
-async def ensure_topic(s: KafkaSettings, topic: str, count: int = 1) -> bool:
-    """Create ``topic`` when it does not exist, with ``count`` partitions and a replication factor of
-    min(3, live brokers); True when it was created here. Raises as :func:`create_topics`, and
-    :class:`TopicNotCreated` when the topic still does not exist afterwards."""
-    if not await create_topics(s, {topic: count}, replication=None):
-        return False
-    try:
-        await partitions(s, topic)
-    except KafkaError as exc:
-        raise TopicNotCreated(f"topic {topic!r} does not exist, and the cluster did not create it") from exc
-    return True
-
-
-async def delete_topics(s: KafkaSettings, topics: Iterable[str]) -> None:
-    admin = make_admin(s)
-    try:
-        await admin.start()
-        existing = set(await admin.list_topics())
-        doomed = [t for t in topics if t in existing]
-        if doomed:
-            await admin.delete_topics(doomed)
-    except _AioKafkaError as exc:
-        raise KafkaError(f"deleting topics failed: {exc!r}") from exc
-    finally:
-        await admin.close()
-
-
-async def partitions(s: KafkaSettings, topic: str) -> list[int]:
-    """The topic's partition ids; raises :class:`KafkaError` when the topic does not exist."""
-    admin = make_admin(s)
-    try:
-        await admin.start()
-        described = await admin.describe_topics([topic])
-    except _AioKafkaError as exc:
-        raise KafkaError(f"describing topic {topic!r} failed: {exc!r}") from exc
-    finally:
-        await admin.close()
-    for entry in described:
-        if entry.get("topic") == topic and not entry.get("error_code"):
-            return sorted(int(p["partition"]) for p in entry.get("partitions", []))
-    raise KafkaError(f"topic {topic!r} does not exist")
-
-
-async def end_offsets(s: KafkaSettings, topic: str) -> dict[int, int]:
-    """Partition -> log end offset (the offset the next record will get)."""
-    return await _log_offsets(s, topic, "end")
-
-
-async def start_offsets(s: KafkaSettings, topic: str) -> dict[int, int]:
-    """Partition -> log start offset (the first offset still stored; retention and DeleteRecords
-    move it forward)."""
-    return await _log_offsets(s, topic, "start")
-
-
-async def _log_offsets(s: KafkaSettings, topic: str, which: Literal["start", "end"]) -> dict[int, int]:
-    parts = await partitions(s, topic)
-    consumer = make_consumer(s, group_id=None)
-    try:
-        await consumer.start()
-        tps = [TopicPartition(topic, p) for p in parts]
-        found = await (consumer.end_offsets(tps) if which == "end" else consumer.beginning_offsets(tps))
-        return {tp.partition: off for tp, off in found.items()}
-    except _AioKafkaError as exc:
-        raise KafkaError(f"reading {which} offsets of {topic!r} failed: {exc!r}") from exc
-    finally:
-        await consumer.stop()

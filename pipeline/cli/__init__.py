@@ -10,7 +10,6 @@ their square brackets.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import typer
@@ -41,32 +40,13 @@ app = typer.Typer(
 
 
 def _mount() -> None:
-    from pipeline.cli import stack
+    from pipeline.cli import backfill, demo, keys, run, scan, stack, tables, top
 
     app.add_typer(stack.stack_app, name="stack", help="Start, inspect and stop the local Kafka + HBase stack.")
-    mounts: list[tuple[str, str, str]] = [
-        ("pipeline.cli.keys", "keys_app", "keys"),
-        ("pipeline.cli.tables", "tables_app", "tables"),
-    ]
-    for module, attr, name in mounts:
-        try:
-            mod = __import__(module, fromlist=[attr])
-        except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise
-            continue
-        app.add_typer(getattr(mod, attr), name=name)
-    for module, attr in (("pipeline.cli.run", "register"), ("pipeline.cli.scan", "register"),
-                         ("pipeline.cli.produce", "register"), ("pipeline.cli.demo", "register"),
-                         ("pipeline.cli.backfill", "register"), ("pipeline.cli.top", "register")):
-        try:
-            mod = __import__(module, fromlist=[attr])
-        except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise
-            continue
-        register: Callable[[typer.Typer], Any] = getattr(mod, attr)
-        register(app)
+    app.add_typer(keys.keys_app, name="keys")
+    app.add_typer(tables.tables_app, name="tables")
+    for module in (run, scan, demo, backfill, top):
+        module.register(app)
 
 
 _mount()

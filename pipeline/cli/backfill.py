@@ -24,6 +24,7 @@ from rich.progress import (
 )
 
 from connectors.hbase import HBaseClient
+from connectors.kafka import KafkaBroker
 from pipeline.cli.errors import (
     LOG_LEVELS,
     check_log_level,
@@ -44,6 +45,7 @@ from pipeline.runtime.backfill.run import (
     parse_offsets,
     parse_time,
 )
+from pipeline.runtime.metrics import serve_metrics
 from pipeline.runtime.process.proctune import tune_process
 from pipeline.settings import Settings, load_settings
 
@@ -99,7 +101,8 @@ async def run_backfill(
     A second signal cancels at once and returns None (the next run resumes from the last commit)."""
     summary: BackfillSummary | None = None
     async with HBaseClient(settings.hbase) as hbase:
-        backfill = Backfill(settings, hbase, args, group=group, rate=rate, state_dir=state_dir, restart=restart)
+        backfill = Backfill(settings, hbase, KafkaBroker(settings.kafka), args, group=group, rate=rate,
+                            state_dir=state_dir, restart=restart)
         async with anyio.create_task_group() as tg:
             tg.start_soon(stop_on_signals, backfill, tg.cancel_scope, _console,
                           "draining and committing; run the same command again to resume")
@@ -117,8 +120,6 @@ async def run_backfill(
                     "topic (retention or DeleteRecords) before this backfill read them; they cannot be replayed"
                 )
             if metrics and backfill.worker is not None:
-                from pipeline.runtime.metrics.registry import serve_metrics
-
                 port = await start_metrics(tg, serve_metrics, settings, backfill.worker)
                 _console.print(f"metrics on http://{settings.metrics.host}:{port}/metrics")
             progress = Progress(

@@ -20,7 +20,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from connectors.hbase import HBaseClient
-from connectors.kafka import delete_topics, end_offsets
+from connectors.kafka import KafkaBroker, delete_topics, end_offsets
 from connectors.stack import LocalStack
 from pipeline.cli.logsetup import configure_logging
 from pipeline.core.examples import EXAMPLES, generate
@@ -66,7 +66,8 @@ async def _demo(settings: Settings, count: int, partitions: int) -> None:
         produced = 0
         for name, (topic, _) in EXAMPLES.items():
             if topic in topics:
-                produced += await produce_events(settings.kafka, topic, generate(name, count), partitions=partitions)
+                produced += await produce_events(KafkaBroker(settings.kafka), topic, generate(name, count),
+                                                 partitions=partitions)
         _console.print(f"produced {produced} events to {', '.join(topics)} in {time.monotonic() - t0:.1f} s")
 
         stop_at: dict[TopicPartition, int] = {}
@@ -74,7 +75,7 @@ async def _demo(settings: Settings, count: int, partitions: int) -> None:
             for p, end in (await end_offsets(settings.kafka, topic)).items():
                 stop_at[TopicPartition(topic, p)] = end
         group = f"{settings.kafka.group_id}-{int(time.time())}"
-        worker = Worker(settings, hbase, group_id=group, stop_at=stop_at)
+        worker = Worker(settings, hbase, KafkaBroker(settings.kafka), group_id=group, stop_at=stop_at)
         summary = await worker.run()
 
         table = Table("metric", "value", title="throughput")

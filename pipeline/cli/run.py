@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 
 from connectors.hbase import HBaseClient
+from connectors.kafka import KafkaBroker
 from pipeline.cli.errors import LOG_LEVELS, check_log_level, check_not_empty, check_rate, check_topic, error_leaves
 from pipeline.cli.logsetup import LOG_FORMAT_HELP, check_log_format, configure_logging
 from pipeline.cli.metrics_address import METRICS_HOST_HELP, METRICS_PORT_HELP, with_metrics_address
@@ -21,6 +22,7 @@ from pipeline.cli.signals import EXIT_INTERRUPTED, stop_on_signals
 from pipeline.core.examples import EXAMPLES, generate
 from pipeline.errors import ConfigError
 from pipeline.runtime.ingest.worker import Worker, WorkerSummary
+from pipeline.runtime.metrics import serve_metrics
 from pipeline.runtime.process.proctune import tune_process
 from pipeline.runtime.produce import produce_events
 from pipeline.settings import Settings, load_settings
@@ -37,17 +39,12 @@ async def run_worker(settings: Settings, *, group: str | None = None,
     None then."""
     summary: WorkerSummary | None = None
     async with HBaseClient(settings.hbase) as hbase:
-        worker = Worker(settings, hbase, group_id=group)
+        worker = Worker(settings, hbase, KafkaBroker(settings.kafka), group_id=group)
         async with anyio.create_task_group() as tg:
             tg.start_soon(stop_on_signals, worker, tg.cancel_scope, _console,
                           "draining, committing, leaving the group (again: stop now)")
             if metrics if metrics is not None else settings.metrics.enabled:
-                try:
-                    from pipeline.runtime.metrics.registry import serve_metrics
-                except ModuleNotFoundError:
-                    _console.print("metrics are not available in this build")
-                else:
-                    await start_metrics(tg, serve_metrics, settings, worker)
+                await start_metrics(tg, serve_metrics, settings, worker)
             summary = await worker.run()
             tg.cancel_scope.cancel()
         return summary
@@ -123,7 +120,8 @@ def produce(example: str = typer.Option(..., "--example", "-e", help=f"one of: {
     check_topic(topic)
     settings = load_settings(config)
     target = EXAMPLES[example][0] if topic is None else topic
-    sent = anyio.run(lambda: produce_events(settings.kafka, target, events, partitions=partitions, rate=rate))
+    kafka = KafkaBroker(settings.kafka)
+    sent = anyio.run(lambda: produce_events(kafka, target, events, partitions=partitions, rate=rate))
     _console.print(f"produced {sent} {example} events to {target!r}")
 
 

@@ -3,29 +3,28 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 
 import anyio
 import orjson
 
-from connectors.kafka import create_topics, make_producer
 from pipeline.core.ratelimit import RateLimiter
-from pipeline.settings import KafkaSettings
+from pipeline.ports import Broker
 
 __all__ = ["produce_events"]
 
 
-async def produce_events(settings: KafkaSettings, topic: str, events: Iterable[tuple[bytes, object]], *,
+async def produce_events(kafka: Broker, topic: str, events: Iterable[tuple[bytes, object]], *,
                          partitions: int = 8, rate: float | None = None, chunk: int = 5000) -> int:
     """Send ``events`` (key, JSON-able value) to ``topic`` (created with ``partitions`` if missing),
     at most ``rate`` events/s when given. Returns the number sent; every send is acknowledged."""
-    await create_topics(settings, {topic: partitions})
-    producer = make_producer(settings, linger_ms=20, max_batch_size=256 * 1024, compression_type=None)
+    await kafka.create_topics({topic: partitions})
+    producer = kafka.sink(linger_ms=20, max_batch_size=256 * 1024)
     limiter = RateLimiter(rate, burst=max(1, int(rate / 10))) if rate else None
     sent = 0
     await producer.start()
     try:
-        pending = []
+        pending: list[Awaitable[None]] = []
         for key, value in events:
             if limiter is not None:
                 wait = limiter.acquire(1, time.monotonic())

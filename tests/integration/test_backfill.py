@@ -17,8 +17,8 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
 
 from connectors.hbase import HBaseClient
+from connectors.kafka import KafkaBroker, common_options, make_consumer, make_producer
 from connectors.kafka import TopicPartition as KafkaTP
-from connectors.kafka import common_options, make_consumer, make_producer
 from pipeline.errors import ConfigError
 from pipeline.runtime.backfill.run import (
     Backfill,
@@ -28,7 +28,7 @@ from pipeline.runtime.backfill.run import (
     parse_time,
     throttled_settings,
 )
-from pipeline.runtime.metrics.registry import attach_metrics
+from pipeline.runtime.metrics import attach_metrics
 from pipeline.settings import KafkaSettings, Settings
 
 from .worker_support import (
@@ -46,6 +46,10 @@ MAY_2024_MS = 1_714_521_600_000  # 2024-05-01T00:00:00Z
 # time-based retention (7 days by default) never deletes them while a test runs. (Fixed timestamps
 # from 2024 were deleted by the retention check, every 5 minutes, in the middle of a test.)
 BASE_MS = (int(time.time()) // 3600 - 24) * 3_600_000
+
+
+def _backfill(settings: Settings, hbase: HBaseClient, args: SliceArgs, **options: Any) -> Backfill:
+    return Backfill(settings, hbase, KafkaBroker(settings.kafka), args, **options)
 
 
 async def _produce_timed(settings: Settings, topic: str, events: list[dict[str, Any]], partitions: int,
@@ -147,7 +151,7 @@ async def test_time_window_writes_exactly_the_events_in_it(hbase: HBaseClient, u
         await _produce_timed(settings, topic, events, 3)
         # [100 s, 200 s): events 100..199, spread over the three partitions
         args = SliceArgs(topic, from_time_ms=BASE_MS + 100_000, to_time_ms=BASE_MS + 200_000)
-        backfill = Backfill(settings, hbase, args, state_dir=tmp_path)
+        backfill = _backfill(settings, hbase, args, state_dir=tmp_path)
         with anyio.fail_after(60):
             summary = await backfill.run()
         assert summary.complete and summary.events == 100 and summary.rows_written == 300
@@ -157,7 +161,7 @@ async def test_time_window_writes_exactly_the_events_in_it(hbase: HBaseClient, u
         assert set((await _committed(settings.kafka, settings.kafka.group_id, topic, 3)).values()) == {None}
         assert await _committed(settings.kafka, backfill.group, topic, 3) == summary.slice.end
         # a window after the last record replays nothing and finishes at once
-        late = Backfill(settings, hbase, SliceArgs(topic, from_time_ms=BASE_MS + 10_000_000), state_dir=tmp_path)
+        late = _backfill(settings, hbase, SliceArgs(topic, from_time_ms=BASE_MS + 10_000_000), state_dir=tmp_path)
         with anyio.fail_after(30):
             assert (await late.run()).events == 0
     finally:
@@ -171,12 +175,12 @@ async def test_records_deleted_before_they_were_read_are_reported_as_skipped(
     try:
         events = [order_event(i) for i in range(200)]  # event i: partition i % 2, offset i // 2
         await _produce_timed(settings, topic, events, 2)
-        first = Backfill(settings, hbase, SliceArgs(topic), state_dir=tmp_path)
+        first = _backfill(settings, hbase, SliceArgs(topic), state_dir=tmp_path)
         slice_ = await first.prepare()  # resolved and stored, start offsets committed; not run
         assert slice_.start == {0: 0, 1: 0} and slice_.end == {0: 100, 1: 100} and first.deleted == {}
         # retention removes partition 0's first 30 records before the backfill gets to them
         await _delete_records(settings.kafka, {KafkaTP(topic, 0): 30})
-        backfill = Backfill(settings, hbase, SliceArgs(topic), state_dir=tmp_path)
+        backfill = _backfill(settings, hbase, SliceArgs(topic), state_dir=tmp_path)
         await backfill.prepare()  # the stored slice, from offset 0: known lost before reading
         assert backfill.deleted == {0: (0, 30)}
         assert backfill.worker is not None
@@ -204,7 +208,7 @@ async def test_end_is_fixed_at_start_and_offsets_select_partitions(
         events = [order_event(i) for i in range(100)]
         await _produce_timed(settings, topic, events, 2)
         # partition 1 only, from offset 10 (event 21) to the end as it is now
-        backfill = Backfill(settings, hbase, SliceArgs(topic, from_offsets=parse_offsets("1:10")), state_dir=tmp_path)
+        backfill = _backfill(settings, hbase, SliceArgs(topic, from_offsets=parse_offsets("1:10")), state_dir=tmp_path)
         slice_ = await backfill.prepare()
         assert slice_.start == {0: 50, 1: 10} and slice_.end == {0: 50, 1: 50}
         # producers keep writing: the backfill still stops at the ends fixed above
@@ -214,13 +218,13 @@ async def test_end_is_fixed_at_start_and_offsets_select_partitions(
         assert summary.complete and summary.events == 40
         await _assert_exactly(hbase, settings, [events[i] for i in range(21, 100, 2)])
         # same arguments again: already complete, nothing replayed
-        again = Backfill(settings, hbase, SliceArgs(topic, from_offsets={1: 10}), state_dir=tmp_path)
+        again = _backfill(settings, hbase, SliceArgs(topic, from_offsets={1: 10}), state_dir=tmp_path)
         with anyio.fail_after(30):
             repeat = await again.run()
         assert repeat.already_complete and repeat.events == 0
         # one group cannot hold two different slices
         with pytest.raises(ConfigError, match="other arguments"):
-            await Backfill(settings, hbase, SliceArgs(topic), group=backfill.group, state_dir=tmp_path).prepare()
+            await _backfill(settings, hbase, SliceArgs(topic), group=backfill.group, state_dir=tmp_path).prepare()
     finally:
         await drop_tables(hbase, settings)
 
@@ -269,7 +273,7 @@ async def test_sigint_then_resume_has_no_gaps_and_replay_is_byte_identical(
 
         # producers carry on meanwhile: the resumed backfill keeps the end stored at its first start
         await _produce_timed(settings, topic, [order_event(i) for i in range(n, n + 200)], 4, first=n)
-        resumed = Backfill(settings, hbase, SliceArgs(topic), state_dir=state)
+        resumed = _backfill(settings, hbase, SliceArgs(topic), state_dir=state)
         with anyio.fail_after(60):
             summary = await resumed.run()
         assert summary.resumed and summary.complete
@@ -279,7 +283,7 @@ async def test_sigint_then_resume_has_no_gaps_and_replay_is_byte_identical(
 
         # replaying the whole slice again rewrites the same cells: byte-identical tables
         before = await _snapshot(hbase, settings)
-        replay = Backfill(settings, hbase, SliceArgs(topic), state_dir=state, restart=True)
+        replay = _backfill(settings, hbase, SliceArgs(topic), state_dir=state, restart=True)
         with anyio.fail_after(60):
             again = await replay.run()
         assert again.complete and again.events == n + 200  # restart re-resolves the end
@@ -311,7 +315,7 @@ async def test_a_second_signal_stops_without_draining_and_commits_only_what_was_
         for p, off in committed.items():
             missing = [i for i in range(p, (off or 0) * 4, 4) if f"ORD{i:08d}".encode() not in written]
             assert not missing, (p, off, missing[:5])
-        resumed = Backfill(settings, hbase, SliceArgs(topic), state_dir=state)
+        resumed = _backfill(settings, hbase, SliceArgs(topic), state_dir=state)
         with anyio.fail_after(60):
             summary = await resumed.run()
         assert summary.complete and summary.events == n - sum(c or 0 for c in committed.values())

@@ -13,11 +13,11 @@ import anyio
 import orjson
 
 from connectors.hbase import HBaseClient
-from connectors.kafka import create_topics
+from connectors.kafka import KafkaBroker, create_topics
 from pipeline.core.model import TopicPartition
 from pipeline.rowkey import compile_rowkey
 from pipeline.runtime.ingest.worker import Worker
-from pipeline.runtime.metrics.registry import MetricsObserver, serve_metrics
+from pipeline.runtime.metrics import MetricsObserver, serve_metrics
 from pipeline.settings import FamilySpec, MetricsSettings, load_settings
 from tests.http_get import http_get
 
@@ -50,7 +50,7 @@ async def test_counters_match_processed_events_and_lag_reaches_zero(hbase: HBase
         bad = [b"{not json"] * 4 + [orjson.dumps({"order_number": "X"})] * 2
         await produce(settings, topic, good[:250] + bad + good[250:])
         ends = await stop_offsets(settings, topic)
-        worker = Worker(settings, hbase)
+        worker = Worker(settings, hbase, KafkaBroker(settings.kafka))
         async with anyio.create_task_group() as tg:
             port: Any = await tg.start(partial(serve_metrics, MetricsSettings(port=0), worker,
                                                lag_interval_s=0.3, probe_interval_s=0.3))
@@ -130,7 +130,7 @@ async def test_skew_gauge_exposes_a_timestamp_first_hotspot(hbase: HBaseClient, 
         await hbase.create_table(table, {"d": FamilySpec()}, points)
     try:
         await produce(settings, topic, [orjson.dumps(event(now + i * 10)) for i in range(2000)])
-        worker = Worker(settings, hbase, stop_at=await stop_offsets(settings, topic))
+        worker = Worker(settings, hbase, KafkaBroker(settings.kafka), stop_at=await stop_offsets(settings, topic))
         async with anyio.create_task_group() as tg:
             port: Any = await tg.start(serve_metrics, MetricsSettings(port=0), worker)
             with anyio.fail_after(60):
@@ -153,12 +153,11 @@ async def test_skew_gauge_exposes_a_timestamp_first_hotspot(hbase: HBaseClient, 
 
 
 def test_reader_latency_hook_is_per_worker() -> None:
-    from typing import cast
-
-    from pipeline.runtime.metrics.registry import attach_metrics
+    from connectors.memory import MemoryBroker, MemoryHBase
+    from pipeline.runtime.metrics import attach_metrics
 
     settings = order_settings("hook")
-    a, b = (attach_metrics(Worker(settings, cast(HBaseClient, object()))) for _ in range(2))
+    a, b = (attach_metrics(Worker(settings, MemoryHBase(), MemoryBroker())) for _ in range(2))
     a.observe_query("seller", 0.02)
     assert b"hbase_ingest_reader_query_seconds_count{table=\"seller\"} 1.0" in a.render()
     assert b"reader_query_seconds_count{" not in b.render()

@@ -13,8 +13,8 @@ import orjson
 import pytest
 
 from connectors.hbase import HBaseClient
+from connectors.kafka import KafkaBroker, make_consumer
 from connectors.kafka import TopicPartition as KafkaTP
-from connectors.kafka import make_consumer
 from pipeline.errors import ConfigError
 from pipeline.runtime.ingest.worker import Worker
 from pipeline.settings import KafkaSettings
@@ -69,7 +69,7 @@ async def test_every_event_lands_with_exact_bytes_in_every_table(hbase: HBaseCli
     try:
         events = [order_event(i) for i in range(N)]
         await produce(settings, topic, [orjson.dumps(e) for e in events])
-        worker = Worker(settings, hbase, stop_at=await stop_offsets(settings, topic))
+        worker = Worker(settings, hbase, KafkaBroker(settings.kafka), stop_at=await stop_offsets(settings, topic))
         with anyio.fail_after(120):
             summary = await worker.run()
         assert summary.consumed == N and summary.dead_lettered == 0
@@ -96,7 +96,7 @@ async def test_bad_input_goes_to_dead_letter_topic_and_worker_carries_on(hbase: 
         }
         values = [orjson.dumps(e) for e in good[:10]] + list(bad.values()) + [orjson.dumps(e) for e in good[10:]]
         await produce(settings, topic, values, headers=[("trace-id", b"t-42")])
-        worker = Worker(settings, hbase, stop_at=await stop_offsets(settings, topic))
+        worker = Worker(settings, hbase, KafkaBroker(settings.kafka), stop_at=await stop_offsets(settings, topic))
         with anyio.fail_after(120):
             summary = await worker.run()
         assert summary.dead_lettered == len(bad)
@@ -131,7 +131,7 @@ async def test_bad_input_goes_to_dead_letter_topic_and_worker_carries_on(hbase: 
 async def test_config_that_cannot_work_fails_at_start(hbase: HBaseClient, unique: str) -> None:
     settings = order_settings(unique)
     with pytest.raises(ConfigError, match=f"route 'seller': table 'seller_{unique}' does not exist"):
-        await Worker(settings, hbase).check_tables()
+        await Worker(settings, hbase, KafkaBroker(settings.kafka)).check_tables()
     await setup(settings, hbase)
     try:
         broken = order_settings(unique)
@@ -141,11 +141,11 @@ async def test_config_that_cannot_work_fails_at_start(hbase: HBaseClient, unique
 
         broken = load_settings(None, routes=routes, kafka=broken.kafka.model_dump(mode="json"))
         with pytest.raises(ConfigError, match="has no column family zz"):
-            await Worker(broken, hbase).check_tables()
+            await Worker(broken, hbase, KafkaBroker(broken.kafka)).check_tables()
         routes[0]["columns"] = {"o:b": {"field": "buyer_id"}}
         routes[0]["rowkey"] = "[seller_id][long(timestamp"
         with pytest.raises(ConfigError, match="route 'seller': rowkey"):
-            Worker(load_settings(None, routes=routes), hbase)
+            Worker(load_settings(None, routes=routes), hbase, KafkaBroker(settings.kafka))
     finally:
         await drop_tables(hbase, settings)
 
@@ -182,7 +182,7 @@ async def test_kill_9_then_restart_loses_nothing_and_adds_no_versions(
         assert proc.returncode == -signal.SIGKILL
         landed = await hbase.count(settings.routes[2].table)
         assert landed < len(events), "the kill came too late to test a restart"
-        worker = Worker(settings, hbase, stop_at=await stop_offsets(settings, topic))
+        worker = Worker(settings, hbase, KafkaBroker(settings.kafka), stop_at=await stop_offsets(settings, topic))
         with anyio.fail_after(180):
             summary = await worker.run()
         assert summary.consumed >= len(events) - landed  # re-delivered from the last commit
@@ -243,14 +243,14 @@ async def test_two_workers_in_one_group_split_partitions_exactly_once(hbase: HBa
     settings = order_settings(unique)
     topic = await setup(settings, hbase, partitions=6)
     try:
-        a, b = Worker(settings, hbase), Worker(settings, hbase)
+        a, b = (Worker(settings, hbase, KafkaBroker(settings.kafka)) for _ in range(2))
         events = [order_event(i) for i in range(1200)]
         async with anyio.create_task_group() as tg:
             tg.start_soon(a.run)
             tg.start_soon(b.run)
             with anyio.fail_after(60):  # a stable group of two: the six partitions split between them
-                while not (a._assigned and b._assigned and len(a._assigned | b._assigned) == 6
-                           and not a._assigned & b._assigned):
+                while not ((pa := a.progress.assigned) and (pb := b.progress.assigned) and len(pa | pb) == 6
+                           and not pa & pb):
                     await anyio.sleep(0.1)
             await produce(settings, topic, [orjson.dumps(e) for e in events])
             ends = await stop_offsets(settings, topic)

@@ -7,8 +7,8 @@ import anyio
 import orjson
 
 from connectors.hbase import HBaseClient
+from connectors.kafka import KafkaBroker, create_topics, delete_topics, make_consumer, partitions
 from connectors.kafka import TopicPartition as KafkaTP
-from connectors.kafka import create_topics, delete_topics, make_consumer, partitions
 from pipeline.runtime.admin.tables import create_tables
 from pipeline.runtime.ingest.worker import Worker
 from pipeline.settings import load_settings
@@ -35,7 +35,7 @@ async def test_tally_counters_are_replay_safe_and_increments_are_not(hbase: HBas
         stop = await stop_offsets(settings, topic)
         for group in (f"first-{unique}", f"replay-{unique}"):  # the second run replays the whole topic
             with anyio.fail_after(60):
-                await Worker(settings, hbase, group_id=group, stop_at=stop).run()
+                await Worker(settings, hbase, KafkaBroker(settings.kafka), group_id=group, stop_at=stop).run()
         for user in ("u0", "u1", "u2"):
             tally = await hbase.get(f"tally_{unique}", f"{user}_20240315".encode())
             assert len(tally) == 10  # one cell per login id: the replay rewrote the same cells
@@ -51,7 +51,7 @@ async def test_in_flight_bound_pauses_fetching_and_nothing_is_lost(hbase: HBaseC
     try:
         events = [order_event(i) for i in range(800)]
         await produce(settings, topic, [orjson.dumps(e) for e in events])
-        worker = Worker(settings, hbase, stop_at=await stop_offsets(settings, topic))
+        worker = Worker(settings, hbase, KafkaBroker(settings.kafka), stop_at=await stop_offsets(settings, topic))
         with anyio.fail_after(120):
             summary = await worker.run()
         assert worker.stats.pauses > 0
@@ -70,17 +70,17 @@ async def test_writes_retry_while_a_table_is_disabled(hbase: HBaseClient, unique
         await hbase.disable_table(index)
         events = [order_event(i) for i in range(300)]
         await produce(settings, topic, [orjson.dumps(e) for e in events])
-        worker = Worker(settings, hbase, stop_at=await stop_offsets(settings, topic))
+        worker = Worker(settings, hbase, KafkaBroker(settings.kafka), stop_at=await stop_offsets(settings, topic))
         async with anyio.create_task_group() as tg:
             tg.start_soon(worker.run)
             with anyio.fail_after(60):
-                while worker._writer is None or worker._writer.retries < 3:
+                while worker.retries < 3:
                     await anyio.sleep(0.1)
-            assert not worker._done()
+            assert not worker.done
             assert sum(worker.stats.committed.values()) == 0
             await hbase.enable_table(index)
             with anyio.fail_after(120):
-                while not worker._done():
+                while not worker.done:
                     await anyio.sleep(0.2)
         for r in settings.routes:
             assert await hbase.count(r.table) == len(events)
@@ -99,7 +99,7 @@ async def test_partition_with_an_empty_slice_does_not_block_completion(hbase: HB
         stop = await stop_offsets(settings, topic)
         # partition 1 is replayed from its end: an empty slice with no commit in the group
         start = {TopicPartition(topic, 1): stop[TopicPartition(topic, 1)]}
-        worker = Worker(settings, hbase, stop_at=stop, start_offsets=start)
+        worker = Worker(settings, hbase, KafkaBroker(settings.kafka), stop_at=stop, start_offsets=start)
         with anyio.fail_after(60):
             summary = await worker.run()
         assert summary.consumed == stop[TopicPartition(topic, 0)]
@@ -112,7 +112,7 @@ async def test_missing_dead_letter_topic_is_created_at_start(hbase: HBaseClient,
     settings = order_settings(unique)
     dlq = settings.kafka.dead_letter_topic
     await delete_topics(settings.kafka, [dlq])
-    worker = Worker(settings, hbase)
+    worker = Worker(settings, hbase, KafkaBroker(settings.kafka))
     await worker.check_dead_letter_topic()
     assert await partitions(settings.kafka, dlq) == [0]
     await worker.check_dead_letter_topic()  # exists now: nothing to do
@@ -124,7 +124,7 @@ async def test_stop_abandons_a_dead_letter_send_kafka_refuses(hbase: HBaseClient
     settings = order_settings(unique)
     topic = await setup(settings, hbase, partitions=1)
     try:
-        worker = Worker(settings, hbase)
+        worker = Worker(settings, hbase, KafkaBroker(settings.kafka))
         with anyio.fail_after(90):
             async with anyio.create_task_group() as tg:
                 await tg.start(worker.run)

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 import anyio
 from prometheus_client.parser import text_string_to_metric_families
 
-from connectors.hbase import HBaseClient
+from connectors.memory import MemoryBroker, MemoryHBase
 from pipeline.core.model import TopicPartition
 from pipeline.core.regions import Region, RegionMap
 from pipeline.runtime.ingest.observer import Observer
 from pipeline.runtime.ingest.worker import Worker
-from pipeline.runtime.metrics.registry import Metrics, MetricsObserver, MetricsServer, attach_metrics
+from pipeline.runtime.metrics import Metrics, MetricsObserver, MetricsServer, attach_metrics
 from pipeline.settings import load_settings
 from tests.http_get import http_get
 
@@ -23,7 +23,7 @@ TP1 = TopicPartition("t", 1)
 def _worker() -> Worker:
     settings = load_settings(None, routes=[{"name": "r", "topic": "t", "table": "tbl", "rowkey": "[id]",
                                             "columns": {"d:v": "v"}}])
-    worker = Worker(settings, cast(HBaseClient, object()))  # __init__ does no I/O
+    worker = Worker(settings, MemoryHBase(), MemoryBroker())  # __init__ does no I/O
     worker.maps["tbl"] = RegionMap(Region("tbl", s, e, "rs1:16020", f"tbl,{s.decode()},1.")
                                    for s, e in ((b"", b"b"), (b"b", b"c"), (b"c", b"d"), (b"d", b"")))
     return worker
@@ -77,7 +77,7 @@ def test_hooks_become_series_and_consumed_counts_processed_records() -> None:
     obs.dead_lettered("undecodable")
     obs.dead_lettered("undecodable")
     obs.dead_lettered("missing_field")
-    worker.in_flight = 1234
+    worker.progress.add_in_flight(1234)
     metrics.observe_query("tbl", 0.005)
     with metrics.time_query("tbl"):
         pass

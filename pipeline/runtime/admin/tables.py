@@ -1,7 +1,7 @@
 """Table admin: create each route's table pre-split from its rowkey design; describe a live table.
 
 Planning is pure (:func:`plan_tables`); :func:`create_tables` and :func:`describe_table` do the I/O
-through :class:`~connectors.hbase.HBaseClient`.
+through the :class:`~pipeline.ports.HBase` port.
 
 How a route's table is planned:
 
@@ -26,9 +26,10 @@ from typing import Any, Literal
 
 import anyio
 
-from connectors.hbase import HBaseClient, RegionInfo
+from pipeline import ports
 from pipeline.core.keyspace import KeyspaceReport, length_stats
 from pipeline.errors import ConfigError, HBaseIngestError
+from pipeline.ports import HBase
 from pipeline.rowkey import PlanError, RowKey, compile_rowkey, format_key
 from pipeline.settings import FamilySpec, RouteSpec, Settings
 
@@ -212,7 +213,7 @@ class CreatedTable:
 
 
 async def create_tables(
-    hb: HBaseClient, settings: Settings, route: str | None = None, regions: int | None = None,
+    hb: HBase, settings: Settings, route: str | None = None, regions: int | None = None,
     recreate: bool = False, sample_events: Sequence[Mapping[str, Any]] | None = None,
 ) -> list[CreatedTable]:
     """Create the tables of :func:`plan_tables`. An existing table is left alone unless
@@ -315,7 +316,7 @@ class TableDescription:
                               tuple(r.rows or 0 for r in self.regions), length_stats([]), None)
 
 
-async def count_rows(hb: HBaseClient, table: str, start: bytes = b"", stop: bytes = b"",
+async def count_rows(hb: HBase, table: str, start: bytes = b"", stop: bytes = b"",
                      max_count: int | None = None, page: int = 5000) -> tuple[int, bool]:
     """Rows in ``[start, stop)`` by key-only scans of ``page`` rows, stopping at ``max_count``.
     Returns ``(rows, capped)``; fine for small tables (every key crosses the gateway)."""
@@ -334,17 +335,17 @@ async def count_rows(hb: HBaseClient, table: str, start: bytes = b"", stop: byte
 
 
 async def describe_table(
-    hb: HBaseClient, name: str, rowkey: RowKey | None = None, count: bool = True,
+    hb: HBase, name: str, rowkey: RowKey | None = None, count: bool = True,
     max_count: int | None = None, route: str | None = None,
 ) -> TableDescription:
     """The regions of ``name`` (boundaries decoded with ``rowkey`` where possible), its families
     and, when ``count``, the rows of each region (at most ``max_count`` per region). Raises
     TableNotFound for a missing table."""
-    infos: list[RegionInfo] = await hb.regions(name)
+    infos = list(await hb.regions(name))
     families = await hb.families(name)
     counts: dict[int, tuple[int, bool]] = {}
 
-    async def count_one(i: int, info: RegionInfo) -> None:
+    async def count_one(i: int, info: ports.RegionDescription) -> None:
         counts[i] = await count_rows(hb, name, info.start_key, info.end_key, max_count)
 
     if count:

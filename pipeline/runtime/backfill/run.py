@@ -22,11 +22,10 @@ import anyio
 import structlog
 from anyio.abc import TaskStatus
 
-from connectors.hbase import HBaseClient
-from connectors.kafka import start_offsets
 from pipeline.core.model import TopicPartition
 from pipeline.core.ratelimit import RateLimiter
 from pipeline.errors import ConfigError
+from pipeline.ports import Broker, HBase
 from pipeline.runtime.backfill.slice import (
     ResolvedSlice,
     SliceArgs,
@@ -173,7 +172,8 @@ class Backfill:
     def __init__(
         self,
         settings: Settings,
-        hbase: HBaseClient,
+        hbase: HBase,
+        kafka: Broker,
         args: SliceArgs,
         *,
         group: str | None = None,
@@ -185,6 +185,7 @@ class Backfill:
             raise ConfigError(f"rate must be > 0 events/s, got {rate}")
         self.settings = throttled_settings(settings, rate)
         self.hbase = hbase
+        self.kafka = kafka
         self.args = args
         self.group = group or default_group(settings, args)
         self.rate = rate
@@ -215,7 +216,7 @@ class Backfill:
                 f"({self.state_path.name}); use another --group, or --restart to replace it"
             )
         if stored is None:
-            resolved = await resolve_slice(self.settings.kafka, self.args)
+            resolved = await resolve_slice(self.kafka, self.args)
             stored = {
                 "version": STATE_VERSION,
                 "group": self.group,
@@ -240,12 +241,13 @@ class Backfill:
         self.slice = slice_from_state(stored)
         self.already_complete = bool(stored.get("completed"))
         if not self.already_complete:
-            committed = await commit_start_offsets(self.settings.kafka, self.group, self.slice, overwrite=self.restart)
+            committed = await commit_start_offsets(self.kafka, self.group, self.slice, overwrite=self.restart)
             self.resumed = self.resumed and any(committed[p] > self.slice.start[p] for p in committed)
             self.deleted = await self._deleted_before_read(committed)
         self.worker = Worker(
             self.settings,
             self.hbase,
+            self.kafka,
             group_id=self.group,
             topics=[self.args.topic],
             stop_at=self.slice.stop_at(),
@@ -260,7 +262,8 @@ class Backfill:
         """Offsets between where each partition resumes and the end of the slice that the log no
         longer holds (retention or DeleteRecords moved its start past them)."""
         assert self.slice is not None
-        log_start = await start_offsets(self.settings.kafka, self.slice.topic)
+        found = await self.kafka.log_offsets([TopicPartition(self.slice.topic, p) for p in self.slice.end], "start")
+        log_start = {tp.partition: off for tp, off in found.items()}
         deleted: dict[int, tuple[int, int]] = {}
         for p, end in self.slice.end.items():
             first = committed.get(p, self.slice.start[p])

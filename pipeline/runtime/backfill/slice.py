@@ -27,11 +27,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from connectors.kafka import TopicPartition as KafkaTP
-from connectors.kafka import make_consumer, partitions
 from pipeline.core.model import TopicPartition
-from pipeline.errors import ConfigError, KafkaError
-from pipeline.settings import KafkaSettings, Settings
+from pipeline.errors import ConfigError
+from pipeline.ports import Broker
+from pipeline.settings import Settings
 
 __all__ = [
     "ResolvedSlice",
@@ -158,31 +157,20 @@ def _select(args: SliceArgs, parts: list[int]) -> list[int]:
     return sorted(listed) if listed else parts
 
 
-async def resolve_slice(kafka: KafkaSettings, args: SliceArgs) -> ResolvedSlice:
-    """Resolve ``args`` into offsets (see the module docstring). Raises :class:`KafkaError`."""
-    parts = await partitions(kafka, args.topic)
+async def resolve_slice(kafka: Broker, args: SliceArgs) -> ResolvedSlice:
+    """Resolve ``args`` into offsets (see the module docstring). Raises :class:`~pipeline.errors.KafkaError`."""
+    parts = await kafka.partitions(args.topic)
     selected = _select(args, parts)
-    consumer = make_consumer(kafka, group_id=None)
-    try:
-        await consumer.start()
-        ktps = {p: KafkaTP(args.topic, p) for p in parts}
-        first: dict[int, int] = {
-            k.partition: v for k, v in (await consumer.beginning_offsets(list(ktps.values()))).items()
-        }
-        last: dict[int, int] = {k.partition: v for k, v in (await consumer.end_offsets(list(ktps.values()))).items()}
+    tps = [TopicPartition(args.topic, p) for p in parts]
+    async with kafka.offset_reader() as reader:
+        first = {tp.partition: off for tp, off in (await reader.log_offsets(tps, "start")).items()}
+        last = {tp.partition: off for tp, off in (await reader.log_offsets(tps, "end")).items()}
 
         async def by_time(ms: int) -> dict[int, int | None]:
-            found = await consumer.offsets_for_times({ktps[p]: ms for p in parts})
-            return {k.partition: (None if v is None else int(v.offset)) for k, v in found.items()}
+            return {tp.partition: off for tp, off in (await reader.offsets_for_time(tps, ms)).items()}
 
         from_t = await by_time(args.from_time_ms) if args.from_time_ms is not None else None
         to_t = await by_time(args.to_time_ms) if args.to_time_ms is not None else None
-    except KafkaError:
-        raise
-    except Exception as exc:  # aiokafka's errors, translated at this edge
-        raise KafkaError(f"resolving the backfill slice of {args.topic!r} failed: {exc!r}") from exc
-    finally:
-        await consumer.stop()
 
     def bound(p: int, offsets: Mapping[int, int] | None, by_time: dict[int, int | None] | None,
               default: int) -> int:

@@ -27,11 +27,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from connectors.kafka import TopicPartition as KafkaTP
-from connectors.kafka import make_consumer
-from pipeline.errors import ConfigError, KafkaError
+from pipeline.core.model import TopicPartition
+from pipeline.errors import ConfigError
+from pipeline.ports import Broker
 from pipeline.runtime.backfill.slice import ResolvedSlice
-from pipeline.settings import KafkaSettings
 
 __all__ = [
     "STATE_VERSION",
@@ -99,28 +98,20 @@ def slice_from_state(data: Mapping[str, Any]) -> ResolvedSlice:
 
 
 async def commit_start_offsets(
-    kafka: KafkaSettings, group: str, slice_: ResolvedSlice, *, overwrite: bool = False
+    kafka: Broker, group: str, slice_: ResolvedSlice, *, overwrite: bool = False
 ) -> dict[int, int]:
     """Commit ``start`` in ``group`` for every partition without a commit (every partition when
-    ``overwrite``). Returns the group's committed offsets afterwards. Raises :class:`KafkaError`."""
-    consumer = make_consumer(kafka, group_id=group)
-    try:
-        await consumer.start()
-        ktps = {p: KafkaTP(slice_.topic, p) for p in slice_.start}
-        consumer.assign(list(ktps.values()))
-        committed: dict[int, int] = {}
-        to_commit: dict[Any, int] = {}
-        for p, ktp in ktps.items():
-            current = None if overwrite else await consumer.committed(ktp)
-            if current is None:
-                to_commit[ktp] = slice_.start[p]
-                committed[p] = slice_.start[p]
-            else:
-                committed[p] = int(current)
-        if to_commit:
-            await consumer.commit(to_commit)
-        return committed
-    except Exception as exc:  # aiokafka's errors, translated at this edge
-        raise KafkaError(f"preparing backfill group {group!r} failed: {exc!r}") from exc
-    finally:
-        await consumer.stop()
+    ``overwrite``). Returns the group's committed offsets afterwards. Raises
+    :class:`~pipeline.errors.KafkaError`."""
+    tps = {p: TopicPartition(slice_.topic, p) for p in slice_.start}
+    current = {} if overwrite else await kafka.group_offsets(group, list(tps.values()))
+    committed: dict[int, int] = {}
+    to_commit: dict[TopicPartition, int] = {}
+    for p, tp in tps.items():
+        found = current.get(tp)
+        if found is None:
+            to_commit[tp] = committed[p] = slice_.start[p]
+        else:
+            committed[p] = found
+    await kafka.commit_group(group, to_commit)
+    return committed

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterable
-from typing import Any, Protocol
+from typing import Any
 
 import anyio
 import orjson
@@ -22,6 +22,8 @@ import structlog
 
 from pipeline.core.backoff import Backoff
 from pipeline.core.model import Mutation, Origin
+from pipeline.errors import KafkaError
+from pipeline.ports import RecordSink
 from pipeline.rowkey import format_key
 
 __all__ = ["HEADER_PREFIX", "DeadLetters"]
@@ -30,16 +32,10 @@ HEADER_PREFIX = "hbase-ingest."
 log = structlog.get_logger("hbase_ingest.deadletter")
 
 
-class Producer(Protocol):
-    async def send_and_wait(self, topic: str, value: bytes | None = None, key: bytes | None = None,
-                            partition: int | None = None, timestamp_ms: int | None = None,
-                            headers: list[tuple[str, bytes]] | None = None) -> Any: ...
-
-
 class DeadLetters:
     """Sends to the dead-letter topic and retries until Kafka acknowledges: nothing is lost."""
 
-    def __init__(self, producer: Producer, topic: str) -> None:
+    def __init__(self, producer: RecordSink, topic: str) -> None:
         self.producer = producer
         self.topic = topic
         self._backoff = Backoff(100, 10_000)
@@ -60,11 +56,11 @@ class DeadLetters:
         attempt = 0
         while True:
             try:
-                await self.producer.send_and_wait(self.topic, value=value, key=key, headers=headers)
+                await self.producer.send_and_wait(self.topic, value, key=key, headers=headers)
                 return
-            except Exception as exc:  # any producer failure: retry, never drop
+            except KafkaError as exc:  # any producer failure: retry, never drop
                 delay = self._backoff.delay_ms(attempt, random.random())
-                log.warning("dead_letter_retry", topic=self.topic, attempt=attempt + 1, error=repr(exc))
+                log.warning("dead_letter_retry", topic=self.topic, attempt=attempt + 1, error=str(exc))
                 attempt += 1
                 await anyio.sleep(delay / 1000)
 

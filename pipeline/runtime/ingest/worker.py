@@ -2,11 +2,12 @@
 
 Tasks (all owned by one task group):
 
-- **consume**: ``getmany`` -> route each record -> register it with the offset tracker (one pending
-  ack per mutation) -> add mutations to the per-region batcher -> hand sealed batches to the writers.
-  Undecodable/invalid records go to the dead-letter topic and count as done once Kafka has them.
-  When in-flight bytes reach ``max_in_flight_bytes`` every assigned partition is paused; fetching
-  resumes when they drain below half of it.
+- **consume**: ``fetch`` -> route each record -> register it with the offset tracker (one pending
+  ack per mutation) -> add mutations to the per-region batcher -> hand sealed batches to the writers
+  through a bounded stream (a full stream makes the consume task wait: backpressure). Undecodable or
+  invalid records go to the dead-letter topic and count as done once Kafka has them. When in-flight
+  bytes reach ``max_in_flight_bytes`` every assigned partition is paused and the consume task waits
+  for the writers; fetching resumes below half of it.
 - **flush timer**: seals batches that reached ``max_batch_age_ms`` (sleeps exactly until the next
   deadline) and refreshes region maps periodically.
 - **writers** (``concurrency`` of them): write batches with retries (:mod:`pipeline.runtime.ingest.writer`),
@@ -14,10 +15,14 @@ Tasks (all owned by one task group):
 - **committer**: every ``commit_interval_ms`` commits, per partition, the highest contiguous offset
   whose mutations were all acknowledged, + 1. Never past unwritten data.
 
+The per-partition bookkeeping (next offset, in hand, skipped, stop offsets, the in-flight budget) is
+the pure :class:`~pipeline.core.progress.Progress`; acknowledgements are the pure
+:class:`~pipeline.core.offsets.OffsetTracker`. Kafka and HBase are reached only through the ports of
+:mod:`pipeline.ports`.
+
 Offsets that Kafka never delivers (deleted by retention before they were read, compacted away,
-transaction markers, aborted transactions) are counted per partition as *skipped*: a gap between
-where a partition's reading stood and the next record delivered, or, at a stop offset, the rest of
-the range up to it. A large count usually means retention deleted data before it was ingested.
+transaction markers, aborted transactions) are counted per partition as *skipped*. A large count
+usually means retention deleted data before it was ingested.
 
 Partition revocation and shutdown take the same path: stop fetching, seal and write every open batch,
 wait (bounded by ``shutdown_timeout_s``) for the writes, commit, then forget the partitions / leave
@@ -27,25 +32,24 @@ acknowledged so far and returns at once; the rest is read again by the next run.
 
 from __future__ import annotations
 
-import math
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 import structlog
 from anyio.abc import TaskStatus
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from connectors.hbase import HBaseClient
-from connectors.kafka import ConsumerRebalanceListener, ensure_topic, make_consumer, make_producer
-from connectors.kafka import TopicPartition as KafkaTP
 from pipeline.core.batcher import Batch, RegionBatcher
 from pipeline.core.model import Mutation, Origin, TopicPartition
 from pipeline.core.offsets import OffsetTracker
+from pipeline.core.progress import Progress, Skip
 from pipeline.core.regions import RegionMap
 from pipeline.core.routing import Router
-from pipeline.errors import ConfigError, EventError, TableNotFound, TopicNotCreated
+from pipeline.errors import ConfigError, EventError, HBaseError, KafkaError, TableNotFound, TopicNotCreated
+from pipeline.ports import Broker, HBase, KafkaRecord, RecordSource
 from pipeline.runtime.ingest.deadletter import DeadLetters
 from pipeline.runtime.ingest.observer import Observer, WorkerStats
 from pipeline.runtime.ingest.writer import BatchWriter, load_region_map
@@ -56,6 +60,7 @@ __all__ = ["Worker", "WorkerSummary"]
 log = structlog.get_logger("hbase_ingest.worker")
 _REGION_REFRESH_S = 30.0
 _FINAL_COMMIT_TIMEOUT_S = 10.0  # the last commit when stopping; Kafka unreachable must not hang the exit
+_POSITION_TIMEOUT_S = 0.2
 # Python's own cost of holding one mutation (object, dict, bytes headers, origin), measured with
 # tracemalloc: about 250 bytes per mutation plus 90 per cell on CPython 3.11. The in-flight bound
 # counts these, so ``max_in_flight_bytes`` bounds real memory, not just the bytes on the wire.
@@ -88,28 +93,19 @@ class WorkerSummary:
         return self.consumed / self.elapsed_s if self.elapsed_s > 0 else 0.0
 
 
-class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
-    def __init__(self, worker: Worker) -> None:
-        self.worker = worker
-
-    async def on_partitions_revoked(self, revoked: Any) -> None:
-        await self.worker._on_revoked([TopicPartition(tp.topic, tp.partition) for tp in revoked])
-
-    async def on_partitions_assigned(self, assigned: Any) -> None:
-        await self.worker._on_assigned([TopicPartition(tp.topic, tp.partition) for tp in assigned])
-
-
 class Worker:
     """One member of a consumer group. ``stop_at`` (partition -> end offset, exclusive) makes it finish
     once everything before those offsets is written and committed (demo, tests, backfill);
-    ``start_offsets`` seeks partitions that have no committed offset yet (backfill)."""
+    ``start_offsets`` seeks partitions that have no committed offset yet (backfill). ``rate_limit``
+    is awaited with the number of records routed from each partition's fetch (a throttle)."""
 
-    def __init__(self, settings: Settings, hbase: HBaseClient, *, group_id: str | None = None,
+    def __init__(self, settings: Settings, hbase: HBase, kafka: Broker, *, group_id: str | None = None,
                  topics: list[str] | None = None, stop_at: Mapping[TopicPartition, int] | None = None,
                  start_offsets: Mapping[TopicPartition, int] | None = None, observer: Observer | None = None,
-                 rate_limit: Any = None) -> None:
+                 rate_limit: Callable[[int], Awaitable[Any]] | None = None) -> None:
         self.settings = settings
         self.hbase = hbase
+        self.kafka = kafka
         self.router = Router(settings.routes, settings.writer.max_key_bytes, settings.writer.max_cell_bytes)
         self.topics = topics or self.router.topics
         unknown = set(self.topics) - set(self.router.topics)
@@ -120,20 +116,17 @@ class Worker:
         self.start_offsets = dict(start_offsets) if start_offsets else {}
         self.observer = observer or Observer()
         self.rate_limit = rate_limit
-        self.stats = WorkerStats()
         w = settings.writer
+        self.progress = Progress(w.max_in_flight_bytes, self.stop_at, self.start_offsets)
+        self.stats = WorkerStats(committed=self.progress.committed, skipped=self.progress.skipped)
         self.tracker = OffsetTracker()
         self.batcher = RegionBatcher(w.max_batch_rows, w.max_batch_bytes, w.max_batch_age_ms)
         self.maps: dict[str, RegionMap] = {}
-        self.in_flight = 0
         self._stop = anyio.Event()
-        self._progress = anyio.Event()
-        self._paused = False
-        self._assigned: set[TopicPartition] = set()
-        self._next: dict[TopicPartition, int] = {}  # per partition, the offset reading should deliver next
-        self._in_hand: set[TopicPartition] = set()  # partitions of the fetch being routed right now
-        self._consumer: Any = None
-        self._send: Any = None
+        self._drained = anyio.Event()  # set by a writer when the in-flight bytes go down
+        self._source: RecordSource | None = None
+        self._send: MemoryObjectSendStream[Batch] | None = None
+        self._ready: list[Batch] = []  # sealed by the hot path, sent by its async caller
         self._writer: BatchWriter | None = None
         self._dead: DeadLetters | None = None
         self._dead_scope: anyio.CancelScope | None = None  # a dead-letter send in progress
@@ -142,6 +135,20 @@ class Worker:
     def __repr__(self) -> str:
         return (f"Worker(group={self.group_id!r}, topics={self.topics}, in_flight={self.in_flight}, "
                 f"consumed={self.stats.consumed}, written={self.stats.rows_written})")
+
+    @property
+    def in_flight(self) -> int:
+        """Bytes consumed and not yet acknowledged by HBase (with Python's own overhead)."""
+        return self.progress.in_flight
+
+    @property
+    def retries(self) -> int:
+        return self._writer.retries if self._writer is not None else 0
+
+    @property
+    def done(self) -> bool:
+        """A bounded run (``stop_at``) has committed everything up to its stop offsets."""
+        return self.progress.done()
 
     @property
     def stop_requested(self) -> bool:
@@ -156,8 +163,9 @@ class Worker:
             self._dead_scope.cancel()
 
     def statistics(self) -> dict[str, Any]:
-        return {"worker": self.stats, "tracker": self.tracker.statistics(), "batcher": self.batcher.statistics(),
-                "in_flight_bytes": self.in_flight, "paused": self._paused, "hbase": self.hbase.statistics()}
+        return {"worker": self.stats, "progress": repr(self.progress), "tracker": self.tracker.statistics(),
+                "batcher": self.batcher.statistics(), "in_flight_bytes": self.in_flight,
+                "paused": self.progress.paused, "hbase": self.hbase.statistics()}
 
     # -- start-up checks ------------------------------------------------------------------------
 
@@ -182,7 +190,7 @@ class Worker:
         naming it when the cluster refuses (the first bad record would otherwise wait on it)."""
         topic = self.settings.kafka.dead_letter_topic
         try:
-            if await ensure_topic(self.settings.kafka, topic):
+            if await self.kafka.ensure_topic(topic):
                 log.info("dead_letter_topic_created", topic=topic)
         except TopicNotCreated as exc:
             raise ConfigError(f"the dead-letter topic: {exc}; create it, or name an existing one in "
@@ -193,21 +201,22 @@ class Worker:
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> WorkerSummary:
         await self.check_tables()
         await self.check_dead_letter_topic()
-        k = self.settings.kafka
-        producer = make_producer(k, max_request_size=16 * 1024 * 1024)  # dead letters carry originals
-        consumer = make_consumer(k, group_id=self.group_id)
-        self._consumer = consumer
-        self._dead = DeadLetters(producer, k.dead_letter_topic)
+        producer = self.kafka.sink(max_request_size=16 * 1024 * 1024)  # dead letters carry originals
+        source = self.kafka.source(self.group_id)
+        self._source = source
+        self._dead = DeadLetters(producer, self.settings.kafka.dead_letter_topic)
         self._writer = BatchWriter(self.hbase, self.settings.writer, self.maps, self.observer, self._reject)
         await producer.start()
         try:
-            consumer.subscribe(self.topics, listener=_Rebalance(self))
-            await consumer.start()
+            source.subscribe(self.topics, self)
+            await source.start()
             try:
-                send, receive = anyio.create_memory_object_stream[Batch](math.inf)
+                # bounded: a writer per slot; the consume task waits when every writer is busy
+                concurrency = self.settings.writer.concurrency
+                send, receive = anyio.create_memory_object_stream[Batch](concurrency)
                 self._send = send
                 async with anyio.create_task_group() as tg:
-                    for i in range(self.settings.writer.concurrency):
+                    for i in range(concurrency):
                         tg.start_soon(self._write_loop, receive.clone(), name=f"writer-{i}")
                     receive.close()
                     tg.start_soon(self._flush_loop, name="flush-timer")
@@ -215,7 +224,7 @@ class Worker:
                     self.ready = True
                     task_status.started()
                     try:
-                        await self._consume_loop()
+                        await self._consume_loop(source)
                     except anyio.get_cancelled_exc_class():
                         raise  # a second signal: no drain, the writers are being cancelled too
                     except BaseException:
@@ -230,65 +239,59 @@ class Worker:
             finally:
                 self.ready = False
                 with anyio.CancelScope(shield=True):
-                    await consumer.stop()  # leaves the group
+                    await source.stop()  # leaves the group
         finally:
             with anyio.CancelScope(shield=True):
                 await producer.stop()
         s = self.stats
         streaming = time.monotonic() - s.first_record_s if s.first_record_s is not None else 0.0
-        return WorkerSummary(s.consumed, s.rows_written, s.batches_written, s.dead_lettered,
-                             self._writer.retries if self._writer else 0, s.elapsed_s(), dict(s.committed),
-                             streaming, dict(s.skipped))
+        return WorkerSummary(s.consumed, s.rows_written, s.batches_written, s.dead_lettered, self.retries,
+                             s.elapsed_s(), dict(s.committed), streaming, dict(s.skipped))
 
     # -- consume -----------------------------------------------------------------------------------
 
-    def _done(self) -> bool:
-        if self.stop_at is None:
-            return False
-        return all(self.stats.committed.get(tp, -1) >= end for tp, end in self.stop_at.items() if end > 0)
-
-    async def _consume_loop(self) -> None:
-        consumer = self._consumer
-        w = self.settings.writer
+    async def _consume_loop(self, source: RecordSource) -> None:
+        progress = self.progress
         while not self._stop.is_set():
-            if self._done():
-                log.info("stop_offsets_reached", committed={str(k): v for k, v in self.stats.committed.items()})
+            if progress.done():
+                log.info("stop_offsets_reached", committed={str(k): v for k, v in progress.committed.items()})
                 return
-            if self.in_flight >= w.max_in_flight_bytes:
-                self._pause()
-                with anyio.move_on_after(0.5):
-                    await self._wait_progress()
+            if progress.over_budget():
+                if progress.should_pause():
+                    self._pause(source)
+                with anyio.move_on_after(0.5):  # wake up now and then: a stop request, the stop offsets
+                    await self._drained.wait()
+                self._drained = anyio.Event()
                 continue
-            if self._paused and self.in_flight < w.max_in_flight_bytes // 2:
-                self._resume()
-            batch = await consumer.getmany(timeout_ms=200, max_records=self.settings.kafka.max_poll_records)
-            if not batch:
+            if progress.may_resume():
+                self._resume(source)
+            fetched = await source.fetch(200, self.settings.kafka.max_poll_records)
+            if not fetched:
                 continue
             # the fetch position of these partitions has moved past records not yet registered
-            self._in_hand = {TopicPartition(ktp.topic, ktp.partition) for ktp in batch}
+            progress.in_hand = set(fetched)
             try:
-                if not await self._handle(batch):
+                if not await self._handle(source, fetched):
                     return
             finally:
-                self._in_hand = set()
+                progress.in_hand = set()
             self.observer.in_flight(self.in_flight)
 
-    async def _handle(self, batch: dict[Any, list[Any]]) -> bool:
-        """Route one ``getmany`` result. False when a stop request abandoned a dead-letter send."""
-        consumer = self._consumer
+    async def _handle(self, source: RecordSource, fetched: Mapping[TopicPartition, Sequence[KafkaRecord]]) -> bool:
+        """Route one fetch. False when a stop request abandoned a dead-letter send."""
+        progress = self.progress
         now = _now_ms()
-        for ktp, records in batch.items():
-            tp = TopicPartition(ktp.topic, ktp.partition)
-            if tp not in self._assigned:
+        for tp, records in fetched.items():
+            if tp not in progress.assigned:
                 continue  # revoked while this fetch was in flight
-            end = self.stop_at.get(tp) if self.stop_at else None
-            expected = self._next.get(tp)
-            if expected is not None and records[0].offset > expected:
-                self._skipped(tp, expected, records[0].offset if end is None else min(records[0].offset, end))
+            end = progress.stop_of(tp)
+            skip = progress.delivered(tp, records[0].offset)
+            if skip is not None:
+                self._skipped(skip)
             processed = 0
             for rec in records:
                 if end is not None and rec.offset >= end:
-                    consumer.pause(ktp)
+                    source.pause(tp)
                     break
                 processed += 1
                 error = self._process(tp, rec, now)
@@ -299,29 +302,25 @@ class Worker:
                         return False  # stopping: the record stays unacknowledged (read again next run)
                     self.tracker.ack(origin)
             if processed:
-                self._next[tp] = records[processed - 1].offset + 1
+                progress.read_up_to(tp, records[processed - 1].offset)
+            await self._submit_ready()
             self.observer.consumed(tp, processed)
             if self.rate_limit is not None and processed:
                 await self.rate_limit(processed)
         return True
 
-    def _skipped(self, tp: TopicPartition, start: int, end: int) -> None:
-        """Offsets ``[start, end)`` of ``tp`` will never be delivered; count them."""
-        n = end - start
-        if n <= 0:
-            return
-        self.stats.skipped[tp] = self.stats.skipped.get(tp, 0) + n
-        self._next[tp] = end
-        self.observer.skipped(tp, n)
+    def _skipped(self, skip: Skip) -> None:
+        self.observer.skipped(skip.tp, skip.count)
         # one offset is usually a transaction marker (one per transaction: not worth a log line at
         # INFO); more is worth a look (retention, compaction, an aborted transaction)
-        emit = log.warning if n > 1 else log.debug
-        emit("offsets_skipped", tp=str(tp), start=start, end=end, count=n,
+        emit = log.warning if skip.count > 1 else log.debug
+        emit("offsets_skipped", tp=str(skip.tp), start=skip.start, end=skip.end, count=skip.count,
              why="never delivered by Kafka: deleted by retention, compacted away, or transaction markers")
 
-    def _process(self, tp: TopicPartition, rec: Any, now: int) -> EventError | None:
-        """Route one record and queue its mutations (synchronous: the hot path creates no coroutine).
-        Returns the error when the record must go to the dead-letter topic (registered, not yet acked)."""
+    def _process(self, tp: TopicPartition, rec: KafkaRecord, now: int) -> EventError | None:
+        """Route one record and queue its mutations (synchronous: the hot path creates no coroutine;
+        sealed batches wait in ``_ready`` for :meth:`_submit_ready`). Returns the error when the
+        record must go to the dead-letter topic (registered, not yet acked)."""
         origin = Origin(tp, rec.offset)
         if not self.stats.consumed:
             self.stats.first_record_s = time.monotonic()
@@ -333,42 +332,40 @@ class Worker:
             return exc
         self.tracker.register(origin, len(mutations))
         self.stats.mutations += len(mutations)
-        maps, batcher = self.maps, self.batcher
+        maps, batcher, ready, progress = self.maps, self.batcher, self._ready, self.progress
         for m in mutations:
-            self.in_flight += _memory(m)
-            for ready in batcher.add(m, maps[m.table].locate(m.row), now):
-                self._send.send_nowait(ready)
+            progress.in_flight += _memory(m)
+            ready.extend(batcher.add(m, maps[m.table].locate(m.row), now))
         return None
 
-    def _submit(self, batch: Batch) -> None:
-        self._send.send_nowait(batch)
+    async def _submit_ready(self) -> None:
+        ready, self._ready = self._ready, []
+        for batch in ready:
+            await self._submit(batch)
 
-    def _pause(self) -> None:
-        if not self._paused:
-            parts = list(self._consumer.assignment())
-            if parts:
-                self._consumer.pause(*parts)
-            self._paused = True
-            self.stats.pauses += 1
-            log.info("fetch_paused", in_flight_bytes=self.in_flight)
+    async def _submit(self, batch: Batch) -> None:
+        assert self._send is not None
+        await self._send.send(batch)
 
-    def _resume(self) -> None:
-        parts = [p for p in self._consumer.assignment()
-                 if not (self.stop_at and self.stats.committed.get(TopicPartition(p.topic, p.partition), -1)
-                         >= self.stop_at.get(TopicPartition(p.topic, p.partition), math.inf))]
+    def _pause(self, source: RecordSource) -> None:
+        parts = source.assignment()
         if parts:
-            self._consumer.resume(*parts)
-        self._paused = False
-        log.info("fetch_resumed", in_flight_bytes=self.in_flight)
+            source.pause(*parts)
+        self.progress.paused = True
+        self.stats.pauses += 1
+        log.info("fetch_paused", in_flight_bytes=self.in_flight)
 
-    async def _wait_progress(self) -> None:
-        await self._progress.wait()
-        self._progress = anyio.Event()
+    def _resume(self, source: RecordSource) -> None:
+        parts = self.progress.resumable(source.assignment())
+        if parts:
+            source.resume(*parts)
+        self.progress.paused = False
+        log.info("fetch_resumed", in_flight_bytes=self.in_flight)
 
     # -- dead letters --------------------------------------------------------------------------
 
     async def _dead_letter(self, origin: Origin, key: bytes | None, value: bytes | None, reason: str,
-                           error: str, headers: Any = ()) -> bool:
+                           error: str, headers: Sequence[tuple[str, bytes]] = ()) -> bool:
         """Send to the dead-letter topic (retrying until Kafka has it); False when a stop request
         abandoned the send."""
         assert self._dead is not None
@@ -398,20 +395,20 @@ class Worker:
 
     # -- write ---------------------------------------------------------------------------------
 
-    async def _write_loop(self, receive: Any) -> None:
+    async def _write_loop(self, receive: MemoryObjectReceiveStream[Batch]) -> None:
         assert self._writer is not None
         async with receive:
             async for batch in receive:
                 await self._writer.write(batch)
                 self.tracker.ack_many(batch.origins())
-                self.in_flight -= sum(_memory(m) for m in batch.mutations)
+                self.progress.release_in_flight(sum(_memory(m) for m in batch.mutations))
                 s = self.stats
                 s.rows_written += batch.rows
                 s.batches_written += 1
                 s.bytes_written += batch.size
                 s.rows_by_table[batch.table] += batch.rows
                 self.observer.in_flight(self.in_flight)
-                self._progress.set()
+                self._drained.set()
 
     async def _flush_loop(self) -> None:
         last_refresh = time.monotonic()
@@ -420,7 +417,7 @@ class Worker:
             now = _now_ms()
             if deadline is not None and deadline <= now:
                 for batch in self.batcher.due(now):
-                    self._submit(batch)
+                    await self._submit(batch)
                 continue
             wait = 0.05 if deadline is None else min(0.05, (deadline - now) / 1000)
             await anyio.sleep(max(wait, 0.001))
@@ -429,7 +426,7 @@ class Worker:
                 for table in list(self.maps):
                     try:
                         await self._writer.refresh(table)
-                    except Exception as exc:
+                    except HBaseError as exc:
                         log.warning("region_refresh_failed", table=table, error=str(exc))
 
     # -- commit ----------------------------------------------------------------------------------
@@ -444,57 +441,57 @@ class Worker:
         to the stop offset even when the last offsets before it were never delivered (an empty slice,
         compaction, transaction markers)."""
         out: dict[TopicPartition, int] = {}
-        if not self.stop_at:
-            return out
-        for tp, end in self.stop_at.items():
-            if tp not in self._assigned or self.stats.committed.get(tp, -1) >= end or self._busy(tp):
-                continue
+        assert self._source is not None
+        busy = [tp for tp in self.progress.assigned if self._pending(tp)]
+        for tp, end in self.progress.stop_candidates(busy):
             position = -1
-            with anyio.move_on_after(0.2):
+            with anyio.move_on_after(_POSITION_TIMEOUT_S):
                 try:
-                    position = await self._consumer.position(KafkaTP(tp.topic, tp.partition))
-                except Exception:  # not assigned any more, or no position yet: not complete
+                    position = await self._source.position(tp)
+                except KafkaError:  # not assigned any more, or no position yet: not complete
                     position = -1
-            if position >= end and not self._busy(tp):  # checked again: a fetch may have landed meanwhile
-                log.debug("stop_offset_reached_by_position", tp=str(tp), position=position, end=end)
-                self._skipped(tp, self._next.get(tp, end), end)
-                out[tp] = end
+            if self._pending(tp):  # checked again: a fetch may have landed meanwhile
+                continue
+            reached = self.progress.reached_stop(tp, end, position)
+            if reached is False:
+                continue
+            if isinstance(reached, Skip):
+                self._skipped(reached)
+            log.debug("stop_offset_reached_by_position", tp=str(tp), position=position, end=end)
+            out[tp] = end
         return out
 
-    def _busy(self, tp: TopicPartition) -> bool:
-        """Records of ``tp`` are pending, or fetched and not yet registered (the fetch position is
-        past them, so it says nothing about what was written)."""
-        if tp in self._in_hand:
-            return True
+    def _pending(self, tp: TopicPartition) -> bool:
         pending = self.tracker.pending(tp)
-        return pending is not None and pending.pending_records > 0
+        return tp in self.progress.in_hand or (pending is not None and pending.pending_records > 0)
 
     async def _commit(self) -> None:
-        offsets = {tp: off for tp, off in self.tracker.committable().items() if tp in self._assigned}
+        offsets = self.progress.committable(self.tracker.committable())
         for tp, end in (await self._reached_stop()).items():
             offsets[tp] = max(offsets.get(tp, end), end)
         if not offsets:
             return
+        assert self._source is not None
         try:
-            await self._consumer.commit({KafkaTP(tp.topic, tp.partition): off for tp, off in offsets.items()})
-        except Exception as exc:  # e.g. a rebalance in progress: the next tick retries
-            log.warning("commit_failed", error=repr(exc))
+            await self._source.commit(offsets)
+        except KafkaError as exc:  # e.g. a rebalance in progress: the next tick retries
+            log.warning("commit_failed", error=str(exc))
             return
         for tp, off in offsets.items():
             self.tracker.mark_committed(tp, off)
-            self.stats.committed[tp] = off
             self.observer.committed(tp, off)
+        self.progress.mark_committed(offsets)
         self.stats.commits += 1
-        if self._done():
-            self._progress.set()
+        if self.progress.done():
+            self._drained.set()
 
-    # -- rebalance and shutdown ----------------------------------------------------------------------
+    # -- rebalance (the source's AssignmentListener) and shutdown -------------------------------------
 
     async def _flush_and_wait(self, tps: set[TopicPartition] | None) -> None:
         """Seal every open batch, then wait until nothing of ``tps`` (None: all) is pending."""
-        for batch in self.batcher.drain():
-            self._submit(batch)
         with anyio.move_on_after(self.settings.writer.shutdown_timeout_s) as scope:
+            self._ready.extend(self.batcher.drain())
+            await self._submit_ready()
             while True:
                 st = self.tracker.statistics()
                 pending = [tp for tp, p in st.partitions.items()
@@ -502,12 +499,13 @@ class Worker:
                 if not pending:
                     break
                 with anyio.move_on_after(0.05):
-                    await self._wait_progress()
+                    await self._drained.wait()
+                self._drained = anyio.Event()
         if scope.cancelled_caught:
             log.warning("drain_timeout", timeout_s=self.settings.writer.shutdown_timeout_s,
                         pending=self.tracker.statistics().pending_records)
 
-    async def _on_revoked(self, revoked: list[TopicPartition]) -> None:
+    async def on_revoked(self, revoked: list[TopicPartition]) -> None:
         if not revoked:
             return
         log.info("partitions_revoked", partitions=[str(tp) for tp in revoked])
@@ -515,24 +513,19 @@ class Worker:
         await self._commit()
         for tp in revoked:
             self.tracker.forget(tp)
-            self._next.pop(tp, None)
-            self._assigned.discard(tp)
+        self.progress.revoke(revoked)
         self.observer.revoked(revoked)
 
-    async def _on_assigned(self, assigned: list[TopicPartition]) -> None:
+    async def on_assigned(self, assigned: list[TopicPartition]) -> None:
         log.info("partitions_assigned", partitions=[str(tp) for tp in assigned])
-        self._assigned.update(assigned)
+        assert self._source is not None
         for tp in assigned:
-            ktp = KafkaTP(tp.topic, tp.partition)
-            committed = await self._consumer.committed(ktp)
-            self._next.pop(tp, None)  # unknown until the first record when Kafka's reset policy decides
+            committed = await self._source.committed(tp)
             if committed is not None:
-                self.stats.committed[tp] = committed
                 self.tracker.mark_committed(tp, committed)
-                self._next[tp] = committed
-            elif tp in self.start_offsets:
-                self._consumer.seek(ktp, self.start_offsets[tp])
-                self._next[tp] = self.start_offsets[tp]
+            seek = self.progress.assign(tp, committed)
+            if seek is not None:
+                self._source.seek(tp, seek)
         self.observer.assigned(assigned)
 
     async def _shutdown(self) -> None:

@@ -13,16 +13,17 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 import anyio
 import structlog
 
-from connectors.hbase import HBaseClient
 from pipeline.core.backoff import Backoff
 from pipeline.core.batcher import Batch
 from pipeline.core.model import Mutation
 from pipeline.core.regions import Region, RegionMap
 from pipeline.errors import HBaseError, HBaseIngestError, HBaseRequestError, RegionMapStale
+from pipeline.ports import RegionLocator, RowSink
 from pipeline.runtime.ingest.observer import Observer
 from pipeline.settings import WriterSettings
 
@@ -31,18 +32,22 @@ __all__ = ["BatchWriter", "WriteAbandoned", "load_region_map"]
 log = structlog.get_logger("hbase_ingest.writer")
 
 
+class _Writable(RowSink, RegionLocator, Protocol):
+    """What the writer needs of HBase: writes, and region lists to refresh its maps."""
+
+
 class WriteAbandoned(HBaseIngestError):
     """HBase stayed unavailable past the retry deadline. Offsets of the batch are not committed."""
 
 
-async def load_region_map(hbase: HBaseClient, table: str) -> RegionMap:
+async def load_region_map(hbase: RegionLocator, table: str) -> RegionMap:
     regions = await hbase.regions(table)
     return RegionMap(Region(table, r.start_key, r.end_key, f"{r.server}:{r.port}", r.name, r.region_id)
                      for r in regions)
 
 
 class BatchWriter:
-    def __init__(self, hbase: HBaseClient, settings: WriterSettings, maps: dict[str, RegionMap],
+    def __init__(self, hbase: _Writable, settings: WriterSettings, maps: dict[str, RegionMap],
                  observer: Observer, reject: Callable[[Mutation, str], Awaitable[None]]) -> None:
         self.hbase = hbase
         self.settings = settings

@@ -40,41 +40,24 @@ with the failing checks otherwise).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any
 
-import anyio
-import structlog
-from anyio.abc import SocketAttribute, SocketStream, TaskStatus
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
 
-from connectors.kafka import TopicPartition as KafkaTP
-from connectors.kafka import make_consumer
 from pipeline.core.model import TopicPartition
 from pipeline.core.skew import SkewWindow
 from pipeline.rowkey import format_key
-from pipeline.runtime.ingest.observer import Observer
 from pipeline.runtime.ingest.worker import Worker
-from pipeline.settings import MetricsSettings
 
-__all__ = [
-    "Metrics",
-    "MetricsObserver",
-    "MetricsServer",
-    "attach_metrics",
-    "serve_metrics",
-]
-
-log = structlog.get_logger("hbase_ingest.metrics")
+__all__ = ["Metrics"]
 
 _ROW_BUCKETS = (1, 5, 10, 50, 100, 250, 500, 1000, 2500, 5000, 10_000)
 _BYTE_BUCKETS = (1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20)
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 _SKEW_SLOTS = 12
-_MAX_REQUEST = 16 * 1024
 
 
 class Metrics:
@@ -321,209 +304,3 @@ class _OffsetsCollector:
         yield GaugeMetricFamily(p + "ready", "1 when /readyz would answer 200", value=1 if m.ready()[0] else 0)
 
 
-class MetricsObserver(Observer):
-    """Feeds :class:`Metrics`, then forwards every event to ``inner`` (the observer it replaced)."""
-
-    def __init__(self, metrics: Metrics, inner: Observer | None = None) -> None:
-        self.metrics = metrics
-        self.inner = inner or Observer()
-
-    def consumed(self, tp: TopicPartition, n: int) -> None:
-        self.metrics.on_consumed(tp, n)
-        self.inner.consumed(tp, n)
-
-    def batch_written(self, table: str, region: str, server: str, rows: int, size: int, seconds: float) -> None:
-        self.metrics.on_batch(table, region, server, rows, size, seconds)
-        self.inner.batch_written(table, region, server, rows, size, seconds)
-
-    def retried(self, table: str, reason: str) -> None:
-        self.metrics.retries.labels(table, reason).inc()
-        self.inner.retried(table, reason)
-
-    def dead_lettered(self, reason: str) -> None:
-        self.metrics.dead.labels(reason).inc()
-        self.inner.dead_lettered(reason)
-
-    def committed(self, tp: TopicPartition, offset: int) -> None:
-        self.inner.committed(tp, offset)
-
-    def skipped(self, tp: TopicPartition, n: int) -> None:
-        self.metrics.skipped.labels(tp.topic, str(tp.partition)).inc(n)
-        self.inner.skipped(tp, n)
-
-    def in_flight(self, nbytes: int) -> None:
-        self.inner.in_flight(nbytes)  # the gauge reads worker.in_flight when scraped
-
-    def assigned(self, tps: list[TopicPartition]) -> None:
-        self.metrics.on_assigned(tps)
-        self.inner.assigned(tps)
-
-    def revoked(self, tps: list[TopicPartition]) -> None:
-        self.metrics.on_revoked(tps)
-        self.inner.revoked(tps)
-
-
-def attach_metrics(worker: Worker, *, skew_window_s: float = 60.0) -> Metrics:
-    """Create the worker's :class:`Metrics` and install its observer (wrapping the current one).
-    Call before ``worker.run`` starts: the batch writer keeps the observer it was given."""
-    if isinstance(worker.observer, MetricsObserver):
-        return worker.observer.metrics
-    metrics = Metrics(worker, skew_window_s=skew_window_s)
-    worker.observer = MetricsObserver(metrics, worker.observer)
-    return metrics
-
-
-# -- HTTP ----------------------------------------------------------------------------------------
-
-_REASONS = {
-    200: "OK",
-    400: "Bad Request",
-    404: "Not Found",
-    405: "Method Not Allowed",
-    431: "Request Header Fields Too Large",
-    503: "Service Unavailable",
-}
-
-
-class MetricsServer:
-    """``/metrics``, ``/healthz`` and ``/readyz`` over a plain anyio TCP listener."""
-
-    def __init__(self, metrics: Metrics, host: str = "127.0.0.1", port: int = 0) -> None:
-        self.metrics = metrics
-        self.host = host
-        self.requested_port = port
-        self.port: int | None = None
-        self.requests = 0
-
-    def __repr__(self) -> str:
-        return f"MetricsServer({self.host}:{self.port}, requests={self.requests})"
-
-    def respond(self, method: str, target: str) -> tuple[int, str, bytes]:
-        """(status, content type, body) for one request; pure apart from reading the metrics."""
-        path = target.split("?", 1)[0]
-        if method not in ("GET", "HEAD"):
-            return 405, "text/plain", b"only GET\n"
-        if path == "/metrics":
-            return 200, CONTENT_TYPE_LATEST, self.metrics.render()
-        if path == "/healthz":
-            return 200, "text/plain", b"ok\n"
-        if path == "/readyz":
-            ok, checks = self.metrics.ready()
-            body = "".join(f"{k}: {v}\n" for k, v in checks.items()).encode()
-            return (200 if ok else 503), "text/plain", body
-        return 404, "text/plain", b"try /metrics, /healthz or /readyz\n"
-
-    async def _handle(self, stream: SocketStream) -> None:
-        async with stream:
-            try:
-                with anyio.fail_after(10):
-                    data = b""
-                    while b"\r\n\r\n" not in data and b"\n\n" not in data:
-                        data += await stream.receive(4096)
-                        if len(data) > _MAX_REQUEST:
-                            await stream.send(_response(431, "text/plain", b"request too large\n"))
-                            return
-                    parts = data.split(b"\n", 1)[0].decode("latin-1").split()
-                    if len(parts) < 2:
-                        await stream.send(_response(400, "text/plain", b"bad request line\n"))
-                        return
-                    self.requests += 1
-                    status, ctype, body = self.respond(parts[0], parts[1])
-                    await stream.send(_response(status, ctype, b"" if parts[0] == "HEAD" else body, len(body)))
-            except (
-                anyio.EndOfStream,
-                anyio.BrokenResourceError,
-                anyio.ClosedResourceError,
-                TimeoutError,
-                OSError,
-            ):
-                pass
-
-    async def serve(self, *, task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Listen and serve until cancelled; ``task_status.started(port)`` gives the bound port."""
-        listener = await anyio.create_tcp_listener(local_host=self.host, local_port=self.requested_port)
-        async with listener:
-            self.port = int(listener.listeners[0].extra(SocketAttribute.local_port))
-            log.info("metrics_listening", host=self.host, port=self.port)
-            task_status.started(self.port)
-            await listener.serve(self._handle)
-
-
-def _response(status: int, ctype: str, body: bytes, length: int | None = None) -> bytes:
-    head = (
-        f"HTTP/1.1 {status} {_REASONS.get(status, 'OK')}\r\nContent-Type: {ctype}\r\n"
-        f"Content-Length: {len(body) if length is None else length}\r\nConnection: close\r\n\r\n"
-    )
-    return head.encode("latin-1") + body
-
-
-# -- background refreshers -----------------------------------------------------------------------
-
-
-async def _probe_hbase(metrics: Metrics, interval_s: float) -> None:
-    while True:
-        try:
-            with anyio.fail_after(max(interval_s, 1.0) * 3):
-                await metrics.worker.hbase.tables()
-        except Exception as exc:  # any failure means "not ready"; the reason goes to /readyz
-            metrics.hbase_ok = False
-            metrics.hbase_error = str(exc) or type(exc).__name__
-        else:
-            metrics.hbase_ok = True
-            metrics.hbase_error = None
-        await anyio.sleep(interval_s)
-
-
-async def _refresh_offsets(metrics: Metrics, interval_s: float) -> None:
-    """Log end (and, for partitions without a commit, log start) offsets through a group-less
-    consumer of its own, so the worker's consumer is never shared."""
-    consumer: Any = None
-    try:
-        while True:
-            tps = sorted(metrics.assigned | set(metrics.worker.stop_at or {}))
-            if tps:
-                try:
-                    if consumer is None:
-                        consumer = make_consumer(metrics.worker.settings.kafka, group_id=None)
-                        await consumer.start()
-                    ktps = [KafkaTP(tp.topic, tp.partition) for tp in tps]
-                    ends: Mapping[Any, int] = await consumer.end_offsets(ktps)
-                    metrics.end_offsets = {TopicPartition(k.topic, k.partition): v for k, v in ends.items()}
-                    missing = [
-                        k
-                        for k, tp in zip(ktps, tps, strict=True)
-                        if tp not in metrics.worker.stats.committed and tp not in metrics.start_offsets
-                    ]
-                    if missing:
-                        starts: Mapping[Any, int] = await consumer.beginning_offsets(missing)
-                        metrics.start_offsets.update(
-                            {TopicPartition(k.topic, k.partition): v for k, v in starts.items()}
-                        )
-                except Exception as exc:  # a broker hiccup must not take the metrics down
-                    log.warning("end_offsets_refresh_failed", error=repr(exc))
-            await anyio.sleep(interval_s)
-    finally:
-        if consumer is not None:
-            with anyio.CancelScope(shield=True):
-                await consumer.stop()
-
-
-async def serve_metrics(
-    settings: MetricsSettings,
-    worker: Worker,
-    *,
-    task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
-    lag_interval_s: float = 3.0,
-    probe_interval_s: float = 3.0,
-) -> None:
-    """Install the metrics observer on ``worker`` (call before ``worker.run``), serve ``/metrics``,
-    ``/healthz`` and ``/readyz`` on ``settings.host:settings.port`` (0: an ephemeral port), refresh
-    lag and the HBase probe in the background, until cancelled. ``task_status.started(port)``
-    reports the bound port."""
-    metrics = attach_metrics(worker, skew_window_s=settings.skew_window_s)
-    server = MetricsServer(metrics, settings.host, settings.port)
-    async with anyio.create_task_group() as tg:
-        port = await tg.start(server.serve)
-        tg.start_soon(_refresh_offsets, metrics, lag_interval_s, name="metrics-offsets")
-        tg.start_soon(_probe_hbase, metrics, probe_interval_s, name="metrics-hbase-probe")
-        task_status.started(port)

@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from connectors.hbase import HBaseClient, RegionInfo
+from pipeline.ports import RegionDescription, RegionLocator
 from pipeline.rowkey import RowKey, format_key
 from pipeline.rowkey.errors import PlanError
 from pipeline.rowkey.segments import Segment
@@ -176,7 +176,7 @@ def entity_bounds(rowkey: RowKey, time_field: str, fields: tuple[str, ...], wher
     return bounds
 
 
-def clip_to_regions(ranges: Sequence[ScanRange], regions: Sequence[RegionInfo]) -> list[ScanRange]:
+def clip_to_regions(ranges: Sequence[ScanRange], regions: Sequence[RegionDescription]) -> list[ScanRange]:
     """Every non-empty intersection of a range with a region, in key order, labelled by region."""
     out: list[ScanRange] = []
     n = len(regions)
@@ -212,7 +212,7 @@ def _walked_entity(rowkey: RowKey, route: RouteSpec, tf: str, flag: str, decodes
     return entity_fields(rowkey, tf, what)
 
 
-async def plan_query(hbase: HBaseClient, rowkey: RowKey, route: RouteSpec, *,
+async def plan_query(hbase: RegionLocator, rowkey: RowKey, route: RouteSpec, *,
                      where: Mapping[str, Any] | None, time_range: tuple[int, int] | None,
                      newest_first: bool, limit: int | None, by_time: bool = False, skip_scan: bool = False,
                      decode_key: Callable[[bytes], dict[str, Any]] | None = None) -> QueryPlan:

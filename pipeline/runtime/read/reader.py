@@ -79,8 +79,8 @@ import anyio
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from connectors.hbase import HBaseClient, PageTransform
 from pipeline.errors import HBaseIngestError
+from pipeline.ports import HBase, PageTransform
 from pipeline.rowkey import RowKey, compile_rowkey
 from pipeline.runtime.read.args import check_query, check_reader
 from pipeline.runtime.read.entities import walk_entities
@@ -146,7 +146,8 @@ def _key_filter(matches: Callable[[bytes], bool] | None) -> Callable[[Any], bool
 
 
 class Reader:
-    """Runs fan-out queries through one :class:`HBaseClient`. Use as ``async with Reader(hb) as r``;
+    """Runs fan-out queries through one :class:`~pipeline.ports.HBase` (the gateway client). Use as
+    ``async with Reader(hb) as r``;
     its task group owns every producer task, and leaving it cancels queries still running and waits
     for their in-flight pages (each bounded by the client's socket timeout).
 
@@ -164,7 +165,7 @@ class Reader:
     to start and the query fails naming the range ("its scan worker process died").
     """
 
-    def __init__(self, hbase: HBaseClient, *, page_size: int | None = None, first_page: int = 100,
+    def __init__(self, hbase: HBase, *, page_size: int | None = None, first_page: int = 100,
                  read_ahead: int = 1, concurrency: int | None = None,
                  timeout_s: float | None = None, verify_keys: bool = False, processes: int = 0) -> None:
         check_reader(page_size=page_size, first_page=first_page, read_ahead=read_ahead,
@@ -173,7 +174,7 @@ class Reader:
         self.page_size = page_size or (PROCESS_PAGE_SIZE if processes else PAGE_SIZE)
         self.first_page = min(first_page, self.page_size)
         self.read_ahead = read_ahead
-        self.concurrency = concurrency or hbase.settings.pool_size
+        self.concurrency = concurrency or hbase.pool_size
         self.timeout_s = timeout_s
         self.verify_keys = verify_keys
         self.processes = processes

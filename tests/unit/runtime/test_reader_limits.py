@@ -4,6 +4,8 @@ there in a bounded number of round trips. The rows are the brute-force answer ei
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pipeline.rowkey import compile_rowkey
 from pipeline.runtime.read.reader import Reader
 from pipeline.settings import RouteSpec
@@ -24,7 +26,7 @@ class AskingHBase(FakeHBase):
 
     async def scan_page(self, table: str, *, start: bytes = b"", stop: bytes = b"",
                         prefix: bytes | None = None, limit: int = 1000, reverse: bool = False,
-                        columns: object = None, filter: object = None) -> list[Row]:
+                        columns: Sequence[bytes] | None = None, filter: str | None = None) -> list[Row]:
         self.asked.setdefault(start[0], []).append(limit)
         return await super().scan_page(table, start=start, stop=stop, prefix=prefix, limit=limit,
                                        reverse=reverse, columns=columns, filter=filter)

@@ -1,0 +1,57 @@
+"""The record sink: one idempotent aiokafka producer (``acks=all``) behind :class:`pipeline.ports.RecordSink`.
+
+:meth:`KafkaSink.send` queues a record and returns an awaitable that completes when Kafka
+acknowledged it; :meth:`KafkaSink.send_and_wait` does both. Failures come out as the project's
+errors (:mod:`connectors.kafka.errors`), from the queueing call or from the awaitable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Sequence
+from typing import Any
+
+from aiokafka import AIOKafkaProducer
+
+from connectors.kafka.admin import make_producer
+from connectors.kafka.errors import map_errors
+from pipeline.settings import KafkaSettings
+
+__all__ = ["KafkaSink"]
+
+
+class KafkaSink:
+    def __init__(self, settings: KafkaSettings, **overrides: Any) -> None:
+        self.settings = settings
+        self._producer: AIOKafkaProducer = make_producer(settings, **overrides)
+        self._started = False
+
+    def __repr__(self) -> str:
+        return f"KafkaSink(bootstrap={self.settings.bootstrap_servers!r})"
+
+    async def start(self) -> None:
+        with map_errors(f"starting a producer at {self.settings.bootstrap_servers}"):
+            await self._producer.start()
+        self._started = True
+
+    async def stop(self) -> None:
+        if not self._started:
+            return
+        self._started = False
+        with map_errors("stopping a producer"):
+            await self._producer.stop()
+
+    async def send(self, topic: str, value: bytes | None, *, key: bytes | None = None,
+                   headers: Sequence[tuple[str, bytes]] | None = None) -> Awaitable[None]:
+        with map_errors(f"sending to topic {topic!r}"):
+            future = await self._producer.send(topic, value, key=key,
+                                               headers=list(headers) if headers is not None else None)
+        return self._delivered(topic, future)
+
+    async def _delivered(self, topic: str, future: asyncio.Future[Any]) -> None:
+        with map_errors(f"sending to topic {topic!r}"):
+            await future
+
+    async def send_and_wait(self, topic: str, value: bytes | None, *, key: bytes | None = None,
+                            headers: Sequence[tuple[str, bytes]] | None = None) -> None:
+        await (await self.send(topic, value, key=key, headers=headers))

@@ -1,0 +1,293 @@
+"""An in-memory twin of :class:`connectors.hbase.HBaseClient` (the :class:`pipeline.ports.HBase` port).
+
+It behaves like the gateway where runtime can tell:
+
+- tables with column families and pre-split regions (``[start, end)``, ``b""`` the open ends);
+  :meth:`MemoryHBase.split` and :meth:`MemoryHBase.move` change them while writing, as HBase does;
+- writes apply puts and deletes at their cell timestamps (a re-delivered put rewrites the same
+  version) and increments as 8-byte big-endian counters; a family the table lacks is refused with
+  :class:`~pipeline.errors.HBaseRequestError`, a missing table is
+  :class:`~pipeline.errors.TableNotFound`, as the real gateway maps them;
+- scans keep the real bounds (start inclusive, stop exclusive; reverse from ``start`` down to
+  ``stop``), limits and column selection, and return cells with ``value`` and ``timestamp``;
+  ``scan_in_process`` applies the page transform in this process (same contract, no pickling);
+- failures on demand: :meth:`MemoryHBase.fail_writes` (the next N writes raise an error of your
+  choice), ``fail_scan`` / ``hang_scan`` predicates on ``(start, stop, reverse)``;
+- it counts calls and concurrent calls, so tests can check fan-out and bounds.
+
+Every call yields to the event loop once, so concurrency is real (tasks interleave), as with threads.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import anyio
+
+from pipeline.core.model import Mutation, MutationKind
+from pipeline.errors import HBaseError, HBaseRequestError, HBaseUnavailable, TableNotFound
+from pipeline.settings import FamilySpec
+
+__all__ = ["MemoryCell", "MemoryHBase", "MemoryRegion"]
+
+Row = tuple[bytes, dict[bytes, bytes]]
+ScanHook = Callable[[bytes, bytes, bool], bool]
+
+
+class MemoryCell(NamedTuple):
+    """A scanned cell, as the real client's ``Cell`` carries it."""
+
+    value: bytes
+    timestamp: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryRegion:
+    """A region as :class:`pipeline.ports.RegionDescription` describes it."""
+
+    table: str
+    start_key: bytes
+    end_key: bytes
+    server: str
+    port: int
+    region_id: int
+    name: str
+
+
+@dataclass
+class _Table:
+    families: dict[str, FamilySpec]
+    splits: list[bytes] = field(default_factory=list)
+    servers: dict[bytes, str] = field(default_factory=dict)  # region start key -> "host:port"
+    rows: dict[bytes, dict[bytes, dict[int, bytes]]] = field(default_factory=dict)  # row -> col -> ts -> value
+    keys: list[bytes] = field(default_factory=list)  # sorted row keys
+    generation: int = 1
+
+
+class MemoryHBase:
+    """Tables in memory. ``clock`` gives the timestamp of cells written without one (ms)."""
+
+    def __init__(self, *, pool_size: int = 4, server: str = "rs-1:16020",
+                 fail_scan: ScanHook | None = None, hang_scan: ScanHook | None = None,
+                 clock: Callable[[], int] | None = None) -> None:
+        self._pool_size = pool_size
+        self.server = server
+        self.fail_scan = fail_scan
+        self.hang_scan = hang_scan
+        self.clock = clock or (lambda: 0)
+        self._tables: dict[str, _Table] = {}
+        self._write_failures: list[HBaseError] = []
+        self.calls = 0
+        self.writes = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
+
+    def __repr__(self) -> str:
+        return f"MemoryHBase(tables={sorted(self._tables)}, calls={self.calls})"
+
+    @property
+    def pool_size(self) -> int:
+        return self._pool_size
+
+    def statistics(self) -> dict[str, Any]:
+        return {"calls": self.calls, "writes": self.writes, "in_flight": self.in_flight}
+
+    # -- set-up and failures on demand --------------------------------------------------------------
+
+    def add_table(self, name: str, families: Iterable[str] = ("d",), splits: Iterable[bytes] = (),
+                  rows: Iterable[Row] = ()) -> None:
+        """Create ``name`` at once (no await), optionally with ``rows`` (cells at timestamp 0)."""
+        self._tables[name] = _Table({f: FamilySpec() for f in families}, sorted(set(splits)))
+        for key, cells in rows:
+            self.put(name, key, cells)
+
+    def put(self, table: str, key: bytes, cells: Mapping[bytes, bytes], timestamp: int = 0) -> None:
+        """Store cells directly (set-up for scans; no family check)."""
+        t = self._table(table)
+        if key not in t.rows:
+            bisect.insort(t.keys, key)
+            t.rows[key] = {}
+        for column, value in cells.items():
+            t.rows[key].setdefault(column, {})[timestamp] = value
+
+    def fail_writes(self, count: int, error: HBaseError | None = None) -> None:
+        """The next ``count`` writes raise ``error`` (default: the gateway unreachable, retryable)."""
+        self._write_failures.extend([error or HBaseUnavailable("gateway closed the connection")] * count)
+
+    def split(self, table: str, key: bytes) -> None:
+        """Split the region holding ``key`` at ``key`` (a new region map generation)."""
+        t = self._table(table)
+        if key and key not in t.splits:
+            bisect.insort(t.splits, key)
+            t.generation += 1
+
+    def move(self, table: str, start_key: bytes, server: str) -> None:
+        """Move the region starting at ``start_key`` to ``server`` (``host:port``)."""
+        t = self._table(table)
+        t.servers[start_key] = server
+        t.generation += 1
+
+    # -- inspection --------------------------------------------------------------------------------
+
+    def row(self, table: str, key: bytes) -> dict[bytes, dict[int, bytes]]:
+        """Every version of every cell of ``key``: column -> timestamp -> value ({} when absent)."""
+        return {c: dict(v) for c, v in self._table(table).rows.get(key, {}).items()}
+
+    def row_count(self, table: str) -> int:
+        return len(self._table(table).keys)
+
+    # -- the port ----------------------------------------------------------------------------------
+
+    def _table(self, table: str) -> _Table:
+        t = self._tables.get(table)
+        if t is None:
+            raise TableNotFound(f"table does not exist: {table}", table=table)
+        return t
+
+    def _enter(self) -> None:
+        self.calls += 1
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+
+    async def tables(self) -> list[str]:
+        await anyio.sleep(0)
+        return sorted(self._tables)
+
+    async def table_exists(self, table: str) -> bool:
+        await anyio.sleep(0)
+        return table in self._tables
+
+    async def families(self, table: str) -> dict[str, int]:
+        await anyio.sleep(0)
+        return {f: spec.versions for f, spec in self._table(table).families.items()}
+
+    async def create_table(self, table: str, families: Mapping[str, FamilySpec],
+                           split_keys: Sequence[bytes] = ()) -> None:
+        await anyio.sleep(0)
+        if table in self._tables:
+            raise HBaseRequestError(f"TableExistsException: {table}", table=table)
+        self._tables[table] = _Table(dict(families), sorted(set(split_keys)))
+
+    async def delete_table(self, table: str) -> None:
+        await anyio.sleep(0)
+        self._table(table)
+        del self._tables[table]
+
+    async def regions(self, table: str) -> list[MemoryRegion]:
+        await anyio.sleep(0)
+        t = self._table(table)
+        bounds = [b"", *t.splits, b""]
+        out = []
+        for i in range(len(bounds) - 1):
+            host, _, port = t.servers.get(bounds[i], self.server).rpartition(":")
+            out.append(MemoryRegion(table, bounds[i], bounds[i + 1], host, int(port), t.generation * 1000 + i,
+                                    f"{table},{bounds[i]!r},{t.generation}.{i}."))
+        return out
+
+    async def write(self, table: str, mutations: Sequence[Mutation]) -> None:
+        self._enter()
+        try:
+            await anyio.sleep(0)
+            self.writes += 1
+            if self._write_failures:
+                raise self._write_failures.pop(0)
+            t = self._table(table)
+            for m in mutations:  # checked first: a refused batch writes nothing
+                for column in m.cells:
+                    family = column.partition(b":")[0].decode()
+                    if family not in t.families:
+                        raise HBaseRequestError(f"NoSuchColumnFamilyException: {family} in {table}", table=table)
+            for m in mutations:
+                ts = m.timestamp if m.timestamp is not None else self.clock()
+                if m.kind is MutationKind.DELETE:
+                    cells = t.rows.get(m.row)
+                    if cells is not None:
+                        for column in (list(m.cells) or list(cells)):
+                            versions = cells.get(column, {})
+                            for v in [v for v in versions if v <= ts]:
+                                del versions[v]
+                elif m.kind is MutationKind.INCREMENT:
+                    column = next(iter(m.cells))
+                    versions = t.rows.get(m.row, {}).get(column, {})
+                    total = int.from_bytes(versions[max(versions)], "big", signed=True) if versions else 0
+                    self.put(table, m.row, {column: (total + m.amount).to_bytes(8, "big", signed=True)}, ts)
+                else:
+                    self.put(table, m.row, m.cells, ts)
+        finally:
+            self.in_flight -= 1
+
+    def _page(self, table: str, start: bytes, stop: bytes, prefix: bytes | None, limit: int, reverse: bool,
+              columns: Sequence[bytes] | None) -> list[tuple[bytes, dict[bytes, MemoryCell]]]:
+        t = self._table(table)
+        if prefix is not None:
+            start, stop = prefix, _after_prefix(prefix)
+        keys = t.keys
+        if reverse:
+            hi = len(keys) if not start else bisect.bisect_right(keys, start)
+            lo = 0 if not stop else bisect.bisect_right(keys, stop)
+            chosen = keys[lo:hi][::-1]
+        else:
+            lo = bisect.bisect_left(keys, start)
+            hi = len(keys) if not stop else bisect.bisect_left(keys, stop)
+            chosen = keys[lo:hi]
+        out = []
+        for key in chosen:
+            cells = {}
+            for column, versions in t.rows[key].items():
+                if versions and (columns is None or column in columns or column.partition(b":")[0] in columns):
+                    ts = max(versions)
+                    cells[column] = MemoryCell(versions[ts], ts)
+            if cells:
+                out.append((key, cells))
+                if len(out) >= limit:
+                    break
+        return out
+
+    async def scan_cells(self, table: str, *, start: bytes = b"", stop: bytes = b"", prefix: bytes | None = None,
+                         limit: int = 1000, reverse: bool = False, columns: Sequence[bytes] | None = None,
+                         filter: str | None = None) -> list[tuple[bytes, dict[bytes, Any]]]:
+        if limit <= 0:
+            return []
+        self._enter()
+        try:
+            await anyio.sleep(0)
+            if self.fail_scan is not None and self.fail_scan(start, stop, reverse):
+                raise HBaseUnavailable("connection reset by peer", table=table)
+            if self.hang_scan is not None and self.hang_scan(start, stop, reverse):
+                await anyio.sleep_forever()
+            page = self._page(table, start, stop, prefix, limit, reverse, columns)
+            if filter is not None and "KeyOnlyFilter" in filter:
+                page = [(k, {c: MemoryCell(b"", cell.timestamp) for c, cell in cells.items()}) for k, cells in page]
+            return list(page)
+        finally:
+            self.in_flight -= 1
+
+    async def scan_page(self, table: str, *, start: bytes = b"", stop: bytes = b"", prefix: bytes | None = None,
+                        limit: int = 1000, reverse: bool = False, columns: Sequence[bytes] | None = None,
+                        filter: str | None = None) -> list[Row]:
+        page = await self.scan_cells(table, start=start, stop=stop, prefix=prefix, limit=limit, reverse=reverse,
+                                     columns=columns, filter=filter)
+        return [(k, {c: cell.value for c, cell in cells.items()}) for k, cells in page]
+
+    async def scan_in_process(self, table: str, *, start: bytes = b"", stop: bytes = b"", limit: int = 1000,
+                              reverse: bool = False, columns: Sequence[bytes] | None = None,
+                              transform: tuple[Callable[..., Any], tuple[Any, ...]], label: str,
+                              limiter: anyio.CapacityLimiter) -> Any:
+        if limit <= 0:
+            raise ValueError("limit must be >= 1")
+        async with limiter:
+            page = await self.scan_cells(table, start=start, stop=stop, limit=limit, reverse=reverse, columns=columns)
+        factory, args = transform
+        return factory(*args)(page, label)
+
+    async def warm_scan_processes(self, limiter: anyio.CapacityLimiter) -> None:
+        await anyio.sleep(0)
+
+
+def _after_prefix(prefix: bytes) -> bytes:
+    """The smallest key after every key starting with ``prefix`` (b"" when there is none)."""
+    stripped = prefix.rstrip(b"\xff")
+    return stripped[:-1] + bytes([stripped[-1] + 1]) if stripped else b""

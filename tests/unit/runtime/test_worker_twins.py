@@ -1,0 +1,231 @@
+"""The worker end to end on the in-memory twins of Kafka and HBase (connectors.memory): offsets and
+commits, dead letters, backpressure, rebalances and failures on demand, in milliseconds. The same
+guarantees against the real servers are in tests/integration/test_worker*.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import orjson
+import pytest
+
+from connectors.memory import MemoryBroker, MemoryHBase
+from pipeline.core.model import TopicPartition
+from pipeline.errors import HBaseRequestError, HBaseUnavailable, KafkaCommitFailed, KafkaUnavailable
+from pipeline.runtime.ingest.deadletter import HEADER_PREFIX
+from pipeline.runtime.ingest.worker import Worker, WorkerSummary
+from pipeline.runtime.ingest.writer import WriteAbandoned
+from pipeline.settings import Settings, load_settings
+
+TOPIC = "events"
+TABLE = "t"
+DLQ = "events.dead"
+PARTITIONS = 4
+
+
+def _settings(max_poll_records: int = 2000, **writer: Any) -> Settings:
+    routes = [{"name": "r", "topic": TOPIC, "table": TABLE, "rowkey": "[id]", "timestamp_field": "ts",
+               "columns": {"f:v": "v"}}]
+    w = {"max_batch_rows": 50, "max_batch_age_ms": 5, "commit_interval_ms": 10, "concurrency": 2,
+         "retry_initial_ms": 1, "retry_max_ms": 5, **writer}
+    return load_settings(None, routes=routes, tables=[{"name": TABLE, "families": {"f": {}}}],
+                         writer=w, kafka={"dead_letter_topic": DLQ, "group_id": "g",
+                                                 "max_poll_records": max_poll_records})
+
+
+def _stack(n: int, *, splits: tuple[bytes, ...] = (b"e3",), bad: tuple[int, ...] = ()) -> tuple[MemoryBroker,
+                                                                                                    MemoryHBase]:
+    broker, hbase = MemoryBroker(), MemoryHBase()
+    broker.create_topic(TOPIC, PARTITIONS)
+    hbase.add_table(TABLE, families=["f"], splits=splits)
+    for i in range(n):
+        value = b"{not json" if i in bad else orjson.dumps({"id": f"e{i}", "v": i, "ts": 1_000 + i})
+        broker.produce(TOPIC, value, key=b"%d" % i)
+    return broker, hbase
+
+
+def _ends(broker: MemoryBroker) -> dict[TopicPartition, int]:
+    return {TopicPartition(TOPIC, p): part.log_end for p, part in enumerate(broker.topics[TOPIC])}
+
+
+def _check_rows(hbase: MemoryHBase, n: int, bad: tuple[int, ...] = ()) -> None:
+    for i in range(n):
+        if i in bad:
+            continue
+        assert hbase.row(TABLE, f"e{i}".encode()) == {b"f:v": {1_000 + i: b"%d" % i}}  # one version, byte for byte
+    assert hbase.row_count(TABLE) == n - len(bad)
+
+
+async def _run(worker: Worker, timeout: float = 10) -> WorkerSummary:
+    with anyio.fail_after(timeout):
+        return await worker.run()
+
+
+async def test_every_event_is_written_once_and_offsets_committed_to_the_end() -> None:
+    broker, hbase = _stack(500)
+    worker = Worker(_settings(), hbase, broker, stop_at=_ends(broker))
+    summary = await _run(worker)
+    _check_rows(hbase, 500)
+    assert summary.consumed == 500 and summary.rows_written == 500 and summary.dead_lettered == 0
+    assert broker.groups["g"].committed == _ends(broker) == summary.committed
+    assert summary.skipped == {}
+
+
+async def test_bad_events_go_to_the_dead_letter_topic_and_do_not_hold_back_commits() -> None:
+    bad = (3, 77)
+    broker, hbase = _stack(200, bad=bad)
+    summary = await _run(Worker(_settings(), hbase, broker, stop_at=_ends(broker)))
+    _check_rows(hbase, 200, bad)
+    dead = broker.records(DLQ)
+    assert [r.value for r in dead] == [b"{not json", b"{not json"]
+    headers = [dict(r.headers) for r in dead]
+    assert {h[HEADER_PREFIX + "reason"] for h in headers} == {b"undecodable"}
+    assert sorted(int(h[HEADER_PREFIX + "source.offset"]) for h in headers) == sorted(
+        r.offset for r in broker.records(TOPIC) if r.value == b"{not json")
+    assert summary.dead_lettered == 2 and broker.groups["g"].committed == _ends(broker)
+
+
+async def test_retryable_write_failures_are_retried_and_nothing_is_lost() -> None:
+    broker, hbase = _stack(300)
+    hbase.fail_writes(5)
+    summary = await _run(Worker(_settings(), hbase, broker, stop_at=_ends(broker)))
+    _check_rows(hbase, 300)
+    assert summary.retries == 5
+
+
+async def test_a_write_that_stays_unavailable_is_abandoned_without_committing() -> None:
+    broker, hbase = _stack(100)
+    hbase.fail_writes(10_000, HBaseUnavailable("gateway down"))
+    worker = Worker(_settings(retry_deadline_s=0.05), hbase, broker, stop_at=_ends(broker))
+    with pytest.raises(ExceptionGroup) as info:
+        await _run(worker)
+    assert info.group_contains(WriteAbandoned)
+    assert broker.groups["g"].committed == {}  # never past unwritten data
+
+
+async def test_mutations_hbase_refuses_become_dead_letters_one_by_one() -> None:
+    broker, hbase = _stack(60)
+    hbase.fail_writes(1, HBaseRequestError("NoSuchColumnFamilyException: f"))  # the first batch only
+    summary = await _run(Worker(_settings(), hbase, broker, stop_at=_ends(broker)))
+    # the refused batch was isolated: each of its mutations written alone, and all went through
+    _check_rows(hbase, 60)
+    assert summary.dead_lettered == 0
+    broker2, hbase2 = _stack(20)
+    hbase2.fail_writes(10_000, HBaseRequestError("NoSuchColumnFamilyException: f"))  # every write refused
+    summary2 = await _run(Worker(_settings(), hbase2, broker2, stop_at=_ends(broker2)), timeout=20)
+    assert summary2.dead_lettered == 20 and hbase2.row_count(TABLE) == 0
+    assert {dict(r.headers)[HEADER_PREFIX + "reason"] for r in broker2.records(DLQ)} == {b"hbase_rejected"}
+    assert broker2.groups["g"].committed == _ends(broker2)
+
+
+async def test_a_refused_commit_is_retried_at_the_next_tick() -> None:
+    broker, hbase = _stack(100)
+    broker.fail_next("commit", KafkaCommitFailed("rebalance in progress"), times=3)
+    summary = await _run(Worker(_settings(), hbase, broker, stop_at=_ends(broker)))
+    assert summary.committed == _ends(broker)
+
+
+async def test_a_dead_letter_send_is_retried_until_kafka_has_it() -> None:
+    broker, hbase = _stack(30, bad=(5,))
+    broker.fail_next("send", KafkaUnavailable("broker restarting"), times=2)
+    summary = await _run(Worker(_settings(), hbase, broker, stop_at=_ends(broker)))
+    assert len(broker.records(DLQ)) == 1 and summary.dead_lettered == 1
+
+
+class _SlowHBase(MemoryHBase):
+    """Writes wait for the test to open the gate: in-flight bytes pile up."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = anyio.Event()
+
+    async def write(self, table: str, mutations: Any) -> None:
+        await self.gate.wait()
+        await super().write(table, mutations)
+
+
+async def test_fetching_pauses_at_the_in_flight_budget_and_resumes_after_writes() -> None:
+    broker = MemoryBroker()
+    broker.create_topic(TOPIC, PARTITIONS)
+    hbase = _SlowHBase()
+    hbase.add_table(TABLE, families=["f"])
+    for i in range(2000):
+        broker.produce(TOPIC, orjson.dumps({"id": f"e{i}", "v": i, "ts": 1_000 + i}))
+    budget = 16 * 1024  # under two sealed batches: the budget, not the bounded stream, stops the reading
+    worker = Worker(_settings(max_poll_records=20, max_in_flight_bytes=budget), hbase, broker,
+                    stop_at=_ends(broker))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(worker.run)
+        with anyio.fail_after(5):
+            while not worker.progress.paused:
+                await anyio.sleep(0.001)
+        consumed = worker.stats.consumed
+        await anyio.sleep(0.05)
+        assert worker.stats.consumed == consumed < 2000  # paused: nothing more read
+        assert worker.in_flight >= budget
+        hbase.gate.set()
+        with anyio.fail_after(10):
+            while not worker.done:
+                await anyio.sleep(0.005)
+    _check_rows(hbase, 2000)
+    assert worker.stats.pauses >= 1
+
+
+async def test_a_member_joining_mid_stream_rebalances_and_the_group_loses_nothing() -> None:
+    broker, hbase = _stack(0)
+    for i in range(3000):
+        broker.produce(TOPIC, orjson.dumps({"id": f"e{i}", "v": i, "ts": 1_000 + i}))
+    ends = _ends(broker)
+    a = Worker(_settings(), hbase, broker, stop_at=ends)
+    b = Worker(_settings(), hbase, broker, stop_at=ends)
+    revoked: list[Any] = []
+    original = a.on_revoked
+
+    async def spy(tps: list[TopicPartition]) -> None:
+        revoked.append(list(tps))
+        await original(tps)
+
+    a.on_revoked = spy  # type: ignore[method-assign]
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(a.run)
+            while a.stats.consumed == 0:
+                await anyio.sleep(0.001)
+            tg.start_soon(b.run)  # joins: every member is revoked, then reassigned
+            while broker.groups["g"].committed != ends:
+                await anyio.sleep(0.005)
+            a.request_stop()
+            b.request_stop()
+    assert any(revoked[1:]) or len(revoked) > 1  # a gave partitions up at the join
+    _check_rows(hbase, 3000)
+    assert a.stats.consumed + b.stats.consumed >= 3000
+    assert b.stats.consumed > 0
+
+
+async def test_offsets_kafka_never_delivers_are_counted_and_a_stop_past_them_is_reached() -> None:
+    broker, hbase = _stack(40)
+    tp = TopicPartition(TOPIC, 0)
+    broker.delete_before(TOPIC, 0, 4)  # retention: 4 records of partition 0 gone before they were read
+    broker.append_gap(TOPIC, 0, 3)  # then transaction markers at its end
+    ends = _ends(broker)
+    summary = await _run(Worker(_settings(), hbase, broker, stop_at=ends))
+    assert summary.skipped == {tp: 3}  # the markers; the deleted head is below the log start, not a gap
+    assert summary.committed == ends
+    assert hbase.row_count(TABLE) == 40 - 4
+
+
+async def test_a_stop_requested_mid_stream_commits_only_what_was_written() -> None:
+    broker, hbase = _stack(1000)
+    worker = Worker(_settings(), hbase, broker)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(worker.run)
+        with anyio.fail_after(5):
+            while worker.stats.rows_written < 100:
+                await anyio.sleep(0.001)
+        worker.request_stop()
+    committed = broker.groups["g"].committed
+    written = {r.offset for r in broker.records(TOPIC) if r.partition == 0
+               and hbase.row(TABLE, orjson.loads(r.value or b"{}")["id"].encode())}
+    # every offset below partition 0's commit was written
+    assert all(o in written for o in range(committed.get(TopicPartition(TOPIC, 0), 0)))
