@@ -92,6 +92,37 @@ def test_round_trips_on_every_gateway_and_across_them(cluster: LocalStack, confi
     assert out.returncode == 0 and "already running" in out.stdout, out.stdout + out.stderr
 
 
+def test_a_thousand_written_regions_kill_no_server(cluster: LocalStack) -> None:
+    """1,024 regions over two region servers of 1 GB, each region written: with HBase's default MSLAB
+    (a 2 MB chunk per written store) this alone exhausted the heap; the stack's settings keep every
+    server alive and every row readable."""
+    g1, g2 = cluster.gateways
+    idl = load_idl()
+    prefix = f"wide_{uuid.uuid4().hex[:6]}"
+    splits = [f"{i:02x}".encode() for i in range(1, 256)]
+    admin = open_client(g2.host, g2.thrift2_port, 300_000)
+    try:
+        for n in range(4):
+            admin.createTable(idl.TTableDescriptor(
+                tableName=idl.TTableName(ns=b"default", qualifier=f"{prefix}_{n}".encode()),
+                columns=[idl.TColumnFamilyDescriptor(name=b"d", maxVersions=1)]), splits)
+    finally:
+        admin.close()
+    conn = happybase.Connection(g1.host, g1.thrift_port, timeout=120_000)
+    try:
+        for n in range(4):
+            with conn.table(f"{prefix}_{n}").batch(batch_size=2000) as batch:
+                for i in range(256):
+                    for r in range(20):
+                        batch.put(f"{i:02x}{r:04d}".encode(), {b"d:v": b"x" * 300})
+        counts = [sum(1 for _ in conn.table(f"{prefix}_{n}").scan(batch_size=5000)) for n in range(4)]
+    finally:
+        conn.close()
+    assert counts == [256 * 20] * 4
+    st = cluster.status()
+    assert st.running and st.died == [], [d.describe() for d in st.died]
+
+
 def test_a_killed_region_server_is_reported_dead_and_up_restarts_it(cluster: LocalStack, config: Path) -> None:
     victim = cluster.procs["regionserver-2"]
     pid = victim.pid()
