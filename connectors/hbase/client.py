@@ -31,7 +31,7 @@ import Hbase_thrift  # the Thrift1 IDL module happybase loads at import
 
 from connectors.hbase.errors import map_exceptions
 from connectors.hbase.pool import ConnectionPool
-from connectors.hbase.putwire import direct_puts, encode_put_multiple, send_put_multiple, split_column, tputs
+from connectors.hbase.putwire import direct_puts, put_multiple, split_column, tputs
 from connectors.hbase.scanprocs import Gateway, PageTransform, scan_page_in_process, warm_worker
 from connectors.hbase.scanrows import SMALL_PAGE_ROWS, CellRow, scan_rows, scan_rows2, tscan
 from connectors.hbase.thrift2 import load_idl, open_client
@@ -238,7 +238,7 @@ class HBaseClient:
             def send(c: Any) -> None:
                 idl = load_idl()
                 if puts and self._direct_puts:
-                    send_put_multiple(c, encode_put_multiple(name, puts))
+                    put_multiple(c, name, puts)
                 elif puts:
                     c.putMultiple(name, tputs(idl, puts))
                 if dels:

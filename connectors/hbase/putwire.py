@@ -1,11 +1,12 @@
 """The Thrift2 ``putMultiple`` call encoded straight to bytes, for the one message shape the writer sends.
 
-:func:`encode_put_multiple` returns the bytes of a complete binary-protocol call message
-(``TBinaryProtocol`` with strict writes, as thriftpy2 sends it: sequence id 0), identical byte for
-byte to what thriftpy2 writes for ``client.putMultiple(table, [TPut(row, [TColumnValue(family,
-qualifier, value, timestamp)...], timestamp)...])`` built the way :class:`~connectors.hbase.HBaseClient`
-builds it, but without a TPut or TColumnValue object per row and cell. The framing (buffered or
-framed transport) is left to the transport the bytes are written to.
+:func:`encode_put_multiple` returns a complete binary-protocol call message (``TBinaryProtocol``
+with strict writes, as thriftpy2 sends it: sequence id 0), identical byte for byte to what thriftpy2
+writes for ``client.putMultiple(table, [TPut(row, [TColumnValue(family, qualifier, value,
+timestamp)...], timestamp)...])`` with the objects of :func:`tputs` (thriftpy2's path in
+:class:`~connectors.hbase.HBaseClient`), but without a TPut or TColumnValue object per row and
+cell: one ``bytearray`` grows as the rows are appended. ``framed=True`` prefixes the message with
+its length (i32), as thriftpy2's framed transport does.
 
 Layout (big-endian; ``str`` = i32 length + bytes; a field is type byte + i16 id + value)::
 
@@ -24,8 +25,10 @@ raises :class:`TypeError` naming the row (thriftpy2 would have encoded a ``str``
 project's mutations never hold one). A timestamp outside a signed 64-bit integer raises
 :class:`ValueError`.
 
-:func:`send_put_multiple` writes the message on a thriftpy2 client's transport and reads the reply
-with thriftpy2, so the exceptions are thriftpy2's own (``TIOError``, ``TIllegalArgument``,
+:func:`put_multiple` sends the message on the socket of a client from
+:func:`~connectors.hbase.thrift2.open_client` in one ``sendall`` (thriftpy2's buffered transport
+would copy a message bigger than its 4 KB buffer twice, into a buffer that then stays that big) and
+reads the reply with thriftpy2, so the exceptions are thriftpy2's own (``TIOError``,
 ``TApplicationException``, transport errors) and map through :mod:`connectors.hbase.errors`
 exactly as before.
 """
@@ -41,16 +44,19 @@ from thriftpy2.protocol import TBinaryProtocolFactory
 from thriftpy2.thrift import TClient
 from thriftpy2.transport import TMemoryBuffer
 
+from connectors.hbase.thrift2 import Thrift2Client
 from pipeline.core.model import Mutation
 
-__all__ = ["ENCODERS", "direct_puts", "encode_put_multiple", "send_put_multiple", "split_column",
-           "thriftpy2_message", "tputs", "use_encoder"]
+__all__ = ["ENCODERS", "direct_puts", "encode_put_multiple", "put_multiple", "split_column", "thriftpy2_message",
+           "tputs", "use_encoder"]
 
 ENCODERS = ("direct", "thriftpy2")
 _encoder = "direct"
 
 _I32 = struct.Struct(">i").pack
 _I64 = struct.Struct(">q").pack
+_I32_INTO = struct.Struct(">i").pack_into
+_NO_LENGTH = b"\x00\x00\x00\x00"  # a framed message's length, written once it is known
 
 _STRING, _I64_T, _STRUCT, _LIST = 11, 10, 12, 15
 _CALL_HEAD = _I32(-0x7FFEFFFF) + _I32(len(b"putMultiple")) + b"putMultiple" + _I32(0)  # 0x80010001
@@ -95,21 +101,24 @@ def _column_head(column: bytes) -> bytes:
     return head
 
 
-def encode_put_multiple(table: bytes, puts: Sequence[Mutation]) -> bytes:
-    """The whole ``putMultiple(table, puts)`` call message (module docstring: layout, contract).
-    Only ``row``, ``cells`` and ``timestamp`` of each mutation are read (its kind is not checked)."""
+def encode_put_multiple(table: bytes, puts: Sequence[Mutation], *, framed: bool = False) -> bytearray:
+    """The whole ``putMultiple(table, puts)`` call message, length-prefixed when ``framed`` (module
+    docstring: layout, contract). Only ``row``, ``cells`` and ``timestamp`` of each mutation are read
+    (its kind is not checked)."""
     if not isinstance(table, bytes):
         raise TypeError(f"the table name must be bytes, got {type(table).__name__}")
     try:
-        return _encode(table, puts)
+        return _encode(table, puts, framed)
     except TypeError as exc:
         raise TypeError(_not_bytes(puts)) from exc
 
 
-def _encode(table: bytes, puts: Sequence[Mutation]) -> bytes:
-    parts: list[bytes] = [_CALL_HEAD, _TABLE_HEAD, _I32(len(table)), table, _PUTS_HEAD, _I32(len(puts))]
-    add = parts.append
-    extend = parts.extend
+def _encode(table: bytes, puts: Sequence[Mutation], framed: bool) -> bytearray:
+    buf = bytearray(_NO_LENGTH if framed else b"")
+    buf += _CALL_HEAD
+    buf += _TABLE_HEAD + _I32(len(table))
+    buf += table
+    buf += _PUTS_HEAD + _I32(len(puts))
     columns, column_head, lengths, n_lengths, i32 = _COLUMNS, _column_head, _LENGTHS, _N_LENGTHS, _I32
     for m in puts:
         row, cells, ts = m.row, m.cells, m.timestamp
@@ -122,16 +131,20 @@ def _encode(table: bytes, puts: Sequence[Mutation]) -> bytes:
                 raise ValueError(f"row {row!r}: timestamp {ts!r} is not a signed 64-bit integer") from exc
             cell_tail = _CELL_TS_HEAD + stamp + _STOP
             put_tail = _PUT_TS_HEAD + stamp + _STOP
-        add(_ROW_HEAD + i32(len(row)))
-        add(row)
-        add(_CELLS_HEAD + i32(len(cells)))
+        buf += _ROW_HEAD + i32(len(row))
+        buf += row
+        buf += _CELLS_HEAD + i32(len(cells))
         for column, value in cells.items():
             n = len(value)
-            extend((columns.get(column) or column_head(column), lengths[n] if n < n_lengths else i32(n),
-                    value, cell_tail))
-        add(put_tail)
-    add(_STOP)
-    return b"".join(parts)
+            buf += columns.get(column) or column_head(column)
+            buf += lengths[n] if n < n_lengths else i32(n)
+            buf += value
+            buf += cell_tail
+        buf += put_tail
+    buf += _STOP
+    if framed:
+        _I32_INTO(buf, 0, len(buf) - 4)
+    return buf
 
 
 def _not_bytes(puts: Sequence[Mutation]) -> str:
@@ -146,13 +159,11 @@ def _not_bytes(puts: Sequence[Mutation]) -> str:
     return "a put holds something other than bytes"
 
 
-def send_put_multiple(client: Any, message: bytes) -> None:
-    """Send ``message`` (from :func:`encode_put_multiple`) on thriftpy2 ``client`` (a binary-protocol
-    THBaseService client) and read its reply: returns when HBase applied every put, raises
-    thriftpy2's exception otherwise (the caller translates it)."""
-    trans = client._oprot.trans  # the buffered or framed transport: it frames the message as it would its own
-    trans.write(message)
-    trans.flush()
+def put_multiple(client: Thrift2Client, table: bytes, puts: Sequence[Mutation]) -> None:
+    """``client.putMultiple(table, puts)`` with the message from :func:`encode_put_multiple`:
+    returns when HBase applied every put, raises thriftpy2's exception otherwise (the caller
+    translates it)."""
+    client.socket.write(encode_put_multiple(table, puts, framed=client.framed))
     client._recv("putMultiple")
 
 

@@ -11,13 +11,13 @@ from typing import Any
 
 import thriftpy2
 from thriftpy2.protocol import TBinaryProtocolFactory, TCompactProtocolFactory
-from thriftpy2.rpc import make_client
-from thriftpy2.transport import TBufferedTransportFactory, TFramedTransportFactory
+from thriftpy2.thrift import TClient
+from thriftpy2.transport import TBufferedTransportFactory, TFramedTransportFactory, TSocket
 
 from connectors.hbase.thrift2_idl import resolve_idl
 from pipeline.errors import ConfigError
 
-__all__ = ["load_idl", "open_client", "parse_idl"]
+__all__ = ["Thrift2Client", "load_idl", "open_client", "parse_idl"]
 
 _lock = threading.Lock()
 _module: ModuleType | None = None
@@ -47,11 +47,26 @@ def load_idl(path: Path | None = None) -> ModuleType:
         return _module
 
 
+class Thrift2Client(TClient):
+    """thriftpy2's THBaseService client, keeping what :mod:`connectors.hbase.putwire` needs to send
+    a message it encoded: the socket (``socket.write`` sends all of it) and whether the transport
+    is framed."""
+
+    def __init__(self, service: Any, protocol: Any, socket: Any, framed: bool) -> None:
+        super().__init__(service, protocol)
+        self.socket = socket
+        self.framed = framed
+
+
 def open_client(host: str, port: int, timeout_ms: int, *, framed: bool = False, compact: bool = False) -> Any:
-    """A blocking THBaseService client; the caller closes it (``client.close()``)."""
+    """A blocking THBaseService client (a :class:`Thrift2Client`), connected; the caller closes it
+    (``client.close()``). Raises thriftpy2's ``TTransportException`` when the gateway is unreachable."""
     idl = load_idl()
     factory: Any = TCompactProtocolFactory if compact else TBinaryProtocolFactory
-    proto = factory(decode_response=False)
-    trans = TFramedTransportFactory() if framed else TBufferedTransportFactory()
-    return make_client(idl.THBaseService, host, port, proto_factory=proto, trans_factory=trans,
-                       timeout=timeout_ms)
+    transport: Any = TFramedTransportFactory if framed else TBufferedTransportFactory
+    new_socket: Any = TSocket  # thriftpy2's transports are untyped
+    socket = new_socket(host, port, socket_timeout=timeout_ms)  # as thriftpy2's make_client builds it
+    trans = transport().get_transport(socket)
+    proto = factory(decode_response=False).get_protocol(trans)
+    trans.open()
+    return Thrift2Client(idl.THBaseService, proto, socket, framed)

@@ -22,12 +22,12 @@ from connectors.hbase.errors import translate
 from connectors.hbase.putwire import (
     direct_puts,
     encode_put_multiple,
-    send_put_multiple,
+    put_multiple,
     thriftpy2_message,
     tputs,
     use_encoder,
 )
-from connectors.hbase.thrift2 import load_idl
+from connectors.hbase.thrift2 import Thrift2Client, load_idl
 from pipeline.core.model import Mutation, MutationKind, Origin, TopicPartition
 from pipeline.errors import TableNotFound
 
@@ -70,16 +70,18 @@ def test_the_call_is_thriftpy2s_bytes(idl: ModuleType, table: bytes, puts: list[
     assert encode_put_multiple(table, puts) == thriftpy2_message(idl, table, puts)
 
 
-@pytest.mark.parametrize("transport", [TBufferedTransport, TFramedTransport], ids=["buffered", "framed"])
-def test_written_through_the_clients_transport_it_is_framed_as_thriftpy2_frames_it(
-        idl: ModuleType, transport: Any) -> None:
+@pytest.mark.parametrize(("transport", "framed"), [(TBufferedTransport, False), (TFramedTransport, True)],
+                         ids=["buffered", "framed"])
+def test_the_message_is_what_thriftpy2s_transport_sends(idl: ModuleType, transport: Any, framed: bool) -> None:
     puts = [Mutation("t", b"r%d" % i, MutationKind.PUT, {b"l:v": b"x" * i, b"l:m": b""}, 1_700_000_000_000 + i,
                      ORIGIN) for i in range(50)]
-    buf = TMemoryBuffer()
-    trans = transport(buf)
-    trans.write(encode_put_multiple(b"ns:tbl", puts))
-    trans.flush()
-    assert buf.getvalue() == thriftpy2_call(idl, b"ns:tbl", puts, transport)
+    assert encode_put_multiple(b"ns:tbl", puts, framed=framed) == thriftpy2_call(idl, b"ns:tbl", puts, transport)
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(puts=st.lists(mutations, max_size=6))
+def test_a_framed_message_is_thriftpy2s_frame(idl: ModuleType, puts: list[Mutation]) -> None:
+    assert encode_put_multiple(b"t", puts, framed=True) == thriftpy2_call(idl, b"t", puts, TFramedTransport)
 
 
 def test_the_layout_of_one_cell() -> None:
@@ -109,29 +111,28 @@ def test_bad_input_names_what_is_wrong() -> None:
         encode_put_multiple(b"t", [Mutation("t", b"r", MutationKind.PUT, {b"l:v": b"1"}, 2**63, ORIGIN)])
 
 
-def _client_replying(idl: ModuleType, result: Any) -> tuple[Any, TMemoryBuffer]:
-    """A client whose reply stream holds ``result`` (a putMultiple_result) as thriftpy2 encodes it."""
+def _client_replying(idl: ModuleType, result: Any) -> tuple[Thrift2Client, TMemoryBuffer]:
+    """A client whose reply stream holds ``result`` (a putMultiple_result) as thriftpy2 encodes it,
+    and the buffer standing for its socket."""
     reply = TMemoryBuffer()
     proto = PROTOCOL.get_protocol(reply)
     proto.write_message_begin("putMultiple", TMessageType.REPLY, 0)
     result.write(proto)
     proto.write_message_end()
     sent = TMemoryBuffer()
-    client = TClient(idl.THBaseService, PROTOCOL.get_protocol(TMemoryBuffer(reply.getvalue())),
-                     PROTOCOL.get_protocol(sent))
+    client = Thrift2Client(idl.THBaseService, PROTOCOL.get_protocol(TMemoryBuffer(reply.getvalue())), sent, False)
     return client, sent
 
 
 def test_the_reply_is_read_by_thriftpy2_and_its_errors_translate_as_before(idl: ModuleType) -> None:
     puts = [Mutation("t", b"r", MutationKind.PUT, {b"l:v": b"1"}, 1, ORIGIN)]
-    message = encode_put_multiple(b"dev_logs", puts)
     client, sent = _client_replying(idl, idl.THBaseService.putMultiple_result())
-    send_put_multiple(client, message)  # a void reply: returns
-    assert sent.getvalue() == message
+    put_multiple(client, b"dev_logs", puts)  # a void reply: returns
+    assert sent.getvalue() == thriftpy2_message(idl, b"dev_logs", puts)
     io = idl.TIOError(message=b"dev_logs", canRetry=False)
     client, _ = _client_replying(idl, idl.THBaseService.putMultiple_result(io=io))
     with pytest.raises(idl.TIOError) as caught:
-        send_put_multiple(client, message)
+        put_multiple(client, b"dev_logs", puts)
     gone = translate(caught.value, "logs", "write batch")
     assert isinstance(gone, TableNotFound) and str(gone) == ("write batch on table 'logs': table does not exist: "
                                                              "dev_logs")
