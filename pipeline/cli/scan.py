@@ -34,8 +34,9 @@ from rich.table import Table
 from connectors.hbase import HBaseClient
 from pipeline.cli.errors import check_time_range
 from pipeline.cli.logsetup import quiet_reaped_workers
+from pipeline.core.routing import compile_route
 from pipeline.errors import ConfigError
-from pipeline.rowkey import RowKey, compile_rowkey, format_key
+from pipeline.rowkey import RowKey, format_key
 from pipeline.rowkey.codecs import JAVA_LONG_MAX
 from pipeline.rowkey.segments_dist import Mod
 from pipeline.rowkey.segments_num import Binary, Dec, ReverseTs, TimeBucket
@@ -148,7 +149,7 @@ async def _run(config: Path, route_name: str, where_items: list[str], t_from: st
     if processes:
         quiet_reaped_workers()
     route: RouteSpec = settings.route(route_name)
-    rowkey = compile_rowkey(route.rowkey)
+    rowkey = compile_route(route).rowkey
     where = parse_where(where_items, rowkey)
     time_range: tuple[int, int] | None = None
     if t_from is not None or t_to is not None:

@@ -14,9 +14,10 @@ from rich.table import Table
 from connectors.hbase import HBaseClient
 from pipeline.cli.analyze import read_events
 from pipeline.cli.errors import check_not_empty
+from pipeline.core.routing import compile_route
 from pipeline.errors import ConfigError
 from pipeline.names import table_name_problem
-from pipeline.rowkey import RowKey, compile_rowkey, format_key
+from pipeline.rowkey import RowKey, format_key
 from pipeline.runtime.admin.tables import CreatedTable, TableDescription, create_tables, describe_table
 from pipeline.settings import FamilySpec, Settings, load_settings
 
@@ -100,7 +101,7 @@ def create(
 def _route_for(settings: Settings, table: str) -> tuple[str | None, RowKey | None]:
     for route in settings.routes:
         if route.table == table:
-            return route.name, compile_rowkey(route.rowkey)
+            return route.name, compile_route(route).rowkey
     return None, None
 
 

@@ -23,6 +23,7 @@ holding the 8-byte amount: a replay rewrites the same cell, and the count is the
 
 from __future__ import annotations
 
+import functools
 import json
 import struct
 from collections.abc import Callable, Iterable, Mapping
@@ -36,7 +37,7 @@ from pipeline.errors import ConfigError, EventError
 from pipeline.rowkey import EventFieldError, RowKey, RowKeyError, compile_rowkey
 from pipeline.settings import ColumnSpec, RouteSpec
 
-__all__ = ["CompiledRoute", "Router", "decode_value", "encode_long", "getter"]
+__all__ = ["CompiledRoute", "Router", "compile_route", "decode_value", "encode_long", "getter"]
 
 _LONG = struct.Struct(">q")
 _MISSING = object()
@@ -230,12 +231,30 @@ class CompiledRoute:
                         ts, origin)
 
 
+_MAX_KEY_BYTES = 32767
+_MAX_CELL_BYTES = 10 * 1024 * 1024
+
+
+def compile_route(spec: RouteSpec, max_key_bytes: int = _MAX_KEY_BYTES,
+                  max_cell_bytes: int = _MAX_CELL_BYTES) -> CompiledRoute:
+    """The one compiled form of a route, shared by the writer (:class:`Router`), the reader, table
+    creation and the keyspace analysis: a route's rowkey spec is compiled here and nowhere else.
+    Cached per route spec and bounds (the 256 most recently used). Raises
+    :class:`~pipeline.errors.ConfigError` naming the route when its rowkey is invalid."""
+    return _compiled(spec.model_dump_json(), max_key_bytes, max_cell_bytes)
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(spec_json: str, max_key_bytes: int, max_cell_bytes: int) -> CompiledRoute:
+    return CompiledRoute(RouteSpec.model_validate_json(spec_json), max_key_bytes, max_cell_bytes)
+
+
 class Router:
     """All routes, grouped by topic."""
 
-    def __init__(self, routes: Iterable[RouteSpec], max_key_bytes: int = 32767,
-                 max_cell_bytes: int = 10 * 1024 * 1024) -> None:
-        self.routes = [CompiledRoute(r, max_key_bytes, max_cell_bytes) for r in routes]
+    def __init__(self, routes: Iterable[RouteSpec], max_key_bytes: int = _MAX_KEY_BYTES,
+                 max_cell_bytes: int = _MAX_CELL_BYTES) -> None:
+        self.routes = [compile_route(r, max_key_bytes, max_cell_bytes) for r in routes]
         if not self.routes:
             raise ConfigError("the configuration declares no routes")
         self.by_topic: dict[str, list[CompiledRoute]] = {}

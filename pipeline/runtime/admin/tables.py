@@ -28,9 +28,10 @@ import anyio
 
 from pipeline import ports
 from pipeline.core.keyspace import KeyspaceReport, length_stats
+from pipeline.core.routing import compile_route
 from pipeline.errors import ConfigError, HBaseIngestError
 from pipeline.ports import HBase
-from pipeline.rowkey import PlanError, RowKey, compile_rowkey, format_key
+from pipeline.rowkey import PlanError, RowKey, format_key
 from pipeline.settings import FamilySpec, RouteSpec, Settings
 
 __all__ = [
@@ -176,7 +177,7 @@ def plan_tables(settings: Settings, route: str | None = None, regions: int | Non
         if spec.table in seen:
             continue  # the first route of a shared table decides its split keys
         seen.add(spec.table)
-        rowkey = compile_rowkey(spec.rowkey)
+        rowkey = compile_route(spec).rowkey
         n = default_regions(rowkey, regions, settings.table(spec.table).regions)
         sample = None
         if sample_events:

@@ -79,9 +79,10 @@ import anyio
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from pipeline.core.routing import compile_route
 from pipeline.errors import HBaseIngestError
 from pipeline.ports import HBase, PageTransform
-from pipeline.rowkey import RowKey, compile_rowkey
+from pipeline.rowkey import RowKey
 from pipeline.runtime.read.args import check_query, check_reader
 from pipeline.runtime.read.entities import walk_entities
 from pipeline.runtime.read.errors import QueryError, RowDecodeError
@@ -228,7 +229,7 @@ class Reader:
         cache_key = f"{route.name}\x00{route.rowkey}"
         found = self._designs.get(cache_key)
         if found is None:
-            rowkey = compile_rowkey(route.rowkey)
+            rowkey = compile_route(route).rowkey
             found = (rowkey, compile_row_decoder(route, self.key_decoder(rowkey)))
             self._designs[cache_key] = found
         return found

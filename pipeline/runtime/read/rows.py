@@ -27,9 +27,9 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, NamedTuple
 
-from pipeline.core.routing import loads
+from pipeline.core.routing import compile_route, loads
 from pipeline.errors import HBaseIngestError
-from pipeline.rowkey import RowKey, compile_rowkey
+from pipeline.rowkey import RowKey
 from pipeline.runtime.read.columns import CellDecodeError, compile_columns
 from pipeline.runtime.read.errors import RowDecodeError
 from pipeline.settings import RouteSpec
@@ -94,7 +94,7 @@ def page_decoder(route_json: str, verify_keys: bool,
     (:func:`is_decoded`) without having decoded, sent or unpickled them. As in this process, a key
     the filter cannot read does not match it."""
     route = RouteSpec.model_validate_json(route_json)
-    rowkey = compile_rowkey(route.rowkey)
+    rowkey = compile_route(route).rowkey
     decode_run = compile_row_decoder(route, key_decoder(rowkey, verify_keys), plain=True)
 
     def decode(rows: Sequence[ScannedRow], label: str) -> list[Any]:

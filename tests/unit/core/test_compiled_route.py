@@ -1,0 +1,30 @@
+"""One compiled route, shared: the writer's router, the reader, table creation and the read path's
+page decoder use the same compiled rowkey for a route, and a changed spec compiles anew."""
+
+from __future__ import annotations
+
+from connectors.memory import MemoryHBase
+from pipeline.core.routing import Router, compile_route
+from pipeline.runtime.admin.tables import plan_tables
+from pipeline.runtime.read.reader import Reader
+from pipeline.settings import load_settings
+
+ROUTE = {"name": "r", "topic": "events", "table": "t", "rowkey": "[salt(id, 4)][id]", "columns": {"f:v": "v"}}
+
+
+def test_every_side_shares_the_route_compiled_once() -> None:
+    settings = load_settings(None, routes=[ROUTE], tables=[{"name": "t", "families": {"f": {}}}])
+    spec = settings.routes[0]
+    compiled = compile_route(spec)
+    assert compile_route(spec) is compiled
+    assert Router(settings.routes).routes[0] is compiled  # the writer
+    assert Reader(MemoryHBase()).design(spec)[0] is compiled.rowkey  # the reader
+    plan = plan_tables(settings)[0]  # table creation: split keys from the same design
+    assert list(plan.split_keys) == compiled.rowkey.split_points(4)
+
+
+def test_a_changed_spec_is_compiled_anew() -> None:
+    a = load_settings(None, routes=[ROUTE]).routes[0]
+    b = load_settings(None, routes=[{**ROUTE, "rowkey": "[id]"}]).routes[0]
+    assert compile_route(a) is not compile_route(b)
+    assert compile_route(b).rowkey.spec == "[id]"
