@@ -1,7 +1,10 @@
-"""The local Kafka + HBase stack, provisioned from Maven Central and run on loopback."""
+"""The local Kafka + HBase stack, provisioned from Maven Central and run on loopback: one HBase JVM
+(the default) or a local cluster of separate JVMs (``[stack] region_servers`` and ``gateways``)."""
 
+from .health import DiedProcess
 from .layout import HBASE_THRIFT_VERSION, HBASE_VERSION, KAFKA_VERSION
 from .manager import LocalStack, ProcessInfo, StackStatus, UpReport
+from .topology import Gateway, StackTopology
 
-__all__ = ["HBASE_THRIFT_VERSION", "HBASE_VERSION", "KAFKA_VERSION", "LocalStack", "ProcessInfo", "StackStatus",
-           "UpReport"]
+__all__ = ["HBASE_THRIFT_VERSION", "HBASE_VERSION", "KAFKA_VERSION", "DiedProcess", "Gateway", "LocalStack",
+           "ProcessInfo", "StackStatus", "StackTopology", "UpReport"]
