@@ -167,6 +167,10 @@ class RuntimeSettings(_Section):
         default_factory=list,
         description="CPUs the process may run on (empty = any); one CPU suits a process bound by its own "
                     "CPU, such as a big scan: see pipeline.runtime.process.affinity")
+    fail_fast: bool = Field(
+        default=False,
+        description="stop at start-up when Kafka or HBase is unreachable instead of waiting and retrying "
+                    "with backoff (for supervisors that restart the process themselves)")
 
 
 class MetricsSettings(_Section):

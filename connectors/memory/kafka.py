@@ -16,7 +16,8 @@ It behaves like a broker where runtime can tell:
 - fetches return records of assigned, unpaused partitions in offset order, at most ``max_records``,
   and wait up to ``timeout_ms`` for data when there is none;
 - failures on demand: :meth:`MemoryBroker.fail_next` makes the next N calls of one operation
-  (``fetch``, ``commit``, ``send``, ``committed``, ``position``) raise the error given.
+  (``fetch``, ``commit``, ``send``, ``committed``, ``position``, ``admin``: topic creation) raise the
+  error given.
 """
 
 from __future__ import annotations
@@ -108,7 +109,7 @@ class MemoryBroker:
         """Every stored record of ``topic``, partition by partition, in offset order."""
         return [r for part in self._parts(topic) for r in part.records]
 
-    def fail_next(self, operation: Literal["fetch", "commit", "send", "committed", "position"],
+    def fail_next(self, operation: Literal["fetch", "commit", "send", "committed", "position", "admin"],
                   error: KafkaError, times: int = 1) -> None:
         self._failures.setdefault(operation, []).extend([error] * times)
 
@@ -170,6 +171,7 @@ class MemoryBroker:
 
     async def create_topics(self, topics: Mapping[str, int], replication: int | None = 1) -> list[str]:
         await anyio.sleep(0)
+        self._check("admin")
         created = [t for t in topics if t not in self.topics]
         for t in created:
             self.create_topic(t, topics[t])

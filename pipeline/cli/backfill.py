@@ -35,7 +35,7 @@ from pipeline.cli.errors import (
 )
 from pipeline.cli.logsetup import LOG_FORMAT_HELP, check_log_format, configure_logging
 from pipeline.cli.metrics_address import METRICS_HOST_HELP, METRICS_PORT_HELP, with_metrics_address
-from pipeline.cli.run import start_metrics
+from pipeline.cli.run import FAIL_FAST_HELP, start_metrics, with_fail_fast
 from pipeline.cli.signals import EXIT_INTERRUPTED, stop_on_signals
 from pipeline.errors import ConfigError
 from pipeline.runtime.backfill.run import (
@@ -195,6 +195,7 @@ def backfill(
     show_progress: Annotated[bool, typer.Option("--progress/--no-progress", help="show a progress bar")] = True,
     log_level: Annotated[str, typer.Option(help=", ".join(LOG_LEVELS))] = "WARNING",
     log_format: Annotated[str | None, typer.Option("--log-format", help=LOG_FORMAT_HELP)] = None,
+    fail_fast: Annotated[bool | None, typer.Option("--fail-fast/--wait", help=FAIL_FAST_HELP)] = None,
 ) -> None:
     """Replay a bounded slice of a topic into HBase, resumably, in a consumer group of its own."""
     check_topic(topic)
@@ -209,7 +210,7 @@ def backfill(
         to_time_ms=_option(parse_time, to_time, "--to-time"),
         to_offsets=_option(parse_offsets, to_offset, "--to-offset"),
     )
-    settings = with_metrics_address(load_settings(config), metrics_host, metrics_port)
+    settings = with_fail_fast(with_metrics_address(load_settings(config), metrics_host, metrics_port), fail_fast)
     configure_logging(level, fmt or settings.logging.format)
     tune_process(settings.runtime)
     use_metrics = metrics if metrics is not None else settings.metrics.enabled

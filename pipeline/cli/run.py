@@ -27,7 +27,7 @@ from pipeline.runtime.process.proctune import tune_process
 from pipeline.runtime.produce import produce_events
 from pipeline.settings import Settings, load_settings
 
-__all__ = ["register", "run_worker", "start_metrics"]
+__all__ = ["FAIL_FAST_HELP", "register", "run_worker", "start_metrics", "with_fail_fast"]
 
 _console = Console(stderr=True)
 
@@ -65,6 +65,17 @@ async def start_metrics(tg: anyio.abc.TaskGroup, serve: Callable[..., Coroutine[
     return port
 
 
+FAIL_FAST_HELP = ("when Kafka or HBase is unreachable at start-up: stop at once (--fail-fast), or wait and retry "
+                  "with backoff (--wait); default: [runtime] fail_fast, else wait")
+
+
+def with_fail_fast(settings: Settings, fail_fast: bool | None) -> Settings:
+    """``settings`` with ``[runtime] fail_fast`` set from the option (None keeps the setting)."""
+    if fail_fast is None:
+        return settings
+    return settings.model_copy(update={"runtime": settings.runtime.model_copy(update={"fail_fast": fail_fast})})
+
+
 def run(config: Path = typer.Option(..., "--config", "-c", help="TOML profile with tables and routes"),
         group: str | None = typer.Option(None, help="consumer group (default: [kafka].group_id)"),
         metrics: bool | None = typer.Option(None, "--metrics/--no-metrics", help="serve Prometheus metrics"),
@@ -72,11 +83,12 @@ def run(config: Path = typer.Option(..., "--config", "-c", help="TOML profile wi
         metrics_port: int | None = typer.Option(None, "--metrics-port", min=0, max=65535,
                                                 help=METRICS_PORT_HELP),
         log_level: str = typer.Option("INFO", help=", ".join(LOG_LEVELS)),
-        log_format: str | None = typer.Option(None, "--log-format", help=LOG_FORMAT_HELP)) -> None:
+        log_format: str | None = typer.Option(None, "--log-format", help=LOG_FORMAT_HELP),
+        fail_fast: bool | None = typer.Option(None, "--fail-fast/--wait", help=FAIL_FAST_HELP)) -> None:
     """Run the ingest worker in its consumer group until SIGTERM/SIGINT."""
     check_not_empty(group, "--group")
     level, fmt = check_log_level(log_level), check_log_format(log_format)
-    settings = with_metrics_address(load_settings(config), metrics_host, metrics_port)
+    settings = with_fail_fast(with_metrics_address(load_settings(config), metrics_host, metrics_port), fail_fast)
     configure_logging(level, fmt or settings.logging.format)
     tune_process(settings.runtime)
     summary = anyio.run(lambda: run_worker(settings, group=group, metrics=metrics))

@@ -13,10 +13,11 @@ progress; it re-exports the names of the other two that callers use.
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import structlog
@@ -43,6 +44,7 @@ from pipeline.runtime.backfill.state import (
     slice_from_state,
     state_path,
 )
+from pipeline.runtime.ingest.startup import until_reachable
 from pipeline.runtime.ingest.worker import Worker
 from pipeline.settings import Settings
 
@@ -64,6 +66,7 @@ __all__ = [
 ]
 
 log = structlog.get_logger("hbase_ingest.backfill")
+T = TypeVar("T")
 
 
 # -- rate limit ----------------------------------------------------------------------------------
@@ -216,7 +219,7 @@ class Backfill:
                 f"({self.state_path.name}); use another --group, or --restart to replace it"
             )
         if stored is None:
-            resolved = await resolve_slice(self.kafka, self.args)
+            resolved = await self._reachable(lambda: resolve_slice(self.kafka, self.args))
             stored = {
                 "version": STATE_VERSION,
                 "group": self.group,
@@ -241,9 +244,11 @@ class Backfill:
         self.slice = slice_from_state(stored)
         self.already_complete = bool(stored.get("completed"))
         if not self.already_complete:
-            committed = await commit_start_offsets(self.kafka, self.group, self.slice, overwrite=self.restart)
+            slice_ = self.slice
+            committed = await self._reachable(
+                lambda: commit_start_offsets(self.kafka, self.group, slice_, overwrite=self.restart))
             self.resumed = self.resumed and any(committed[p] > self.slice.start[p] for p in committed)
-            self.deleted = await self._deleted_before_read(committed)
+            self.deleted = await self._reachable(lambda: self._deleted_before_read(committed))
         self.worker = Worker(
             self.settings,
             self.hbase,
@@ -257,6 +262,11 @@ class Backfill:
         if self._stop_requested:
             self.worker.request_stop()
         return self.slice
+
+    async def _reachable(self, step: Callable[[], Awaitable[T]]) -> T:
+        """``step`` retried while Kafka is unreachable, as the worker's start-up does (unless fail_fast)."""
+        return await until_reachable(step, f"Kafka at {self.kafka.bootstrap}",
+                                     fail_fast=self.settings.runtime.fail_fast)
 
     async def _deleted_before_read(self, committed: dict[int, int]) -> dict[int, tuple[int, int]]:
         """Offsets between where each partition resumes and the end of the slice that the log no

@@ -25,6 +25,8 @@ from pipeline.core.model import Mutation, Origin
 from pipeline.errors import KafkaError
 from pipeline.ports import RecordSink
 from pipeline.rowkey import format_key
+from pipeline.runtime.ingest.observer import WorkerStats
+from pipeline.runtime.ingest.report import EventWarnings
 
 __all__ = ["HEADER_PREFIX", "DeadLetters"]
 
@@ -33,11 +35,14 @@ log = structlog.get_logger("hbase_ingest.deadletter")
 
 
 class DeadLetters:
-    """Sends to the dead-letter topic and retries until Kafka acknowledges: nothing is lost."""
+    """Sends to the dead-letter topic and retries until Kafka acknowledges: nothing is lost. Once Kafka
+    has a record, it is counted (``stats``) and reported (``warnings``: metrics, a bounded log)."""
 
-    def __init__(self, producer: RecordSink, topic: str) -> None:
+    def __init__(self, producer: RecordSink, topic: str, stats: WorkerStats, warnings: EventWarnings) -> None:
         self.producer = producer
         self.topic = topic
+        self.stats = stats
+        self.warnings = warnings
         self._backoff = Backoff(100, 10_000)
 
     async def send(self, origin: Origin, key: bytes | None, value: bytes | None, reason: str, error: str,
@@ -57,12 +62,15 @@ class DeadLetters:
         while True:
             try:
                 await self.producer.send_and_wait(self.topic, value, key=key, headers=headers)
-                return
+                break
             except KafkaError as exc:  # any producer failure: retry, never drop
                 delay = self._backoff.delay_ms(attempt, random.random())
                 log.warning("dead_letter_retry", topic=self.topic, attempt=attempt + 1, error=str(exc))
                 attempt += 1
                 await anyio.sleep(delay / 1000)
+        self.stats.dead_lettered += 1
+        self.stats.dead_by_reason[reason] += 1
+        self.warnings.dead_lettered(reason, {"tp": str(origin.tp), "offset": origin.offset, "error": error})
 
     async def send_mutation(self, m: Mutation, error: str) -> None:
         body: dict[str, Any] = {

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -45,22 +44,24 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from pipeline.core.batcher import Batch, RegionBatcher
 from pipeline.core.model import Mutation, Origin, TopicPartition
 from pipeline.core.offsets import OffsetTracker
-from pipeline.core.progress import Progress, Skip
+from pipeline.core.progress import Progress
 from pipeline.core.regions import RegionMap
 from pipeline.core.routing import Router
-from pipeline.errors import ConfigError, EventError, HBaseError, KafkaError, TableNotFound, TopicNotCreated
+from pipeline.errors import ConfigError, EventError, HBaseError
 from pipeline.ports import Broker, HBase, KafkaRecord, RecordSource
+from pipeline.runtime.ingest.commits import Committer
 from pipeline.runtime.ingest.deadletter import DeadLetters
 from pipeline.runtime.ingest.observer import Observer, WorkerStats
-from pipeline.runtime.ingest.writer import BatchWriter, load_region_map
+from pipeline.runtime.ingest.report import EventWarnings, WorkerSummary
+from pipeline.runtime.ingest.startup import check_tables, ensure_dead_letter_topic, until_reachable
+from pipeline.runtime.ingest.writer import BatchWriter
 from pipeline.settings import Settings
 
-__all__ = ["Worker", "WorkerSummary"]
+__all__ = ["Worker", "WorkerSummary"]  # WorkerSummary: re-exported from pipeline.runtime.ingest.report
 
 log = structlog.get_logger("hbase_ingest.worker")
 _REGION_REFRESH_S = 30.0
 _FINAL_COMMIT_TIMEOUT_S = 10.0  # the last commit when stopping; Kafka unreachable must not hang the exit
-_POSITION_TIMEOUT_S = 0.2
 # Python's own cost of holding one mutation (object, dict, bytes headers, origin), measured with
 # tracemalloc: about 250 bytes per mutation plus 90 per cell on CPython 3.11. The in-flight bound
 # counts these, so ``max_in_flight_bytes`` bounds real memory, not just the bytes on the wire.
@@ -74,23 +75,6 @@ def _memory(m: Mutation) -> int:
 
 def _now_ms() -> int:
     return int(time.monotonic() * 1000)
-
-
-@dataclass(frozen=True)
-class WorkerSummary:
-    consumed: int
-    rows_written: int
-    batches_written: int
-    dead_lettered: int
-    retries: int
-    elapsed_s: float
-    committed: dict[TopicPartition, int]
-    streaming_s: float = 0.0  # from the first record to the end (excludes start-up and group join)
-    skipped: dict[TopicPartition, int] = field(default_factory=dict)  # offsets Kafka never delivered
-
-    @property
-    def events_per_s(self) -> float:
-        return self.consumed / self.elapsed_s if self.elapsed_s > 0 else 0.0
 
 
 class Worker:
@@ -125,12 +109,15 @@ class Worker:
         self._stop = anyio.Event()
         self._drained = anyio.Event()  # set by a writer when the in-flight bytes go down
         self._source: RecordSource | None = None
+        self._committer: Committer | None = None
+        self._warnings = EventWarnings(self.observer, settings.kafka.dead_letter_topic)  # replaced in run()
         self._send: MemoryObjectSendStream[Batch] | None = None
         self._ready: list[Batch] = []  # sealed by the hot path, sent by its async caller
         self._writer: BatchWriter | None = None
         self._dead: DeadLetters | None = None
         self._dead_scope: anyio.CancelScope | None = None  # a dead-letter send in progress
         self.ready = False
+        self.waiting: str | None = None  # what start-up waits for (Kafka or HBase unreachable), for /readyz
 
     def __repr__(self) -> str:
         return (f"Worker(group={self.group_id!r}, topics={self.topics}, in_flight={self.in_flight}, "
@@ -170,42 +157,32 @@ class Worker:
     # -- start-up checks ------------------------------------------------------------------------
 
     async def check_tables(self) -> None:
-        """Fail at start-up, naming the route, when a table or family does not exist."""
-        for route in self.router.routes:
-            try:
-                families = await self.hbase.families(route.table)
-            except TableNotFound as exc:
-                raise ConfigError(f"route {route.name!r}: table {route.table!r} does not exist in HBase "
-                                  f"(create it with `hbase-ingest tables create --config ...`)") from exc
-            missing = [f for f in route.families if f not in families]
-            if missing:
-                raise ConfigError(f"route {route.name!r}: table {route.table!r} has no column family "
-                                  f"{', '.join(missing)} (it has: {', '.join(sorted(families))})")
-            if route.table not in self.maps:
-                self.maps[route.table] = await load_region_map(self.hbase, route.table)
+        """Fail at start-up, naming the route, when a table or family does not exist; load region maps."""
+        await check_tables(self.hbase, self.router.routes, self.maps)
 
     async def check_dead_letter_topic(self) -> None:
-        """Make sure the dead-letter topic exists before any record is read: create it when missing
-        (one partition, as Kafka Connect does for its dead-letter queues), or fail at start-up
-        naming it when the cluster refuses (the first bad record would otherwise wait on it)."""
-        topic = self.settings.kafka.dead_letter_topic
-        try:
-            if await self.kafka.ensure_topic(topic):
-                log.info("dead_letter_topic_created", topic=topic)
-        except TopicNotCreated as exc:
-            raise ConfigError(f"the dead-letter topic: {exc}; create it, or name an existing one in "
-                              "[kafka].dead_letter_topic") from exc
+        """Create the dead-letter topic when missing, or fail at start-up naming it."""
+        await ensure_dead_letter_topic(self.kafka, self.settings.kafka.dead_letter_topic)
+
+    def _waiting(self, why: str | None) -> None:
+        self.waiting = why
 
     # -- main ------------------------------------------------------------------------------------
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> WorkerSummary:
-        await self.check_tables()
-        await self.check_dead_letter_topic()
+        fail_fast = self.settings.runtime.fail_fast
+        await until_reachable(self.check_tables, "HBase", fail_fast=fail_fast, on_wait=self._waiting)
+        await until_reachable(self.check_dead_letter_topic, f"Kafka at {self.kafka.bootstrap}", fail_fast=fail_fast,
+                              on_wait=self._waiting)
         producer = self.kafka.sink(max_request_size=16 * 1024 * 1024)  # dead letters carry originals
         source = self.kafka.source(self.group_id)
         self._source = source
-        self._dead = DeadLetters(producer, self.settings.kafka.dead_letter_topic)
-        self._writer = BatchWriter(self.hbase, self.settings.writer, self.maps, self.observer, self._reject)
+        self._warnings = EventWarnings(self.observer, self.settings.kafka.dead_letter_topic)  # a metrics observer
+        self._committer = Committer(source, self.tracker, self.progress, self.observer, self.stats,
+                                    self._warnings.skipped)
+        self._dead = DeadLetters(producer, self.settings.kafka.dead_letter_topic, self.stats, self._warnings)
+        self._writer = BatchWriter(self.hbase, self.settings.writer, self.maps, self.observer,
+                                   self._dead.send_mutation)
         await producer.start()
         try:
             source.subscribe(self.topics, self)
@@ -287,7 +264,7 @@ class Worker:
             end = progress.stop_of(tp)
             skip = progress.delivered(tp, records[0].offset)
             if skip is not None:
-                self._skipped(skip)
+                self._warnings.skipped(skip)
             processed = 0
             for rec in records:
                 if end is not None and rec.offset >= end:
@@ -308,14 +285,6 @@ class Worker:
             if self.rate_limit is not None and processed:
                 await self.rate_limit(processed)
         return True
-
-    def _skipped(self, skip: Skip) -> None:
-        self.observer.skipped(skip.tp, skip.count)
-        # one offset is usually a transaction marker (one per transaction: not worth a log line at
-        # INFO); more is worth a look (retention, compaction, an aborted transaction)
-        emit = log.warning if skip.count > 1 else log.debug
-        emit("offsets_skipped", tp=str(skip.tp), start=skip.start, end=skip.end, count=skip.count,
-             why="never delivered by Kafka: deleted by retention, compacted away, or transaction markers")
 
     def _process(self, tp: TopicPartition, rec: KafkaRecord, now: int) -> EventError | None:
         """Route one record and queue its mutations (synchronous: the hot path creates no coroutine;
@@ -380,18 +349,7 @@ class Worker:
         if scope.cancelled_caught:
             log.warning("dead_letter_abandoned", tp=str(origin.tp), offset=origin.offset, reason=reason)
             return False
-        self.stats.dead_lettered += 1
-        self.stats.dead_by_reason[reason] += 1
-        self.observer.dead_lettered(reason)
-        log.warning("dead_lettered", tp=str(origin.tp), offset=origin.offset, reason=reason, error=error)
         return True
-
-    async def _reject(self, m: Mutation, error: str) -> None:
-        assert self._dead is not None
-        await self._dead.send_mutation(m, error)
-        self.stats.dead_lettered += 1
-        self.stats.dead_by_reason["hbase_rejected"] += 1
-        self.observer.dead_lettered("hbase_rejected")
 
     # -- write ---------------------------------------------------------------------------------
 
@@ -421,6 +379,7 @@ class Worker:
                 continue
             wait = 0.05 if deadline is None else min(0.05, (deadline - now) / 1000)
             await anyio.sleep(max(wait, 0.001))
+            self._warnings.flush()
             if time.monotonic() - last_refresh > _REGION_REFRESH_S and self._writer is not None:
                 last_refresh = time.monotonic()
                 for table in list(self.maps):
@@ -436,53 +395,8 @@ class Worker:
             await anyio.sleep(self.settings.writer.commit_interval_ms / 1000)
             await self._commit()
 
-    async def _reached_stop(self) -> dict[TopicPartition, int]:
-        """Partitions whose fetch position reached their stop offset with nothing pending: complete up
-        to the stop offset even when the last offsets before it were never delivered (an empty slice,
-        compaction, transaction markers)."""
-        out: dict[TopicPartition, int] = {}
-        assert self._source is not None
-        busy = [tp for tp in self.progress.assigned if self._pending(tp)]
-        for tp, end in self.progress.stop_candidates(busy):
-            position = -1
-            with anyio.move_on_after(_POSITION_TIMEOUT_S):
-                try:
-                    position = await self._source.position(tp)
-                except KafkaError:  # not assigned any more, or no position yet: not complete
-                    position = -1
-            if self._pending(tp):  # checked again: a fetch may have landed meanwhile
-                continue
-            reached = self.progress.reached_stop(tp, end, position)
-            if reached is False:
-                continue
-            if isinstance(reached, Skip):
-                self._skipped(reached)
-            log.debug("stop_offset_reached_by_position", tp=str(tp), position=position, end=end)
-            out[tp] = end
-        return out
-
-    def _pending(self, tp: TopicPartition) -> bool:
-        pending = self.tracker.pending(tp)
-        return tp in self.progress.in_hand or (pending is not None and pending.pending_records > 0)
-
     async def _commit(self) -> None:
-        offsets = self.progress.committable(self.tracker.committable())
-        for tp, end in (await self._reached_stop()).items():
-            offsets[tp] = max(offsets.get(tp, end), end)
-        if not offsets:
-            return
-        assert self._source is not None
-        try:
-            await self._source.commit(offsets)
-        except KafkaError as exc:  # e.g. a rebalance in progress: the next tick retries
-            log.warning("commit_failed", error=str(exc))
-            return
-        for tp, off in offsets.items():
-            self.tracker.mark_committed(tp, off)
-            self.observer.committed(tp, off)
-        self.progress.mark_committed(offsets)
-        self.stats.commits += 1
-        if self.progress.done():
+        if self._committer is not None and await self._committer.commit() and self.progress.done():
             self._drained.set()
 
     # -- rebalance (the source's AssignmentListener) and shutdown -------------------------------------
@@ -535,6 +449,7 @@ class Worker:
             await self._commit()
         if scope.cancelled_caught:
             log.warning("final_commit_timeout", timeout_s=_FINAL_COMMIT_TIMEOUT_S)
+        self._warnings.flush(final=True)
         log.info("worker_stopped", consumed=self.stats.consumed, rows=self.stats.rows_written,
                  dead_lettered=self.stats.dead_lettered,
                  unacknowledged=self.tracker.statistics().pending_records)

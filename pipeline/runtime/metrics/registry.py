@@ -226,7 +226,7 @@ class Metrics:
     def ready(self) -> tuple[bool, dict[str, str]]:
         """Readiness and the state of each check (``ok`` or why not)."""
         checks = {
-            "worker": "ok" if self.worker.ready else "not running",
+            "worker": "ok" if self.worker.ready else (self.worker.waiting or "not running"),
             "assignment": "ok" if self.assignment_known else "no assignment yet",
             "hbase": "ok" if self.hbase_ok else f"unreachable: {self.hbase_error}",
         }

@@ -9,10 +9,11 @@ from typing import Any
 import anyio
 import orjson
 import pytest
+from structlog.testing import capture_logs
 
 from connectors.memory import MemoryBroker, MemoryHBase
 from pipeline.core.model import TopicPartition
-from pipeline.errors import HBaseRequestError, HBaseUnavailable, KafkaCommitFailed, KafkaUnavailable
+from pipeline.errors import ConfigError, HBaseRequestError, HBaseUnavailable, KafkaCommitFailed, KafkaUnavailable
 from pipeline.runtime.ingest.deadletter import HEADER_PREFIX
 from pipeline.runtime.ingest.worker import Worker, WorkerSummary
 from pipeline.runtime.ingest.writer import WriteAbandoned
@@ -229,3 +230,75 @@ async def test_a_stop_requested_mid_stream_commits_only_what_was_written() -> No
                and hbase.row(TABLE, orjson.loads(r.value or b"{}")["id"].encode())}
     # every offset below partition 0's commit was written
     assert all(o in written for o in range(committed.get(TopicPartition(TOPIC, 0), 0)))
+
+
+class _DownHBase(MemoryHBase):
+    """HBase unreachable for the first ``down`` calls of families() (a gateway still starting)."""
+
+    def __init__(self, down: int) -> None:
+        super().__init__()
+        self.down = down
+
+    async def families(self, table: str) -> dict[str, int]:
+        if self.down > 0:
+            self.down -= 1
+            raise HBaseUnavailable("Thrift gateway unreachable or closed the connection")
+        return await super().families(table)
+
+
+async def test_a_worker_started_while_hbase_is_unreachable_waits_then_ingests() -> None:
+    broker, _ = _stack(50)
+    hbase = _DownHBase(down=4)
+    hbase.add_table(TABLE, families=["f"])
+    worker = Worker(_settings(), hbase, broker, stop_at=_ends(broker))
+    seen: list[str | None] = []
+    with capture_logs() as logs:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(worker.run)
+            with anyio.fail_after(20):
+                while not worker.done:
+                    seen.append(worker.waiting)
+                    await anyio.sleep(0.01)
+    _check_rows(hbase, 50)
+    assert any(w and "waiting for HBase" in w and "unreachable" in w for w in seen)  # what /readyz says
+    assert worker.waiting is None
+    assert [e["event"] for e in logs].count("waiting_for_dependency") == 1  # one line per interval, not per try
+    assert any(e["event"] == "dependency_reachable" for e in logs)
+
+
+async def test_fail_fast_stops_at_once_when_hbase_is_unreachable() -> None:
+    broker, _ = _stack(5)
+    hbase = _DownHBase(down=1)
+    hbase.add_table(TABLE, families=["f"])
+    settings = _settings()
+    settings = settings.model_copy(update={"runtime": settings.runtime.model_copy(update={"fail_fast": True})})
+    with pytest.raises(HBaseUnavailable):
+        await _run(Worker(settings, hbase, broker, stop_at=_ends(broker)))
+    assert broker.groups == {}  # never joined
+
+
+async def test_a_worker_started_while_kafka_is_unreachable_waits_then_ingests() -> None:
+    broker, hbase = _stack(30)
+    broker.fail_next("admin", KafkaUnavailable("no brokers available"), times=3)
+    summary = await _run(Worker(_settings(), hbase, broker, stop_at=_ends(broker)), timeout=20)
+    _check_rows(hbase, 30)
+    assert summary.committed == _ends(broker)
+
+
+async def test_a_missing_table_is_not_waited_for() -> None:
+    broker, _ = _stack(5)
+    with pytest.raises(ConfigError, match="table 't' does not exist"):
+        await _run(Worker(_settings(), MemoryHBase(), broker))
+
+
+async def test_many_dead_letters_log_one_line_then_a_digest() -> None:
+    bad = tuple(range(0, 400, 2))
+    broker, hbase = _stack(400, bad=bad)
+    with capture_logs() as logs:
+        summary = await _run(Worker(_settings(), hbase, broker, stop_at=_ends(broker)))
+    assert summary.dead_lettered == 200 and len(broker.records(DLQ)) == 200  # every one kept, with headers
+    full = [e for e in logs if e["event"] == "dead_lettered"]
+    digests = [e for e in logs if e["event"] == "dead_lettered_digest"]
+    assert len(full) == 1 and full[0]["reason"] == "undecodable" and full[0]["topic"] == DLQ
+    assert sum(d["more"] for d in digests) == 199 and len(digests) <= 2
+    assert "offset" in digests[0]["first"] and digests[0]["what"] == "undecodable"

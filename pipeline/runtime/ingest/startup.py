@@ -1,0 +1,94 @@
+"""The worker's start-up: checks of what it writes to, and waiting while Kafka or HBase is unreachable.
+
+Starting while Kafka or HBase is unreachable: wait and retry with backoff, as a running worker does.
+
+Contract of :func:`until_reachable`: ``step`` (a start-up check or call) is retried while it raises a
+*retryable* :class:`~pipeline.errors.HBaseError` or :class:`~pipeline.errors.KafkaError` (gateway or
+broker unreachable, timeouts), with exponential backoff and full jitter between ``initial_ms`` and
+``max_ms``; anything else (a missing table, a refused ACL, bad configuration) is raised at once. One
+``waiting_for_dependency`` warning is logged per ``log_interval_s`` (not per attempt), and
+``on_wait`` is told what is awaited (None once it answered) so ``/readyz`` can say so. With
+``fail_fast`` the first failure is raised.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
+
+import anyio
+import structlog
+
+from pipeline.core.backoff import Backoff
+from pipeline.core.regions import RegionMap
+from pipeline.core.routing import CompiledRoute
+from pipeline.errors import ConfigError, HBaseError, KafkaError, TableNotFound, TopicNotCreated
+from pipeline.ports import HBase, TopicAdmin
+from pipeline.runtime.ingest.writer import load_region_map
+
+__all__ = ["check_tables", "ensure_dead_letter_topic", "until_reachable"]
+
+log = structlog.get_logger("hbase_ingest.worker")
+T = TypeVar("T")
+
+
+async def until_reachable(step: Callable[[], Awaitable[T]], what: str, *, fail_fast: bool,
+                          on_wait: Callable[[str | None], None] = lambda _: None,
+                          initial_ms: float = 200, max_ms: float = 10_000, log_interval_s: float = 30.0) -> T:
+    backoff = Backoff(initial_ms, max_ms)
+    attempt = 0
+    started = time.monotonic()
+    last_log: float | None = None
+    while True:
+        try:
+            result = await step()
+        except (HBaseError, KafkaError) as exc:
+            if fail_fast or not exc.retryable:
+                raise
+            on_wait(f"waiting for {what}: {exc}")
+            now = time.monotonic()
+            delay_s = backoff.delay_ms(attempt, random.random()) / 1000
+            if last_log is None or now - last_log >= log_interval_s:
+                last_log = now
+                log.warning("waiting_for_dependency", what=what, attempts=attempt + 1,
+                            waited_s=round(now - started, 1), error=str(exc),
+                            hint="retrying with backoff; --fail-fast (or [runtime] fail_fast) stops instead")
+            attempt += 1
+            await anyio.sleep(delay_s)
+        else:
+            if attempt:
+                log.info("dependency_reachable", what=what, attempts=attempt + 1,
+                         waited_s=round(time.monotonic() - started, 1))
+            on_wait(None)
+            return result
+
+
+async def check_tables(hbase: HBase, routes: Sequence[CompiledRoute], maps: dict[str, RegionMap]) -> None:
+    """Fail, naming the route, when a table or family does not exist (:class:`~pipeline.errors.ConfigError`);
+    load each table's region map into ``maps``. HBase unreachable raises its retryable error."""
+    for route in routes:
+        try:
+            families = await hbase.families(route.table)
+        except TableNotFound as exc:
+            raise ConfigError(f"route {route.name!r}: table {route.table!r} does not exist in HBase "
+                              f"(create it with `hbase-ingest tables create --config ...`)") from exc
+        missing = [f for f in route.families if f not in families]
+        if missing:
+            raise ConfigError(f"route {route.name!r}: table {route.table!r} has no column family "
+                              f"{', '.join(missing)} (it has: {', '.join(sorted(families))})")
+        if route.table not in maps:
+            maps[route.table] = await load_region_map(hbase, route.table)
+
+
+async def ensure_dead_letter_topic(kafka: TopicAdmin, topic: str) -> None:
+    """Make sure the dead-letter topic exists before any record is read: create it when missing (one
+    partition, as Kafka Connect does for its dead-letter queues), or fail naming it when the cluster
+    refuses (the first bad record would otherwise wait on it)."""
+    try:
+        if await kafka.ensure_topic(topic):
+            log.info("dead_letter_topic_created", topic=topic)
+    except TopicNotCreated as exc:
+        raise ConfigError(f"the dead-letter topic: {exc}; create it, or name an existing one in "
+                          "[kafka].dead_letter_topic") from exc
