@@ -1,5 +1,6 @@
 """The project's exception tree. Every foreign exception (happybase, thriftpy2, aiokafka, socket, OS)
-is translated into one of these at the I/O edge and raised ``from`` its cause.
+is translated into one of these at the I/O edge and raised ``from`` its cause. Every class the
+project defines appears below (a test checks it); those defined elsewhere name their module.
 
 ::
 
@@ -11,6 +12,10 @@ is translated into one of these at the I/O edge and raised ``from`` its cause.
     │   ├── KeyDecodeError          bytes that the spec cannot decode
     │   └── PlanError               a query the design cannot answer as key ranges (ambiguous boundary)
     ├── EventError                  an event the worker cannot write (goes to the dead-letter topic)
+    ├── WriteAbandoned              (pipeline.runtime.ingest.writer) HBase unavailable past the retry deadline
+    ├── QueryError                  (pipeline.runtime.read.errors) a read failed: names the table and range
+    ├── RowDecodeError              (pipeline.runtime.read.errors) a stored row the route cannot decode
+    ├── CellDecodeError             (pipeline.runtime.read.columns) a stored cell the column mapping cannot decode
     ├── StackError                  the local Kafka/HBase stack cannot be provisioned or started
     ├── KafkaError                  a Kafka client call failed
     │   ├── KafkaUnavailable        the brokers cannot be reached, or a request timed out: retry with backoff

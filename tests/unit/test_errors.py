@@ -80,6 +80,23 @@ def every_error_class() -> set[type[HBaseIngestError]]:
     return found
 
 
+def listed_in_the_tree() -> set[str]:
+    """The class names drawn in pipeline.errors' docstring tree (the first word of each tree line)."""
+    import pipeline.errors
+
+    names = set()
+    for line in (pipeline.errors.__doc__ or "").splitlines():
+        words = line.translate(str.maketrans("│├└─", "    ")).split()
+        if words and (line.lstrip().startswith(("├", "└", "│")) or words[0] == "HBaseIngestError"):
+            names.add(words[0])
+    return names
+
+
+def test_the_tree_in_the_errors_module_lists_every_error_class() -> None:
+    assert {cls.__name__ for cls in every_error_class()} - listed_in_the_tree() == set()
+    assert listed_in_the_tree() - {cls.__name__ for cls in every_error_class()} == set()  # nothing stale
+
+
 def same(a: BaseException, b: BaseException) -> bool:
     return type(a) is type(b) and str(a) == str(b) and a.args == b.args and vars(a) == vars(b)
 
