@@ -151,3 +151,19 @@ def test_every_cluster_jvm_has_its_heap_role_and_ports(tmp_path: Path) -> None:
 def test_settings_file_keys_reach_the_stack(tmp_path: Path) -> None:
     settings = Settings.model_validate({"stack": {"region_servers": 2, "gateways": 1, **CLUSTER}})
     assert LocalStack(settings.stack).topology().mode == "cluster"
+
+
+def test_a_cluster_is_not_started_over_a_running_one_jvm_stack(tmp_path: Path) -> None:
+    import sys
+
+    standalone = LocalStack(offset(state_dir=tmp_path / "state"))
+    standalone.hbase.start([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        cluster = LocalStack(offset(state_dir=tmp_path / "state", region_servers=1, gateways=1))
+        with pytest.raises(StackError, match=r"runs hbase, which this cluster stack does not have .*stack down"):
+            cluster._check_other_shape()
+        # `down` of the cluster shape also stops the one-JVM process the state folder names
+        assert "hbase" in cluster.down()
+        assert standalone.hbase.pid() is None
+    finally:
+        standalone.hbase.stop(timeout_s=5)
