@@ -13,7 +13,14 @@ from structlog.testing import capture_logs
 
 from connectors.memory import MemoryBroker, MemoryHBase
 from pipeline.core.model import TopicPartition
-from pipeline.errors import ConfigError, HBaseRequestError, HBaseUnavailable, KafkaCommitFailed, KafkaUnavailable
+from pipeline.errors import (
+    ConfigError,
+    HBaseRequestError,
+    HBaseUnavailable,
+    KafkaCommitFailed,
+    KafkaUnavailable,
+    RegionMapStale,
+)
 from pipeline.runtime.ingest.deadletter import HEADER_PREFIX
 from pipeline.runtime.ingest.worker import Worker, WorkerSummary
 from pipeline.runtime.ingest.writer import WriteAbandoned
@@ -302,3 +309,24 @@ async def test_many_dead_letters_log_one_line_then_a_digest() -> None:
     assert len(full) == 1 and full[0]["reason"] == "undecodable" and full[0]["topic"] == DLQ
     assert sum(d["more"] for d in digests) == 199 and len(digests) <= 2
     assert "offset" in digests[0]["first"] and digests[0]["what"] == "undecodable"
+
+
+async def test_regions_split_and_move_while_writing_and_the_region_map_follows() -> None:
+    broker, hbase = _stack(0, splits=())
+    for i in range(1500):
+        broker.produce(TOPIC, orjson.dumps({"id": f"e{i}", "v": i, "ts": 1_000 + i}))
+    worker = Worker(_settings(max_poll_records=100), hbase, broker, stop_at=_ends(broker))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(worker.run)
+        with anyio.fail_after(10):
+            while worker.stats.rows_written < 300:
+                await anyio.sleep(0.001)
+        hbase.split(TABLE, b"e5")
+        hbase.move(TABLE, b"e5", "rs-2:16020")
+        hbase.fail_writes(1, RegionMapStale("NotServingRegionException: region moved", table=TABLE))
+        with anyio.fail_after(10):
+            while not worker.done:
+                await anyio.sleep(0.005)
+    _check_rows(hbase, 1500)
+    regions = worker.maps[TABLE].regions
+    assert [r.start_key for r in regions] == [b"", b"e5"] and regions[1].server == "rs-2:16020"
