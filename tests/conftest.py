@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -12,11 +12,11 @@ from pipeline.settings import HBaseSettings, KafkaSettings, StackSettings
 
 
 @pytest.fixture(scope="session")
-def stack() -> Iterator[LocalStack]:
+def stack() -> LocalStack:
     """The real Kafka + HBase stack; `stack up` is idempotent and returns at once when it runs."""
     local = LocalStack(StackSettings())
     local.up()
-    yield local
+    return local
 
 
 @pytest.fixture

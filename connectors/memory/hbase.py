@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import anyio
+import anyio.lowlevel
 
 from pipeline.core.model import Mutation, MutationKind
 from pipeline.errors import HBaseError, HBaseRequestError, HBaseUnavailable, TableNotFound
@@ -153,31 +154,31 @@ class MemoryHBase:
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
 
     async def tables(self) -> list[str]:
-        await anyio.sleep(0)
+        await anyio.lowlevel.checkpoint()
         return sorted(self._tables)
 
     async def table_exists(self, table: str) -> bool:
-        await anyio.sleep(0)
+        await anyio.lowlevel.checkpoint()
         return table in self._tables
 
     async def families(self, table: str) -> dict[str, int]:
-        await anyio.sleep(0)
+        await anyio.lowlevel.checkpoint()
         return {f: spec.versions for f, spec in self._table(table).families.items()}
 
     async def create_table(self, table: str, families: Mapping[str, FamilySpec],
                            split_keys: Sequence[bytes] = ()) -> None:
-        await anyio.sleep(0)
+        await anyio.lowlevel.checkpoint()
         if table in self._tables:
             raise HBaseRequestError(f"TableExistsException: {table}", table=table)
         self._tables[table] = _Table(dict(families), sorted(set(split_keys)))
 
     async def delete_table(self, table: str) -> None:
-        await anyio.sleep(0)
+        await anyio.lowlevel.checkpoint()
         self._table(table)
         del self._tables[table]
 
     async def regions(self, table: str) -> list[MemoryRegion]:
-        await anyio.sleep(0)
+        await anyio.lowlevel.checkpoint()
         t = self._table(table)
         bounds = [b"", *t.splits, b""]
         out = []
@@ -190,7 +191,7 @@ class MemoryHBase:
     async def write(self, table: str, mutations: Sequence[Mutation]) -> None:
         self._enter()
         try:
-            await anyio.sleep(0)
+            await anyio.lowlevel.checkpoint()
             self.writes += 1
             if self._write_failures:
                 raise self._write_failures.pop(0)
@@ -253,7 +254,7 @@ class MemoryHBase:
             return []
         self._enter()
         try:
-            await anyio.sleep(0)
+            await anyio.lowlevel.checkpoint()
             if self.fail_scan is not None and self.fail_scan(start, stop, reverse):
                 raise HBaseUnavailable("connection reset by peer", table=table)
             if self.hang_scan is not None and self.hang_scan(start, stop, reverse):
@@ -284,7 +285,7 @@ class MemoryHBase:
         return factory(*args)(page, label)
 
     async def warm_scan_processes(self, limiter: anyio.CapacityLimiter) -> None:
-        await anyio.sleep(0)
+        await anyio.lowlevel.checkpoint()
 
 
 def _after_prefix(prefix: bytes) -> bytes:

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import anyio
+import anyio.lowlevel
 
 from pipeline.core.model import TopicPartition
 from pipeline.errors import KafkaCommitFailed, KafkaError, TopicNotCreated
@@ -170,7 +171,7 @@ class MemoryBroker:
     # -- the port: topics --------------------------------------------------------------------------
 
     async def create_topics(self, topics: Mapping[str, int], replication: int | None = 1) -> list[str]:
-        await anyio.sleep(0)
+        await anyio.lowlevel.checkpoint()
         self._check("admin")
         created = [t for t in topics if t not in self.topics]
         for t in created:
@@ -184,19 +185,19 @@ class MemoryBroker:
         return bool(created)
 
     async def delete_topics(self, topics: Collection[str]) -> None:
-        await anyio.sleep(0)
+        await anyio.lowlevel.checkpoint()
         for t in topics:
             self.topics.pop(t, None)
 
     async def partitions(self, topic: str) -> list[int]:
-        await anyio.sleep(0)
+        await anyio.lowlevel.checkpoint()
         return list(range(len(self._parts(topic))))
 
     # -- the port: offsets -------------------------------------------------------------------------
 
     async def log_offsets(self, tps: Collection[TopicPartition], which: Literal["start", "end"]
                           ) -> dict[TopicPartition, int]:
-        await anyio.sleep(0)
+        await anyio.lowlevel.checkpoint()
         out = {}
         for tp in tps:
             part = self._parts(tp.topic)[tp.partition]
@@ -204,7 +205,7 @@ class MemoryBroker:
         return out
 
     async def offsets_for_time(self, tps: Collection[TopicPartition], ms: int) -> dict[TopicPartition, int | None]:
-        await anyio.sleep(0)
+        await anyio.lowlevel.checkpoint()
         out: dict[TopicPartition, int | None] = {}
         for tp in tps:
             found = [r.offset for r in self._parts(tp.topic)[tp.partition].records if r.timestamp >= ms]
@@ -216,12 +217,12 @@ class MemoryBroker:
         yield self
 
     async def group_offsets(self, group: str, tps: Collection[TopicPartition]) -> dict[TopicPartition, int | None]:
-        await anyio.sleep(0)
+        await anyio.lowlevel.checkpoint()
         committed = self._group(group).committed
         return {tp: committed.get(tp) for tp in tps}
 
     async def commit_group(self, group: str, offsets: Mapping[TopicPartition, int]) -> None:
-        await anyio.sleep(0)
+        await anyio.lowlevel.checkpoint()
         g = self._group(group)
         if g.members:
             raise KafkaCommitFailed(f"group {group!r} has active members; a commit from outside is refused")
@@ -260,13 +261,13 @@ class MemorySource:
         self.positions[tp] = part.log_start if committed is None else committed
 
     async def start(self) -> None:
-        await anyio.sleep(0)
+        await anyio.lowlevel.checkpoint()
         self.started = True
         if self.topics and self.group_id is not None:
             self.broker._join(self.group_id, self)
 
     async def stop(self) -> None:
-        await anyio.sleep(0)
+        await anyio.lowlevel.checkpoint()
         if self.started and self.topics and self.group_id is not None:
             self.broker._leave(self.group_id, self)
         self.started = False
@@ -320,7 +321,7 @@ class MemorySource:
         return out
 
     async def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
-        await anyio.sleep(0)
+        await anyio.lowlevel.checkpoint()
         self.broker._check("commit")
         if self.group_id is None:
             raise KafkaError("a group-less consumer cannot commit")
@@ -331,12 +332,12 @@ class MemorySource:
         self.broker.commits += 1
 
     async def committed(self, tp: TopicPartition) -> int | None:
-        await anyio.sleep(0)
+        await anyio.lowlevel.checkpoint()
         self.broker._check("committed")
         return self.broker._group(self.group_id).committed.get(tp) if self.group_id else None
 
     async def position(self, tp: TopicPartition) -> int:
-        await anyio.sleep(0)
+        await anyio.lowlevel.checkpoint()
         self.broker._check("position")
         if tp not in self.held:
             raise KafkaError(f"{tp} is not assigned to this consumer")
@@ -365,18 +366,18 @@ class MemorySink:
         self.sent = 0
 
     async def start(self) -> None:
-        await anyio.sleep(0)
+        await anyio.lowlevel.checkpoint()
 
     async def stop(self) -> None:
-        await anyio.sleep(0)
+        await anyio.lowlevel.checkpoint()
 
     async def send(self, topic: str, value: bytes | None, *, key: bytes | None = None,
                    headers: Sequence[tuple[str, bytes]] | None = None) -> Awaitable[None]:
-        await anyio.sleep(0)
+        await anyio.lowlevel.checkpoint()
         self.broker._check("send")
         self.broker.produce(topic, value, key=key, headers=headers or ())
         self.sent += 1
-        return anyio.sleep(0)
+        return anyio.lowlevel.checkpoint()
 
     async def send_and_wait(self, topic: str, value: bytes | None, *, key: bytes | None = None,
                             headers: Sequence[tuple[str, bytes]] | None = None) -> None:

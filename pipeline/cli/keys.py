@@ -48,7 +48,7 @@ def _json_object(text: str, what: str) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         raise ValueError(f"{what} is not valid JSON: {exc}") from None
     if not isinstance(value, dict):
-        raise ValueError(f"{what} must be a JSON object")
+        raise ValueError(f"{what} must be a JSON object")  # noqa: TRY004 (bad user input, reported as such)
     return value
 
 

@@ -117,7 +117,7 @@ def configure_logging(level: str = "INFO", fmt: str = "text") -> None:
     log at WARNING and above whatever ``level`` is."""
     lvl = logging.getLevelName(level.upper())
     if not isinstance(lvl, int):
-        raise ValueError(f"unknown log level {level!r}")
+        raise ValueError(f"unknown log level {level!r}")  # noqa: TRY004 (bad user input, reported as such)
     if fmt not in LOG_FORMATS:
         raise ValueError(f"unknown log format {fmt!r}; known: {', '.join(LOG_FORMATS)}")
     processors: Sequence[Processor]

@@ -142,7 +142,7 @@ def print_rows(out: Console, rows: Sequence[ReadRow], fields: list[str]) -> None
 
 async def _run(config: Path, route_name: str, where_items: list[str], t_from: str | None,
                t_to: str | None, newest_first: bool, limit: int | None, fmt: str, explain: bool,
-               timeout: float | None, page_size: int | None, processes: int, by_time: bool,
+               timeout_s: float | None, page_size: int | None, processes: int, by_time: bool,
                skip_scan: bool) -> None:
     settings = load_settings(config)
     tune_process(settings.runtime)  # a full scan allocates ~10 objects per row
@@ -158,7 +158,7 @@ async def _run(config: Path, route_name: str, where_items: list[str], t_from: st
         time_range = check_time_range(lo, hi)
     out = output_console()
     err = Console(stderr=True)
-    async with HBaseClient(settings.hbase) as hb, Reader(hb, page_size=page_size, timeout_s=timeout,
+    async with HBaseClient(settings.hbase) as hb, Reader(hb, page_size=page_size, timeout_s=timeout_s,
                                                          processes=processes) as reader:
         if explain:
             plan = await reader.plan(route, where=where, time_range=time_range,

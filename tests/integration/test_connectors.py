@@ -197,7 +197,7 @@ async def test_kafka_topics_produce_consume(kafka_settings: KafkaSettings, uniqu
         consumer = make_consumer(kafka_settings, group_id=f"g-{unique}", topics=[topic])
         await consumer.start()
         try:
-            got = set()
+            got: set[bytes] = set()
             while len(got) < 3:
                 batch = await asyncio.wait_for(consumer.getmany(timeout_ms=1000), 30)
                 for msgs in batch.values():

@@ -233,7 +233,7 @@ async def test_disabled_table_mid_query_fails_naming_the_range(hbase: HBaseClien
         async with Reader(hbase, page_size=10, first_page=10, read_ahead=1,
                           processes=processes) as reader:
             scan = reader.scan(route_of("r", table, spec))
-            with anyio.fail_after(60), pytest.raises(QueryError) as info:
+            with anyio.fail_after(60), pytest.raises(QueryError) as info:  # noqa: PT012 (fails mid-iteration)
                 async with scan:
                     first = await scan.__anext__()
                     assert first.fields["host"] == "h0"
@@ -256,7 +256,8 @@ async def test_missing_table_fails_saying_so(hbase: HBaseClient, unique: str, pr
     spec = "[salt(host, 8)][host][_][long(ts)]"
     table = f"t_reader_missing_{unique}"
     async with Reader(hbase, processes=processes) as reader:
-        for kwargs in ({}, {"where": {"host": "h1"}, "limit": 5}):  # 8 ranges; one range, one small page
+        queries: list[dict[str, Any]] = [{}, {"where": {"host": "h1"}, "limit": 5}]  # 8 ranges; one range, one page
+        for kwargs in queries:
             with anyio.fail_after(30), pytest.raises(QueryError, match=rf"{table}.*table does not exist") as info:
                 await reader.scan(route_of("r", table, spec), **kwargs).collect()
             assert isinstance(info.value.__cause__, TableNotFound)

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import anyio
 import orjson
@@ -17,7 +18,7 @@ from connectors.kafka import KafkaBroker, make_consumer
 from connectors.kafka import TopicPartition as KafkaTP
 from pipeline.errors import ConfigError
 from pipeline.runtime.ingest.worker import Worker
-from pipeline.settings import KafkaSettings
+from pipeline.settings import KafkaSettings, Settings
 
 from .worker_support import (
     drop_tables,
@@ -46,7 +47,7 @@ async def _committed(settings: KafkaSettings, group: str, topic: str, partitions
         await consumer.stop()
 
 
-async def _assert_all_landed(hbase: HBaseClient, settings, events: list[dict]) -> None:
+async def _assert_all_landed(hbase: HBaseClient, settings: Settings, events: list[dict[str, Any]]) -> None:
     by_table: dict[str, dict[bytes, dict[bytes, bytes]]] = {}
     for e in events:
         for table, (row, cells) in expected_cells(settings, e).items():
@@ -156,8 +157,8 @@ def _spawn(config: Path) -> subprocess.Popen[bytes]:
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
 
-async def _wait_rows(hbase: HBaseClient, table: str, at_least: int, timeout: float = 120) -> int:
-    with anyio.fail_after(timeout):
+async def _wait_rows(hbase: HBaseClient, table: str, at_least: int, limit_s: float = 120) -> int:
+    with anyio.fail_after(limit_s):
         while True:
             n = await hbase.count(table)
             if n >= at_least:

@@ -119,7 +119,7 @@ def test_fields_set_after_construction_survive() -> None:
     err.add_note("while writing batch 7")
     err.attempt = 3  # type: ignore[attr-defined]
     back = pickle.loads(pickle.dumps(err))
-    assert back.attempt == 3 and back.table == "t"  # type: ignore[attr-defined]
+    assert back.attempt == 3 and back.table == "t"
     assert back.__notes__ == ["while writing batch 7"]
 
 

@@ -20,16 +20,20 @@ from connectors.hbase.scanprocs import Gateway, scan_page_in_process, warm_worke
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _identity_page() -> Any:
+    return lambda rows, label: rows
+
+
 async def test_a_worker_dying_while_it_starts_is_a_broken_worker(monkeypatch: pytest.MonkeyPatch) -> None:
     async def dies(*args: Any, **kwargs: Any) -> Any:
         raise ProcessLookupError
 
-    monkeypatch.setattr(scanprocs.anyio.to_process, "run_sync", dies)
+    monkeypatch.setattr(anyio.to_process, "run_sync", dies)
     gw = Gateway("127.0.0.1", 9, 10, 1000, "buffered", "binary")
     limiter = anyio.CapacityLimiter(1)
     with pytest.raises(anyio.BrokenWorkerProcess, match="died while starting"):
         await scan_page_in_process(gw, b"t", "t", start=b"", stop=b"", limit=1, reverse=False, columns=None,
-                                   transform=(dict, ()), label="all", limiter=limiter)
+                                   transform=(_identity_page, ()), label="all", limiter=limiter)
     with pytest.raises(anyio.BrokenWorkerProcess, match="died while starting"):
         await warm_worker(gw, limiter)
 

@@ -25,6 +25,7 @@ __all__ = ["EventWarnings", "WorkerSummary"]
 
 log = structlog.get_logger("hbase_ingest.worker")
 DIGEST_INTERVAL_S = 10.0
+_DIGEST_EVENTS = {"dead_lettered": "dead_lettered_digest", "offsets_skipped": "offsets_skipped_digest"}
 
 
 @dataclass(frozen=True)
@@ -79,5 +80,5 @@ class EventWarnings:
         now = self.clock()
         for d in self.digest.drain(now) if final else self.digest.due(now):
             kind, _, what = d.key.partition("/")
-            log.warning(f"{kind}_digest", what=what, more=d.count, over_s=round(d.until - d.since, 1),
+            log.warning(_DIGEST_EVENTS[kind], what=what, more=d.count, over_s=round(d.until - d.since, 1),
                         first=dict(d.sample))

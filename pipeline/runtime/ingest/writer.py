@@ -91,9 +91,6 @@ class BatchWriter:
             t0 = time.monotonic()
             try:
                 await self.hbase.write(batch.table, batch.mutations)
-                self.observer.batch_written(batch.table, batch.region.name, batch.region.server, batch.rows,
-                                            batch.size, time.monotonic() - t0)
-                return
             except HBaseRequestError as exc:
                 await self._isolate(batch, exc)
                 return
@@ -116,6 +113,10 @@ class BatchWriter:
                             delay_ms=round(delay), error=str(exc))
                 attempt += 1
                 await anyio.sleep(delay / 1000)
+            else:
+                self.observer.batch_written(batch.table, batch.region.name, batch.region.server, batch.rows,
+                                            batch.size, time.monotonic() - t0)
+                return
 
     async def _isolate(self, batch: Batch, exc: HBaseRequestError) -> None:
         """HBase refused the batch: write its mutations one by one; refused ones go to ``reject``."""

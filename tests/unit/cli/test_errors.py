@@ -99,7 +99,7 @@ def test_a_metrics_port_that_cannot_be_bound_is_a_config_error() -> None:
         async with anyio.create_task_group() as tg:
             await start_metrics(tg, serve, settings, worker=None)  # type: ignore[arg-type]
 
-    with pytest.raises(BaseException) as info:
+    with pytest.raises(BaseException) as info:  # noqa: PT011 (anyio wraps it; user_error unwraps below)
         anyio.run(go)
     leaf = user_error(info.value)
     assert isinstance(leaf, ConfigError)

@@ -4,6 +4,7 @@ otherwise."""
 from __future__ import annotations
 
 import io
+import sys
 
 import pytest
 from rich.console import Console
@@ -28,7 +29,7 @@ def _render(console: Console) -> list[str]:
 
 def test_a_piped_table_keeps_each_row_on_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("COLUMNS", raising=False)
-    monkeypatch.setattr(scan_cli.sys.stdout, "isatty", lambda: False, raising=False)
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: False, raising=False)
     console = scan_cli.output_console()
     assert console.width > 1000
     console.file = io.StringIO()
@@ -44,7 +45,7 @@ def test_columns_or_a_terminal_keep_the_folding_width(monkeypatch: pytest.Monkey
     monkeypatch.setenv("COLUMNS", "80")
     assert scan_cli.output_console().width == 80
     monkeypatch.delenv("COLUMNS")
-    monkeypatch.setattr(scan_cli.sys.stdout, "isatty", lambda: True, raising=False)
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True, raising=False)
     assert scan_cli.output_console().width < 1000
     narrow = Console(file=io.StringIO(), width=80)
     lines = _render(narrow)

@@ -34,7 +34,7 @@ def test_multiplier_and_validation() -> None:
         {"initial_ms": 1, "max_ms": 5, "max_attempts": -1},
         {"initial_ms": 1, "max_ms": 5, "deadline_ms": -1},
     ):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="must be"):
             Backoff(**kwargs)
     b = Backoff(1, 5)
     with pytest.raises(ValueError, match="rand"):

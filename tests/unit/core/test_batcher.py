@@ -177,11 +177,11 @@ def test_rebucket_resplits_along_the_new_map() -> None:
 
 
 def test_validation() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="max_rows must be >= 1"):
         RegionBatcher(0, 1, 1)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="max_bytes must be >= 1"):
         RegionBatcher(1, 0, 1)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="max_age_ms must be >= 0"):
         RegionBatcher(1, 1, -1)
 
 

@@ -122,7 +122,7 @@ def test_heap_merge_ties_follow_source_order_and_limit() -> None:
     assert list(heap_merge([a, b], key=lambda t: t[0], limit=2)) == a[:2]
     assert list(heap_merge([a, b], key=lambda t: t[0], limit=0)) == []
     assert list(heap_merge([], key=lambda t: t)) == []
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="limit must be >= 0"):
         list(heap_merge([a], key=lambda t: t[0], limit=-1))
 
 

@@ -50,14 +50,14 @@ def test_clock_going_backwards_does_not_refill_or_drain() -> None:
 
 
 def test_validation() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="rate_per_s must be > 0"):
         RateLimiter(0, 1)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="burst must be >= 1"):
         RateLimiter(1, 0)
     rl = RateLimiter(1, 1)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="n must be >= 0"):
         rl.acquire(-1, 0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="n must be >= 0"):
         rl.try_acquire(-1, 0)
 
 

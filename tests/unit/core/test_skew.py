@@ -48,11 +48,11 @@ def test_zero_rows_and_backwards_clock() -> None:
     assert w.counts(8) == {"a": 2, "b": 1}
     assert w.counts(14.9) == {"a": 2, "b": 1}
     assert w.counts(15) == {}
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="rows must be >= 0"):
         w.record("a", -1, 10)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="window_s must be > 0"):
         SkewWindow(0, 1)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="buckets must be >= 1"):
         SkewWindow(1, 0)
     assert "keys=0" in repr(w)
 

@@ -83,7 +83,7 @@ def test_format_key_is_hbase_to_string_binary() -> None:
     for raw in (b"", bytes(range(256)), b"\\x41"):
         assert parse_key(format_key(raw)) == raw
     assert parse_key("\\xab\\x00z") == b"\xab\x00z"
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="is not a byte"):
         parse_key("€")
 
 

@@ -22,7 +22,7 @@ LMIN, LMAX = -(1 << 63), (1 << 63) - 1
 I32 = st.integers(-(1 << 31), (1 << 31) - 1)
 I64 = st.integers(LMIN, LMAX)
 NONNEG = st.integers(0, LMAX)
-TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+TEXT = st.text(st.characters(exclude_categories=["Cs"]), max_size=12)
 
 
 def no(*chars: str) -> st.SearchStrategy[str]:

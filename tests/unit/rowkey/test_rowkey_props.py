@@ -16,7 +16,7 @@ LMIN, LMAX = -(1 << 63), (1 << 63) - 1
 I32 = st.integers(-(1 << 31), (1 << 31) - 1)
 I64 = st.integers(LMIN, LMAX)
 NONNEG = st.integers(0, LMAX)
-TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+TEXT = st.text(st.characters(exclude_categories=["Cs"]), max_size=12)
 
 
 def enc(spec: str, value: Any) -> bytes:
@@ -33,7 +33,7 @@ def _compiled(spec: str) -> RowKey:
 
 
 def _cmp(a: Any, b: Any) -> int:
-    return (a > b) - (a < b)
+    return int(a > b) - int(a < b)
 
 
 # --- documented orders -------------------------------------------------------------------------
@@ -176,7 +176,7 @@ SPECS_FOR_EQUIV = [
 )
 def test_generated_build_equals_reference(spec: str, event: dict[str, Any]) -> None:
     rk = _compiled(spec)
-    outcomes = []
+    outcomes: list[tuple[str, object]] = []
     for build in (rk.build, rk.build_reference):
         try:
             outcomes.append(("ok", build(event)))

@@ -119,6 +119,6 @@ def test_time_field_inference() -> None:
 def test_rowkey_is_immutable_and_hashable() -> None:
     rk = compile_rowkey("[a]")
     with pytest.raises(AttributeError):
-        rk.spec = "[b]"  # type: ignore[misc]
+        rk.spec = "[b]"
     assert rk == compile_rowkey("[a]") and hash(rk) == hash(compile_rowkey("[a]"))
     assert repr(rk) == "RowKey('[a]')"

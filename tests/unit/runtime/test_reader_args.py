@@ -28,16 +28,16 @@ ROUTE = RouteSpec(name="r", topic="t", table="t", rowkey="[salt(host, 4)][host][
 ])
 def test_reader_arguments(kwargs: dict[str, Any], error: type[Exception], text: str) -> None:
     with pytest.raises(error, match=text):
-        Reader(FakeHBase(), **kwargs)  # type: ignore[arg-type]
+        Reader(FakeHBase(), **kwargs)
 
 
 def test_page_size_defaults_to_the_mode_and_an_explicit_one_wins() -> None:
     hb = FakeHBase()
     assert (PAGE_SIZE, PROCESS_PAGE_SIZE) == (1000, 4000)
-    assert Reader(hb).page_size == PAGE_SIZE  # type: ignore[arg-type]
-    assert Reader(hb, processes=2).page_size == PROCESS_PAGE_SIZE  # type: ignore[arg-type]
-    assert Reader(hb, processes=2, page_size=50).page_size == 50  # type: ignore[arg-type]
-    assert Reader(hb, page_size=50, first_page=80).first_page == 50  # type: ignore[arg-type]
+    assert Reader(hb).page_size == PAGE_SIZE
+    assert Reader(hb, processes=2).page_size == PROCESS_PAGE_SIZE
+    assert Reader(hb, processes=2, page_size=50).page_size == 50
+    assert Reader(hb, page_size=50, first_page=80).first_page == 50
 
 
 @pytest.mark.parametrize(("kwargs", "error", "text"), [
@@ -55,7 +55,7 @@ def test_page_size_defaults_to_the_mode_and_an_explicit_one_wins() -> None:
     ({"where": ["host", "a"]}, TypeError, "where must be a mapping"),
 ])
 async def test_scan_arguments(kwargs: dict[str, Any], error: type[Exception], text: str) -> None:
-    async with Reader(FakeHBase()) as reader:  # type: ignore[arg-type]
+    async with Reader(FakeHBase()) as reader:
         with pytest.raises(error, match=text):
             reader.scan(ROUTE, **kwargs)
         with pytest.raises(TypeError, match="route must be a RouteSpec"):
@@ -64,7 +64,7 @@ async def test_scan_arguments(kwargs: dict[str, Any], error: type[Exception], te
 
 
 async def test_a_scan_is_read_once() -> None:
-    async with Reader(FakeHBase()) as reader:  # type: ignore[arg-type]
+    async with Reader(FakeHBase()) as reader:
         scan = reader.scan(ROUTE)
         assert await scan.collect() == []
         with pytest.raises(RuntimeError, match="has ended"):

@@ -29,7 +29,7 @@ async def test_a_failing_range_fails_the_query_promptly_while_others_hang() -> N
         return len(start) > 1  # a continuation page (start = last key + 0x00)
 
     hb = FakeHBase(ROWS, fail=fail, hang=hang)
-    async with Reader(hb, page_size=5, first_page=5) as reader:  # type: ignore[arg-type]
+    async with Reader(hb, page_size=5, first_page=5) as reader:
         scan = reader.scan(ROUTE)
         with anyio.fail_after(5), pytest.raises(QueryError) as info:
             await scan.collect()
@@ -52,8 +52,8 @@ async def test_failure_after_rows_were_returned() -> None:
 
     hb = FakeHBase(ROWS, fail=fail)
     got = 0
-    async with Reader(hb, page_size=4, first_page=4) as reader:  # type: ignore[arg-type]
-        with anyio.fail_after(5), pytest.raises(QueryError) as info:
+    async with Reader(hb, page_size=4, first_page=4) as reader:
+        with anyio.fail_after(5), pytest.raises(QueryError) as info:  # noqa: PT012 (fails mid-iteration)
             async for _ in reader.scan(ROUTE):
                 got += 1
     assert got > 0
@@ -65,7 +65,7 @@ async def test_timeout_names_the_range_waited_on() -> None:
         return start[:1] == b"\x06"
 
     hb = FakeHBase(ROWS, hang=hang)
-    async with Reader(hb, timeout_s=0.2) as reader:  # type: ignore[arg-type]
+    async with Reader(hb, timeout_s=0.2) as reader:
         scan = reader.scan(ROUTE)
         with anyio.fail_after(5), pytest.raises(QueryError) as info:
             await scan.collect()
@@ -77,7 +77,7 @@ async def test_timeout_names_the_range_waited_on() -> None:
 
 async def test_limit_stops_and_cancels_outstanding_scans() -> None:
     hb = FakeHBase(ROWS)
-    async with Reader(hb, page_size=3, first_page=3) as reader:  # type: ignore[arg-type]
+    async with Reader(hb, page_size=3, first_page=3) as reader:
         scan = reader.scan(ROUTE, limit=4)
         got = await scan.collect()
         assert len(got) == 4
@@ -92,18 +92,18 @@ async def test_limit_stops_and_cancels_outstanding_scans() -> None:
 
 
 async def test_scan_needs_an_entered_reader() -> None:
-    reader = Reader(FakeHBase(ROWS))  # type: ignore[arg-type]
+    reader = Reader(FakeHBase(ROWS))
     with pytest.raises(RuntimeError):
         await reader.scan(ROUTE).collect()
 
 
 async def test_planning_errors_are_query_errors() -> None:
-    async with Reader(FakeHBase(ROWS)) as reader:  # type: ignore[arg-type]
+    async with Reader(FakeHBase(ROWS)) as reader:
         with pytest.raises(QueryError) as info:
             await reader.scan(ROUTE, where={"nope": 1}).collect()
     assert "nope" in str(info.value)
     spec = "[salt(host, 4)][host]"  # no time field
     route = RouteSpec(name="x", topic="t", table="t", rowkey=spec, columns={"d:h": "host"})
-    async with Reader(FakeHBase()) as reader:  # type: ignore[arg-type]
+    async with Reader(FakeHBase()) as reader:
         with pytest.raises(QueryError, match="time field"):
             await reader.scan(route, newest_first=True).collect()

@@ -72,7 +72,7 @@ def _rows(n_hosts: int, per_host: int) -> list[tuple[bytes, dict[bytes, bytes]]]
 
 async def test_rows_decode_like_the_verified_decoder() -> None:
     rows = _rows(30, 20)
-    async with Reader(FakeHBase(rows), page_size=50, first_page=7) as reader:  # type: ignore[arg-type]
+    async with Reader(FakeHBase(rows), page_size=50, first_page=7) as reader:
         got = await reader.scan(ROUTE).collect()
     assert len(got) == len(rows)
     assert [r.key for r in got] == sorted((k for k, _ in rows), key=ROWKEY.sort_key)
@@ -88,7 +88,7 @@ async def test_verify_keys_checks_the_salt_of_every_row(verify: bool) -> None:
     good = ROWKEY.build({"host": "zz", "ts": 1})
     foreign = bytes(((good[0] + 1) % 4,)) + good[1:]  # a key this design would not build
     rows.append((foreign, {b"d:h": b"zz"}))
-    async with Reader(FakeHBase(rows), verify_keys=verify) as reader:  # type: ignore[arg-type]
+    async with Reader(FakeHBase(rows), verify_keys=verify) as reader:
         scan = reader.scan(ROUTE)
         if not verify:
             got: list[Any] = await scan.collect()

@@ -43,7 +43,7 @@ def _first(rows: list[Row], limit: int) -> list[bytes]:
 async def test_pages_of_a_limited_query_stay_near_each_ranges_share() -> None:
     rows = _rows([f"h{i:03d}" for i in range(80)], 40)  # 3,200 rows, spread over the 8 salts
     hb = AskingHBase(rows)
-    async with Reader(hb, page_size=1000, first_page=10) as reader:  # type: ignore[arg-type]
+    async with Reader(hb, page_size=1000, first_page=10) as reader:
         scan = reader.scan(ROUTE, limit=400)
         got = [r.key for r in await scan.collect()]
     assert got == _first(rows, 400)
@@ -57,7 +57,7 @@ async def test_a_range_holding_the_whole_output_takes_a_bounded_number_of_pages(
     rows = _rows(["only"], 2000)  # every row under one salt; the other ranges are empty
     hb = AskingHBase(rows)
     salt = rows[0][0][0]
-    async with Reader(hb, page_size=1000, first_page=10) as reader:  # type: ignore[arg-type]
+    async with Reader(hb, page_size=1000, first_page=10) as reader:
         got = [r.key for r in await reader.scan(ROUTE, limit=400).collect()]
     assert got == _first(rows, 400)
     assert hb.asked[salt][:3] == [10, 40, 50]
@@ -68,7 +68,7 @@ async def test_a_range_holding_the_whole_output_takes_a_bounded_number_of_pages(
 async def test_without_a_limit_pages_grow_to_the_page_size() -> None:
     rows = _rows([f"h{i:03d}" for i in range(80)], 40)
     hb = AskingHBase(rows)
-    async with Reader(hb, page_size=1000, first_page=10) as reader:  # type: ignore[arg-type]
+    async with Reader(hb, page_size=1000, first_page=10) as reader:
         got = [r.key for r in await reader.scan(ROUTE).collect()]
     assert got == _first(rows, len(rows))
     assert max(n for pages in hb.asked.values() for n in pages) == 640

@@ -79,8 +79,8 @@ def test_reader_equals_brute_force(spec: str, rows: set[tuple[str, int]], query:
         if limit is not None and scan.plan is not None and scan.plan.matches is None:
             # pushdown: an exact range never fetches more than the limit (+1 row reverse paging
             # overlap per page)
-            for r in scan.stats.ranges:
-                assert r.rows_scanned <= limit
+            for range_stats in scan.stats.ranges:
+                assert range_stats.rows_scanned <= limit
         assert hb.in_flight == 0
         assert hb.max_in_flight <= tune["concurrency"]
 
@@ -132,7 +132,7 @@ def test_by_time_prunes_hosts_that_cannot_enter_the_top() -> None:
     hb = FakeHBase(data, splits=SPLITS)
 
     async def run() -> None:
-        async with Reader(hb, page_size=100, first_page=5, read_ahead=0, concurrency=1) as reader:  # type: ignore[arg-type]
+        async with Reader(hb, page_size=100, first_page=5, read_ahead=0, concurrency=1) as reader:
             scan = reader.scan(route_for(spec), newest_first=True, limit=5, by_time=True)
             got = await scan.collect()
         assert [r.fields["ts"] for r in got] == [49_199 - i for i in range(5)]
@@ -149,7 +149,7 @@ async def test_salt_computable_from_where_opens_one_scanner() -> None:
     rowkey = compile_rowkey(spec)
     hb = FakeHBase([(rowkey.build({"host": h, "ts": t}), cells(h, t)) for h in HOSTS
                     for t in range(30)])
-    async with Reader(hb) as reader:  # type: ignore[arg-type]
+    async with Reader(hb) as reader:
         scan = reader.scan(route_for(spec), where={"host": "web1"}, newest_first=True, limit=5)
         got = await scan.collect()
     assert [r.fields["ts"] for r in got] == [29, 28, 27, 26, 25]
@@ -165,7 +165,7 @@ async def test_early_break_releases_the_scans() -> None:
     rowkey = compile_rowkey(spec)
     hb = FakeHBase([(rowkey.build({"host": h, "ts": t}), cells(h, t)) for h in HOSTS
                     for t in range(200)])
-    async with Reader(hb, page_size=10, first_page=10) as reader:  # type: ignore[arg-type]
+    async with Reader(hb, page_size=10, first_page=10) as reader:
         scan = reader.scan(route_for(spec))
         async with scan:
             async for row in scan:
@@ -187,7 +187,7 @@ async def test_batches_yield_the_rows_of_row_iteration_once() -> None:
     rowkey = compile_rowkey(spec)
     hb = FakeHBase([(rowkey.build({"host": h, "ts": t}), cells(h, t)) for h in HOSTS
                     for t in range(40)])
-    async with Reader(hb, page_size=7, first_page=3) as reader:  # type: ignore[arg-type]
+    async with Reader(hb, page_size=7, first_page=3) as reader:
         want = [r.key for r in await reader.scan(route_for(spec), limit=150).collect()]
         scan = reader.scan(route_for(spec), limit=150)
         async with scan:

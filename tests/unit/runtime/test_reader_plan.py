@@ -64,7 +64,7 @@ def test_newest_first_direction_rule(spec: str, desc: bool) -> None:
 async def test_explain_per_region_plan() -> None:
     spec = "[md5(user, 4)][user][_][long(ts)]"
     route = RouteSpec(name="r", topic="t", table="t", rowkey=spec, columns={"d:u": "user"})
-    async with Reader(FakeHBase(splits=[b"4", b"8"])) as reader:  # type: ignore[arg-type]
+    async with Reader(FakeHBase(splits=[b"4", b"8"])) as reader:
         plan = await reader.plan(route, time_range=(0, 10), newest_first=True, limit=5)
         text = "\n".join(explain_lines(plan))
         assert plan.per_region and len(plan.ranges) == 3 and plan.reverse
@@ -86,7 +86,7 @@ def test_columns_decode_by_route_mapping() -> None:
     assert decode(cells) == {"d:t": "é", "d:j": {"a": [1]}, "d:n": -5, "d:other": b"\x00"}
     with pytest.raises(CellDecodeError, match="d:n"):
         decode({b"d:n": b"\x01"})
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="expected 8 bytes, got 3"):
         decode_long(b"123")
 
 
@@ -126,7 +126,7 @@ def test_fields_ordered_before_time(spec: str, before: tuple[str, ...]) -> None:
 async def test_explain_says_when_newest_first_is_per_entity() -> None:
     spec = "[salt(host, 4)][host][_][reverse_ts(ts)]"
     route = RouteSpec(name="r", topic="t", table="t", rowkey=spec, columns={"d:h": "host"})
-    async with Reader(FakeHBase()) as reader:  # type: ignore[arg-type]
+    async with Reader(FakeHBase()) as reader:
         across = "\n".join(explain_lines(await reader.plan(route, newest_first=True, limit=5)))
         assert "note: newest first is per (host)" in across and "not by time" in across
         assert "key order: key order" not in across
@@ -161,7 +161,7 @@ def test_entity_fields_refuses_designs_it_cannot_walk(spec: str, text: str) -> N
 async def test_by_time_plan_explain_and_errors() -> None:
     spec = "[salt(host, 4)][host][_][reverse_ts(ts)]"
     route = RouteSpec(name="r", topic="t", table="t", rowkey=spec, columns={"d:h": "host"})
-    async with Reader(FakeHBase()) as reader:  # type: ignore[arg-type]
+    async with Reader(FakeHBase()) as reader:
         newest = await reader.plan(route, newest_first=True, limit=5, by_time=True)
         assert newest.order == "by-time" and newest.entity == ("host",) and newest.bounds is not None
         assert not newest.reverse and newest.descending  # time stored descending: forward is newest
@@ -186,7 +186,7 @@ async def test_by_time_plan_explain_and_errors() -> None:
 async def test_skip_scan_plan_explain_and_errors() -> None:
     spec = "[salt(host, 4)][host][_][long(ts)]"
     route = RouteSpec(name="r", topic="t", table="t", rowkey=spec, columns={"d:h": "host"})
-    async with Reader(FakeHBase()) as reader:  # type: ignore[arg-type]
+    async with Reader(FakeHBase()) as reader:
         plan = await reader.plan(route, time_range=(10, 20), skip_scan=True)
         assert plan.order == "logical" and plan.entity == ("host",) and plan.bounds is not None
         assert len(plan.ranges) == 4 and plan.matches is not None and not plan.reverse

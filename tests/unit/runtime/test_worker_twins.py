@@ -65,8 +65,8 @@ def _check_rows(hbase: MemoryHBase, n: int, bad: tuple[int, ...] = ()) -> None:
     assert hbase.row_count(TABLE) == n - len(bad)
 
 
-async def _run(worker: Worker, timeout: float = 10) -> WorkerSummary:
-    with anyio.fail_after(timeout):
+async def _run(worker: Worker, limit_s: float = 10) -> WorkerSummary:
+    with anyio.fail_after(limit_s):
         return await worker.run()
 
 
@@ -121,7 +121,7 @@ async def test_mutations_hbase_refuses_become_dead_letters_one_by_one() -> None:
     assert summary.dead_lettered == 0
     broker2, hbase2 = _stack(20)
     hbase2.fail_writes(10_000, HBaseRequestError("NoSuchColumnFamilyException: f"))  # every write refused
-    summary2 = await _run(Worker(_settings(), hbase2, broker2, stop_at=_ends(broker2)), timeout=20)
+    summary2 = await _run(Worker(_settings(), hbase2, broker2, stop_at=_ends(broker2)), limit_s=20)
     assert summary2.dead_lettered == 20 and hbase2.row_count(TABLE) == 0
     assert {dict(r.headers)[HEADER_PREFIX + "reason"] for r in broker2.records(DLQ)} == {b"hbase_rejected"}
     assert broker2.groups["g"].committed == _ends(broker2)
@@ -180,21 +180,24 @@ async def test_fetching_pauses_at_the_in_flight_budget_and_resumes_after_writes(
     assert worker.stats.pauses >= 1
 
 
+class _RevocationsSeen(Worker):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.revocations: list[list[TopicPartition]] = []
+
+    async def on_revoked(self, revoked: list[TopicPartition]) -> None:
+        self.revocations.append(list(revoked))
+        await super().on_revoked(revoked)
+
+
 async def test_a_member_joining_mid_stream_rebalances_and_the_group_loses_nothing() -> None:
     broker, hbase = _stack(0)
     for i in range(3000):
         broker.produce(TOPIC, orjson.dumps({"id": f"e{i}", "v": i, "ts": 1_000 + i}))
     ends = _ends(broker)
-    a = Worker(_settings(), hbase, broker, stop_at=ends)
+    a = _RevocationsSeen(_settings(), hbase, broker, stop_at=ends)
     b = Worker(_settings(), hbase, broker, stop_at=ends)
-    revoked: list[Any] = []
-    original = a.on_revoked
-
-    async def spy(tps: list[TopicPartition]) -> None:
-        revoked.append(list(tps))
-        await original(tps)
-
-    a.on_revoked = spy  # type: ignore[method-assign]
+    revoked = a.revocations
     with anyio.fail_after(20):
         async with anyio.create_task_group() as tg:
             tg.start_soon(a.run)
@@ -287,7 +290,7 @@ async def test_fail_fast_stops_at_once_when_hbase_is_unreachable() -> None:
 async def test_a_worker_started_while_kafka_is_unreachable_waits_then_ingests() -> None:
     broker, hbase = _stack(30)
     broker.fail_next("admin", KafkaUnavailable("no brokers available"), times=3)
-    summary = await _run(Worker(_settings(), hbase, broker, stop_at=_ends(broker)), timeout=20)
+    summary = await _run(Worker(_settings(), hbase, broker, stop_at=_ends(broker)), limit_s=20)
     _check_rows(hbase, 30)
     assert summary.committed == _ends(broker)
 
