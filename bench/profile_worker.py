@@ -4,9 +4,10 @@ Every figure is CPU time (user + system) in microseconds per event, never wall t
 shared with the stack's JVMs and other work, and CPU time is what a core can spend. Method:
 
 1. **Pure stages, in isolation** (this process, one thread, ``time.thread_time``, the worker's GC
-   tuning, the sample frozen out of the collector's walks as a worker's short-lived window is), each run
-   ``--reps`` times over the same ``--sample`` events of the design (``generate("logs")``, the
-   events ``bench_worker`` produces) and reported as the median with its range:
+   tuning; the sample is frozen so that the collector does not walk it, as a worker holds only a
+   bounded in-flight window), each run ``--reps`` times over the same ``--sample`` events of the
+   design (``generate("logs")``, the events ``bench_worker`` produces) and reported as the median
+   with its range:
    ``decode`` (``routing.loads``: orjson plus the big-integer check), ``key`` (the rowkey build),
    ``cells_and_validate`` (the route's mutation minus its key build: timestamp check, column getters
    and encoders, size checks, the Mutation), ``route_total`` (``Router.route``: decode + object
@@ -331,6 +332,11 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
         "client_write_path_minus_serialization": _without_serialization(writes, ser), "kafka_fetch": fetch,
         "end_to_end": {"runs": runs, "by_encoder": e2e},
         "remainder_not_in_any_stage": remainder,
+        "before_after": {  # before: thriftpy2's objects; after: connectors.hbase.putwire
+            "serialization": [ser["thriftpy2"]["median"], ser["direct"]["median"]],
+            "client_write_path": [writes["thriftpy2"]["process"]["median"], writes["direct"]["process"]["median"]],
+            "worker_end_to_end": [e2e["thriftpy2"]["worker_us_per_event"]["median"],
+                                  e2e["direct"]["worker_us_per_event"]["median"]]},
         "ratio_end_to_end_direct_over_thriftpy2": round(
             e2e["direct"]["worker_us_per_event"]["median"] / e2e["thriftpy2"]["worker_us_per_event"]["median"], 3),
     }
