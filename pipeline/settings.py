@@ -57,6 +57,7 @@ __all__ = [
     "ColumnSpec",
     "CounterSpec",
     "FamilySpec",
+    "GatewaySpec",
     "HBaseSettings",
     "KafkaSettings",
     "LoggingSettings",
@@ -121,12 +122,43 @@ class KafkaSettings(_Section):
     request_timeout_ms: int = Field(default=30_000, ge=1000, le=_MAX_MS)
 
 
+def _server_problem(server: str) -> str | None:
+    host, sep, port = server.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= _MAX_PORT:
+        return "expected 'host:port' (a region server's address, e.g. 'rs1:16020')"
+    return None
+
+
+class GatewaySpec(_Section):
+    """One Thrift gateway: Thrift1 on ``port`` and Thrift2 on ``thrift2_port`` of ``host``; ``server``
+    (optional, ``host:port``) is the region server it sits with, for region locality."""
+
+    host: str = Field(min_length=1)
+    port: int = Field(default=9090, ge=1, le=_MAX_PORT)
+    thrift2_port: int = Field(default=9091, ge=1, le=_MAX_PORT)
+    server: Annotated[str, _name_rule(_server_problem)] | None = None
+
+    @property
+    def name(self) -> str:
+        """``host:port`` (the Thrift1 port): the gateway's label in statistics and metrics."""
+        return f"{self.host}:{self.port}"
+
+
 class HBaseSettings(_Section):
-    """The HBase Thrift gateways: Thrift1 (happybase, data) and Thrift2 (DDL with split keys)."""
+    """The HBase Thrift gateways: Thrift1 (happybase, data) and Thrift2 (DDL with split keys).
+
+    ``gateways`` lists several gateways (the client spreads calls over the healthy ones,
+    :mod:`connectors.hbase.gateways`); without it, ``host``/``port``/``thrift2_port`` are the one
+    gateway. Giving both is an error, as is the same Thrift1 or Thrift2 address twice.
+    """
 
     host: str = "127.0.0.1"
     port: int = Field(default=9090, ge=1, le=_MAX_PORT)
     thrift2_port: int = Field(default=9091, ge=1, le=_MAX_PORT)
+    gateways: list[GatewaySpec] = Field(default_factory=list, max_length=64)
+    probe_interval_ms: int = Field(default=2000, ge=100, le=_MAX_MS,
+                                   description="how often a gateway marked down is probed")
+    probe_timeout_ms: int = Field(default=1000, ge=100, le=_MAX_MS)
     pool_size: int = Field(default=8, ge=1, le=256)
     timeout_ms: int = Field(default=30_000, ge=100, le=_MAX_MS, description="per-call timeout")
     ddl_timeout_ms: int = Field(default=120_000, ge=1000, le=_MAX_MS)
@@ -134,6 +166,26 @@ class HBaseSettings(_Section):
     protocol: Literal["binary", "compact"] = "binary"
     table_prefix: Annotated[str, _name_rule(table_prefix_problem)] = Field(
         default="", description="prepended to every table name (a namespace when it ends in ':', e.g. 'dev:')")
+
+    @model_validator(mode="after")
+    def _one_way_to_name_gateways(self) -> HBaseSettings:
+        single = sorted({"host", "port", "thrift2_port"} & self.model_fields_set)
+        if self.gateways and single:
+            raise ValueError(f"give either gateways or {'/'.join(single)}, not both (a single gateway is "
+                             "gateways = [{host = ..., port = ..., thrift2_port = ...}])")
+        seen: dict[tuple[str, int], int] = {}
+        for i, g in enumerate(self.gateways):
+            for addr in ((g.host, g.port), (g.host, g.thrift2_port)):
+                if addr in seen:
+                    raise ValueError(f"gateways[{i}] ({g.host}:{g.port}, thrift2 {g.thrift2_port}) uses "
+                                     f"{addr[0]}:{addr[1]}, as gateways[{seen[addr]}] does: each gateway needs "
+                                     "its own ports")
+                seen[addr] = i
+        return self
+
+    def endpoints(self) -> list[GatewaySpec]:
+        """The gateways in order: ``gateways``, or the one of ``host``/``port``/``thrift2_port``."""
+        return list(self.gateways) or [GatewaySpec(host=self.host, port=self.port, thrift2_port=self.thrift2_port)]
 
 
 class WriterSettings(_Section):

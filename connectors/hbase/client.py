@@ -15,12 +15,25 @@ Two gateways are used:
   protocol a ``putMultiple`` call is encoded straight to bytes (:mod:`connectors.hbase.putwire`),
   byte for byte what thriftpy2 would send, without a Thrift object per row and cell.
 
+Several gateways (``[hbase] gateways``): each has its own connection pools and limiters; a call
+goes to a healthy gateway chosen by :class:`~connectors.hbase.gateways.GatewayBoard` (least busy,
+round-robin on ties; a write whose region server is named goes to the gateway declared to sit with
+it). A call that fails with a connection-level error
+(:func:`~connectors.hbase.errors.is_gateway_failure`) takes its gateway down at once (its idle
+connections are closed) and is retried once, inside the same method call, on another healthy
+gateway when that is safe: reads, scans, puts and deletes (they carry timestamps) always, anything
+else (increments, DDL) only when the failure came before the request could be sent (the connection
+did not open). A :class:`~connectors.hbase.probe.Prober` thread probes a down gateway every
+``probe_interval_ms`` and takes it back in when it answers. When no gateway is up, a call raises
+:class:`~pipeline.errors.HBaseUnavailable` at once (the callers' backoff waits).
+
 Bounds: ``start`` is inclusive and ``stop`` exclusive in every scan; ``b""`` means an open end.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -28,23 +41,28 @@ import anyio
 import anyio.to_thread
 import happybase
 import Hbase_thrift  # the Thrift1 IDL module happybase loads at import
+import structlog
 
-from connectors.hbase.errors import map_exceptions
+from connectors.hbase.errors import is_gateway_failure, map_exceptions
+from connectors.hbase.gateways import GatewayBoard
 from connectors.hbase.pool import ConnectionPool
+from connectors.hbase.probe import Prober, probe_gateway
 from connectors.hbase.putwire import direct_puts, put_multiple, split_column, tputs
 from connectors.hbase.scanprocs import Gateway, PageTransform, scan_page_in_process, warm_worker
 from connectors.hbase.scanrows import SMALL_PAGE_ROWS, CellRow, scan_rows, scan_rows2, tscan
 from connectors.hbase.thrift2 import load_idl, open_client
 from pipeline.core.model import Mutation, MutationKind
-from pipeline.errors import HBaseRequestError, TableNotFound
+from pipeline.errors import HBaseError, HBaseRequestError, HBaseUnavailable, TableNotFound
 from pipeline.rowkey import format_key
-from pipeline.settings import FamilySpec, HBaseSettings
+from pipeline.settings import FamilySpec, GatewaySpec, HBaseSettings
 
 __all__ = ["Cells", "HBaseClient", "RegionInfo", "Row"]
 
 T = TypeVar("T")
 Cells = dict[bytes, bytes]
 Row = tuple[bytes, Cells]
+
+log = structlog.get_logger("hbase_ingest.hbase")
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,30 +80,56 @@ class RegionInfo:
     name: str
 
 
+class _Endpoint:
+    """One gateway's connection pools (Thrift1 and Thrift2) and the limiters that bound its calls."""
+
+    def __init__(self, spec: GatewaySpec, s: HBaseSettings) -> None:
+        self.spec = spec
+        self.t1: ConnectionPool[happybase.Connection] = ConnectionPool(
+            s.pool_size,
+            lambda: happybase.Connection(spec.host, spec.port, timeout=s.timeout_ms, transport=s.transport,
+                                         protocol=s.protocol, autoconnect=True),
+            lambda c: c.close(), name=f"thrift1 {spec.name}")
+        self.t2: ConnectionPool[Any] = ConnectionPool(
+            s.pool_size,
+            lambda: open_client(spec.host, spec.thrift2_port, s.timeout_ms, framed=s.transport == "framed",
+                                compact=s.protocol == "compact"),
+            lambda c: c.close(), name=f"thrift2 {spec.host}:{spec.thrift2_port}")
+        self.limit1 = anyio.CapacityLimiter(s.pool_size)
+        self.limit2 = anyio.CapacityLimiter(s.pool_size)
+        self.gateway = Gateway(spec.host, spec.port, spec.thrift2_port, s.timeout_ms, s.transport, s.protocol)
+
+    def close(self) -> None:
+        self.t1.close()
+        self.t2.close()
+
+
+class _Sent:
+    """Set once a call's connection is open: from then on its request may have reached HBase."""
+
+    __slots__ = ("sent",)
+
+    def __init__(self) -> None:
+        self.sent = False
+
+
 class HBaseClient:
-    """Async HBase access for one gateway host. Use as ``async with HBaseClient(settings) as hb:``."""
+    """Async HBase access over one or several gateways (module docstring). Use as
+    ``async with HBaseClient(settings) as hb:``."""
 
     def __init__(self, settings: HBaseSettings) -> None:
         self.settings = settings
         s = settings
         self._prefix = s.table_prefix
-        self._t1: ConnectionPool[happybase.Connection] = ConnectionPool(
-            s.pool_size,
-            lambda: happybase.Connection(s.host, s.port, timeout=s.timeout_ms, transport=s.transport,
-                                         protocol=s.protocol, autoconnect=True),
-            lambda c: c.close(), name="thrift1")
-        self._t2: ConnectionPool[Any] = ConnectionPool(
-            s.pool_size,
-            lambda: open_client(s.host, s.thrift2_port, s.timeout_ms, framed=s.transport == "framed",
-                                compact=s.protocol == "compact"),
-            lambda c: c.close(), name="thrift2")
-        self._limit1 = anyio.CapacityLimiter(s.pool_size)
-        self._limit2 = anyio.CapacityLimiter(s.pool_size)
+        specs = s.endpoints()
+        self._endpoints = [_Endpoint(spec, s) for spec in specs]
+        self._board = GatewayBoard([(spec.name, spec.server) for spec in specs])
+        self._prober = Prober(self._board, lambda i: probe_gateway(specs[i], s), s.probe_interval_ms / 1000)
         # puts are encoded straight to bytes on the binary protocol (connectors.hbase.putwire)
         self._direct_puts = direct_puts(s.protocol)
 
     def __repr__(self) -> str:
-        return f"HBaseClient({self.settings.host}:{self.settings.port}, {self._t1!r}, {self._t2!r})"
+        return f"HBaseClient({self._board!r})"
 
     async def __aenter__(self) -> HBaseClient:
         # the Thrift2 IDL is needed by every write: a missing one is a setup error, raised here
@@ -97,8 +141,9 @@ class HBaseClient:
         await self.aclose()
 
     async def aclose(self) -> None:
-        self._t1.close()
-        self._t2.close()
+        self._prober.close()
+        for ep in self._endpoints:
+            ep.close()
 
     @property
     def pool_size(self) -> int:
@@ -106,41 +151,118 @@ class HBaseClient:
         return self.settings.pool_size
 
     def statistics(self) -> dict[str, Any]:
-        return {"thrift1": self._t1.statistics(), "thrift2": self._t2.statistics(),
-                "threads_busy": self._limit1.borrowed_tokens + self._limit2.borrowed_tokens}
+        """``gateways``: per gateway name (``host:port``), its state (``up``/``down``), calls, errors,
+        failovers, last error and pools; ``thrift1``/``thrift2``: the pools summed over gateways."""
+        gateways = self._board.snapshot()
+        for ep in self._endpoints:
+            gateways[ep.spec.name] |= {"thrift1": ep.t1.statistics(), "thrift2": ep.t2.statistics()}
+
+        def total(pool: str) -> dict[str, int]:
+            out: dict[str, int] = {}
+            for g in gateways.values():
+                for k, v in g[pool].items():
+                    out[k] = out.get(k, 0) + v
+            return out
+        return {"thrift1": total("thrift1"), "thrift2": total("thrift2"), "gateways": gateways,
+                "threads_busy": sum(ep.limit1.borrowed_tokens + ep.limit2.borrowed_tokens
+                                    for ep in self._endpoints)}
 
     def _name(self, table: str) -> str:
         return self._prefix + table
 
     # -- the doorways ----------------------------------------------------------------------------
 
+    async def _on_gateway(self, use: Callable[[_Endpoint, _Sent], Awaitable[T]], *, idempotent: bool,
+                          table: str | None, what: str, server: str | None = None) -> T:
+        """``use(endpoint, sent)`` on a healthy gateway (``server``: the region server the call is
+        for, for locality), retried once on another after a connection-level failure when safe
+        (module docstring)."""
+        tried: list[int] = []
+        while True:
+            i = self._board.choose(server, exclude=tried)
+            if i is None:
+                raise self._none_up(table, what, tried)
+            sent = _Sent()
+            self._board.started(i)
+            try:
+                result = await use(self._endpoints[i], sent)
+            except HBaseError as exc:
+                self._board.finished(i, str(exc))
+                if not is_gateway_failure(exc):
+                    raise
+                self._mark_down(i, exc)
+                tried.append(i)
+                if len(tried) > 1 or not (idempotent or not sent.sent) or not self._board.any_up(tried):
+                    raise
+                self._board.failed_over(i)
+                log.warning("gateway_failover", gateway=self._board.name(i), what=what, table=table,
+                            error=str(exc))
+                continue
+            except BaseException:
+                self._board.finished(i, "interrupted")
+                raise
+            self._board.finished(i)
+            return result
+
+    def _mark_down(self, i: int, exc: HBaseError) -> None:
+        if self._board.mark_down(i, str(exc), time.monotonic()):
+            log.warning("gateway_down", gateway=self._board.name(i), error=str(exc))
+            # its idle sockets are as dead as the one that failed
+            self._endpoints[i].t1.discard_idle()
+            self._endpoints[i].t2.discard_idle()
+        self._prober.wake()
+
+    def _none_up(self, table: str | None, what: str, tried: list[int]) -> HBaseUnavailable:
+        where = f"{what} on table {table!r}" if table else what
+        names = ", ".join(self._board.name(i) for i in range(len(self._board)))
+        last = self._board.snapshot()[self._board.name(tried[-1] if tried else 0)]["last_error"]
+        return HBaseUnavailable(f"{where} failed: every HBase gateway is down ({names}); last error: {last}",
+                                table=table)
+
     async def call(self, fn: Callable[[happybase.Connection], T], *, table: str | None = None,
-                   what: str = "HBase call") -> T:
-        """Run ``fn(connection)`` in a worker thread on a pooled Thrift1 (happybase) connection."""
-        def run() -> T:
-            with map_exceptions(table, what), self._t1.connection(timeout_s=self.settings.timeout_ms / 1000) as conn:
-                return fn(conn)
-        return await anyio.to_thread.run_sync(run, limiter=self._limit1)
+                   what: str = "HBase call", idempotent: bool = False, server: str | None = None) -> T:
+        """Run ``fn(connection)`` in a worker thread on a pooled Thrift1 (happybase) connection of a
+        healthy gateway. ``idempotent``: ``fn`` may run twice (on another gateway after a
+        connection-level failure); otherwise it is retried only when it could not have started."""
+        timeout_s = self.settings.timeout_ms / 1000
 
-    async def call2(self, fn: Callable[[Any], T], *, table: str | None = None, what: str = "HBase call") -> T:
-        """Run ``fn(client)`` in a worker thread on a pooled Thrift2 client."""
-        def run() -> T:
-            with map_exceptions(table, what), self._t2.connection(timeout_s=self.settings.timeout_ms / 1000) as c:
-                return fn(c)
-        return await anyio.to_thread.run_sync(run, limiter=self._limit2)
+        async def use(ep: _Endpoint, sent: _Sent) -> T:
+            def run() -> T:
+                with map_exceptions(table, what), ep.t1.connection(timeout_s=timeout_s) as conn:
+                    sent.sent = True
+                    return fn(conn)
+            return await anyio.to_thread.run_sync(run, limiter=ep.limit1)
+        return await self._on_gateway(use, idempotent=idempotent, table=table, what=what, server=server)
 
-    async def _ddl(self, fn: Callable[[Any, Any], T], table: str, what: str) -> T:
+    async def call2(self, fn: Callable[[Any], T], *, table: str | None = None, what: str = "HBase call",
+                    idempotent: bool = False, server: str | None = None) -> T:
+        """Run ``fn(client)`` in a worker thread on a pooled Thrift2 client (``idempotent``: as in
+        :meth:`call`)."""
+        timeout_s = self.settings.timeout_ms / 1000
+
+        async def use(ep: _Endpoint, sent: _Sent) -> T:
+            def run() -> T:
+                with map_exceptions(table, what), ep.t2.connection(timeout_s=timeout_s) as c:
+                    sent.sent = True
+                    return fn(c)
+            return await anyio.to_thread.run_sync(run, limiter=ep.limit2)
+        return await self._on_gateway(use, idempotent=idempotent, table=table, what=what, server=server)
+
+    async def _ddl(self, fn: Callable[[Any, Any], T], table: str, what: str, idempotent: bool = False) -> T:
         s = self.settings
 
-        def run() -> T:
-            with map_exceptions(table, what):
-                client = open_client(s.host, s.thrift2_port, s.ddl_timeout_ms, framed=s.transport == "framed",
-                                     compact=s.protocol == "compact")
-                try:
-                    return fn(client, load_idl())
-                finally:
-                    client.close()
-        return await anyio.to_thread.run_sync(run, limiter=self._limit2)
+        async def use(ep: _Endpoint, sent: _Sent) -> T:
+            def run() -> T:
+                with map_exceptions(table, what):
+                    client = open_client(ep.spec.host, ep.spec.thrift2_port, s.ddl_timeout_ms,
+                                         framed=s.transport == "framed", compact=s.protocol == "compact")
+                    sent.sent = True
+                    try:
+                        return fn(client, load_idl())
+                    finally:
+                        client.close()
+            return await anyio.to_thread.run_sync(run, limiter=ep.limit2)
+        return await self._on_gateway(use, idempotent=idempotent, table=table, what=what)
 
     # -- DDL (Thrift2) ---------------------------------------------------------------------------
 
@@ -149,12 +271,13 @@ class HBaseClient:
         return idl.TTableName(ns=(ns or "default").encode(), qualifier=q.encode())
 
     async def tables(self) -> list[str]:
-        names: list[bytes] = await self.call(lambda c: c.tables(), what="list tables")
+        names: list[bytes] = await self.call(lambda c: c.tables(), what="list tables", idempotent=True)
         out = [n.decode() for n in names]
         return [n[len(self._prefix):] for n in out if n.startswith(self._prefix)]
 
     async def table_exists(self, table: str) -> bool:
-        return await self._ddl(lambda c, idl: bool(c.tableExists(self._tname(idl, table))), table, "tableExists")
+        return await self._ddl(lambda c, idl: bool(c.tableExists(self._tname(idl, table))), table, "tableExists",
+                               idempotent=True)
 
     async def create_table(self, table: str, families: Mapping[str, FamilySpec],
                            split_keys: Sequence[bytes] = ()) -> None:
@@ -208,7 +331,7 @@ class HBaseClient:
             if not fams:
                 raise TableNotFound(f"table {table!r} does not exist", table=table)
             return {k.decode(): int(v.get("max_versions", 1)) for k, v in fams.items()}
-        return await self.call(get, table=table, what="describe families")
+        return await self.call(get, table=table, what="describe families", idempotent=True)
 
     async def regions(self, table: str) -> list[RegionInfo]:
         """The table's regions in key order (from the gateway's region locator)."""
@@ -221,15 +344,18 @@ class HBaseClient:
                               int(r["port"]), int(r["id"]), format_key(r["name"])  # it holds the start key
                               if isinstance(r["name"], bytes) else str(r["name"])) for r in regs]
             return sorted(out, key=lambda r: r.start_key)
-        return await self.call(get, table=table, what="list regions")
+        return await self.call(get, table=table, what="list regions", idempotent=True)
 
     # -- writes ----------------------------------------------------------------------------------
 
-    async def write(self, table: str, mutations: Sequence[Mutation]) -> None:
+    async def write(self, table: str, mutations: Sequence[Mutation], server: str | None = None) -> None:
         """Apply ``mutations`` (one table) in as few round trips as possible: puts in one
         ``putMultiple``, deletes in one ``deleteMultiple``, increments in one ``incrementRows``
-        call. Raises on any failure; a retry re-applies puts/deletes
-        idempotently when they carry timestamps (increments are not idempotent)."""
+        call. ``server`` (``host:port``, optional): the region server the rows live on; the call
+        goes to the gateway declared to sit with it when that one is up. Raises on any failure; a
+        retry re-applies puts/deletes idempotently when they carry timestamps, and puts and deletes
+        are retried on another gateway after a connection-level failure; increments are not
+        idempotent and are retried elsewhere only when they cannot have been sent."""
         name = self._name(table).encode()
         puts = [m for m in mutations if m.kind is MutationKind.PUT]
         dels = [m for m in mutations if m.kind is MutationKind.DELETE]
@@ -249,22 +375,22 @@ class HBaseClient:
                     failed = c.deleteMultiple(name, tdels)
                     if failed:
                         raise HBaseRequestError(f"{len(failed)} deletes were not applied", table=table)
-            await self.call2(send, table=table, what="write batch")
+            await self.call2(send, table=table, what="write batch", idempotent=True, server=server)
         if incs:
             def increment(c: happybase.Connection) -> None:
                 # one incrementRows round trip for the whole batch (happybase only exposes single ones)
                 c.client.incrementRows([Hbase_thrift.TIncrement(table=name, row=m.row, column=next(iter(m.cells)),
                                                                 ammount=m.amount) for m in incs])
-            await self.call(increment, table=table, what="increment batch")
+            await self.call(increment, table=table, what="increment batch", server=server)
 
     async def put(self, table: str, row: bytes, cells: Mapping[bytes, bytes], timestamp: int | None = None) -> None:
         def put(c: happybase.Connection) -> None:
             c.table(self._name(table)).put(row, dict(cells), timestamp=timestamp)
-        await self.call(put, table=table, what="put")
+        await self.call(put, table=table, what="put", idempotent=True)
 
     async def delete(self, table: str, row: bytes, columns: Sequence[bytes] | None = None) -> None:
         await self.call(lambda c: c.table(self._name(table)).delete(row, columns=columns), table=table,
-                        what="delete")
+                        what="delete", idempotent=True)
 
     async def increment(self, table: str, row: bytes, column: bytes, amount: int = 1) -> int:
         """Atomically add ``amount`` to the 8-byte big-endian counter at ``column``; returns the new value."""
@@ -273,7 +399,7 @@ class HBaseClient:
 
     async def counter(self, table: str, row: bytes, column: bytes) -> int:
         return await self.call(lambda c: int(c.table(self._name(table)).counter_get(row, column)),
-                               table=table, what="counter get")
+                               table=table, what="counter get", idempotent=True)
 
     # -- reads -----------------------------------------------------------------------------------
 
@@ -281,19 +407,19 @@ class HBaseClient:
                   *, include_timestamp: bool = False) -> dict[bytes, Any]:
         def get(c: happybase.Connection) -> dict[bytes, Any]:
             return dict(c.table(self._name(table)).row(row, columns=columns, include_timestamp=include_timestamp))
-        return await self.call(get, table=table, what="get")
+        return await self.call(get, table=table, what="get", idempotent=True)
 
     async def cell_versions(self, table: str, row: bytes, column: bytes, versions: int = 10) -> list[tuple[bytes, int]]:
         """Every stored version of one cell, newest first, as (value, timestamp)."""
         def get(c: happybase.Connection) -> list[tuple[bytes, int]]:
             return [(v, int(ts)) for v, ts in c.table(self._name(table)).cells(
                 row, column, versions=versions, include_timestamp=True)]
-        return await self.call(get, table=table, what="get versions")
+        return await self.call(get, table=table, what="get versions", idempotent=True)
 
     async def rows(self, table: str, rows: Sequence[bytes], columns: Sequence[bytes] | None = None) -> list[Row]:
         def get(c: happybase.Connection) -> list[Row]:
             return [(k, dict(v)) for k, v in c.table(self._name(table)).rows(list(rows), columns=columns)]
-        return await self.call(get, table=table, what="get rows")
+        return await self.call(get, table=table, what="get rows", idempotent=True)
 
     async def scan_page(self, table: str, *, start: bytes = b"", stop: bytes = b"", prefix: bytes | None = None,
                         limit: int = 1000, reverse: bool = False, columns: Sequence[bytes] | None = None,
@@ -321,8 +447,8 @@ class HBaseClient:
             idl = load_idl()
             return await self.call2(
                 lambda c: scan_rows2(c, idl, name, scan.startRow or b"", scan.stopRow or b"", limit, reverse,
-                                     columns, filter), table=table, what="scan")
-        return await self.call(lambda c: scan_rows(c, name, scan, limit), table=table, what="scan")
+                                     columns, filter), table=table, what="scan", idempotent=True)
+        return await self.call(lambda c: scan_rows(c, name, scan, limit), table=table, what="scan", idempotent=True)
 
     async def scan_in_process(self, table: str, *, start: bytes = b"", stop: bytes = b"", limit: int = 1000,
                               reverse: bool = False, columns: Sequence[bytes] | None = None,
@@ -331,23 +457,30 @@ class HBaseClient:
         ``limiter``'s tokens of workers at once (contract: :mod:`connectors.hbase.scanprocs`)."""
         if limit <= 0:
             raise ValueError("limit must be >= 1")
-        return await scan_page_in_process(Gateway.of(self.settings), self._name(table).encode(), table,
-                                          start=start, stop=stop, limit=limit, reverse=reverse,
-                                          columns=columns, transform=transform, label=label, limiter=limiter)
+        name = self._name(table).encode()
+
+        async def use(ep: _Endpoint, sent: _Sent) -> Any:
+            return await scan_page_in_process(ep.gateway, name, table, start=start, stop=stop, limit=limit,
+                                              reverse=reverse, columns=columns, transform=transform, label=label,
+                                              limiter=limiter)
+        # a page is read-only: retried on another gateway after a connection-level failure, from the
+        # same start, so the caller's paging sees one page, never a row twice
+        return await self._on_gateway(use, idempotent=True, table=table, what="scan")
 
     async def warm_scan_processes(self, limiter: anyio.CapacityLimiter) -> None:
         """Start ``limiter``'s tokens of scan worker processes at once, each with its connection open
         (a query's first pages then do not wait for process start-up)."""
-        gw = Gateway.of(self.settings)
+        up = [ep.gateway for i, ep in enumerate(self._endpoints) if self._board.is_up(i)] or \
+            [self._endpoints[0].gateway]
         async with anyio.create_task_group() as tg:
-            for _ in range(int(limiter.total_tokens)):
-                tg.start_soon(warm_worker, gw, limiter)
+            for k in range(int(limiter.total_tokens)):
+                tg.start_soon(warm_worker, up[k % len(up)], limiter)
 
     async def count(self, table: str) -> int:
         """Rows in the table, by a key-only scan (for tests and small tables)."""
         def count(c: happybase.Connection) -> int:
             return sum(1 for _ in c.table(self._name(table)).scan(
                 filter=b"FirstKeyOnlyFilter() AND KeyOnlyFilter()", batch_size=5000))
-        return await self.call(count, table=table, what="count")
+        return await self.call(count, table=table, what="count", idempotent=True)
 
 

@@ -9,6 +9,12 @@ a non-retryable ``TIOError`` whose message is the name of the table the call was
 ``RetriesExhaustedWithDetailsException`` summarises its causes the same way
 ("Failed 1 action: <name>: 1 time, servers with issues: null"): when every cause is that name and
 no server was reached, the table is missing too.
+
+Connection-level failures (the gateway refused, reset or closed the connection, a round trip timed
+out) are marked: :func:`is_gateway_failure` is True for their errors, also after the error crossed
+a process boundary (the mark is an attribute, and the project's errors pickle with theirs). The
+client takes such a gateway out and may retry the call on another one; an error that HBase itself
+returned through the gateway is not marked.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from contextlib import contextmanager
 
 from thriftpy2.transport import TTransportException
 
+from connectors.hbase.pool import PoolExhausted
 from pipeline.errors import (
     HBaseError,
     HBaseRequestError,
@@ -29,7 +36,7 @@ from pipeline.errors import (
     TableNotFound,
 )
 
-__all__ = ["map_exceptions", "translate"]
+__all__ = ["is_gateway_failure", "map_exceptions", "translate"]
 
 _STALE = ("NotServingRegionException", "RegionMovedException", "RegionOpeningException",
           "WrongRegionException", "RegionServerStoppedException")
@@ -67,10 +74,37 @@ def _names_missing_table(exc: BaseException, msg: str, table: str | None) -> boo
     return summary is not None and _is_table_name(summary.group(1), table)
 
 
+_GATEWAY_FAILURE = "gateway_failure"
+
+
+def is_gateway_failure(exc: BaseException) -> bool:
+    """True for an error of a connection-level failure (module docstring)."""
+    return bool(getattr(exc, _GATEWAY_FAILURE, False))
+
+
+def _gateway_failure(err: HBaseError) -> HBaseError:
+    setattr(err, _GATEWAY_FAILURE, True)  # an attribute, so that it survives pickling
+    return err
+
+
 def translate(exc: BaseException, table: str | None = None, what: str = "HBase call") -> HBaseError:
     """The project error for ``exc`` (not raised: the caller raises it ``from exc``)."""
     if isinstance(exc, HBaseError):
         return exc
+    err = _translate(exc, table, what)
+    return _gateway_failure(err) if _is_connection_failure(exc) else err
+
+
+def _is_connection_failure(exc: BaseException) -> bool:
+    if isinstance(exc, PoolExhausted):
+        return False
+    if isinstance(exc, TTransportException):
+        return True
+    # socket.timeout and TimeoutError are OSErrors; the Thrift IOError/TIOError come from HBase itself
+    return isinstance(exc, ConnectionError | OSError) and not type(exc).__name__.endswith(("IOError", "TIOError"))
+
+
+def _translate(exc: BaseException, table: str | None, what: str) -> HBaseError:
     msg = _message(exc)
     where = f"{what} on table {table!r}" if table else what
     if isinstance(exc, socket.timeout | TimeoutError):

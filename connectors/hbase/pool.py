@@ -3,7 +3,8 @@
 Connections are opened lazily, handed out LIFO (warm sockets first), and thrown away (closed, not
 returned) when a call on them failed: after a timeout or transport error the socket state is unknown.
 The async layer bounds concurrency with an ``anyio.CapacityLimiter`` of the same size, so a thread
-never waits here for long.
+never waits here for long. :meth:`ConnectionPool.discard_idle` closes the idle connections (of a
+gateway found dead: their sockets are, too).
 """
 
 from __future__ import annotations
@@ -15,9 +16,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Generic, TypeVar
 
-__all__ = ["ConnectionPool"]
+__all__ = ["ConnectionPool", "PoolExhausted"]
 
 C = TypeVar("C")
+
+
+class PoolExhausted(TimeoutError):
+    """No connection came free in time: this client's own limit, not the gateway's failure."""
 
 
 class ConnectionPool(Generic[C]):
@@ -41,7 +46,7 @@ class ConnectionPool(Generic[C]):
     @contextmanager
     def connection(self, timeout_s: float | None = None) -> Iterator[C]:
         if not self._slots.acquire(timeout=timeout_s):
-            raise TimeoutError(f"no free connection in {self.name} within {timeout_s} s")
+            raise PoolExhausted(f"no free connection in {self.name} within {timeout_s} s")
         try:
             try:
                 conn = self._idle.get_nowait()
@@ -67,6 +72,15 @@ class ConnectionPool(Generic[C]):
             self._open -= 1
         with contextlib.suppress(Exception):
             self._close(conn)
+
+    def discard_idle(self) -> None:
+        """Close every idle connection (those in use are discarded when their call fails)."""
+        while True:
+            try:
+                conn = self._idle.get_nowait()
+            except queue.Empty:
+                return
+            self._discard(conn)
 
     def close(self) -> None:
         self._closed = True
