@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from typing import Final
 
 __all__ = ["Mutation", "MutationKind", "Origin", "TopicPartition"]
 
@@ -22,12 +23,27 @@ class TopicPartition:
         return f"{self.topic}[{self.partition}]"
 
 
-@dataclass(frozen=True, slots=True)
 class Origin:
-    """The Kafka record a mutation was derived from."""
+    """The Kafka record a mutation was derived from. Immutable (``Final`` attributes), compared and
+    hashed by value. A plain ``__slots__`` class rather than a frozen dataclass: one is built per
+    record on the hot path, and a frozen dataclass's ``__init__`` costs about twice as much."""
 
-    tp: TopicPartition
-    offset: int
+    __slots__ = ("offset", "tp")
+
+    def __init__(self, tp: TopicPartition, offset: int) -> None:
+        self.tp: Final = tp
+        self.offset: Final = offset
+
+    def __repr__(self) -> str:
+        return f"Origin(tp={self.tp!r}, offset={self.offset!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Origin):
+            return NotImplemented
+        return self.offset == other.offset and self.tp == other.tp
+
+    def __hash__(self) -> int:
+        return hash((self.tp, self.offset))
 
 
 class MutationKind(Enum):
@@ -36,7 +52,6 @@ class MutationKind(Enum):
     INCREMENT = "increment"
 
 
-@dataclass(frozen=True, slots=True)
 class Mutation:
     """One row change for one table.
 
@@ -48,16 +63,26 @@ class Mutation:
     ``size`` is an estimate of the bytes on the wire (row + column names + values), used for the
     batcher's byte bound and the in-flight memory bound. Producers that already know it (the router)
     pass it as ``weight`` so it is not recomputed on the hot path.
+
+    Immutable by contract (``Final`` attributes; treat ``cells`` as read-only), compared by value
+    (``weight``, a size hint, is not compared) and not hashable (``cells`` is a dict). A plain
+    ``__slots__`` class rather than a frozen dataclass: one is built per mutation on the hot path,
+    and a frozen dataclass's ``__init__`` costs about three times as much.
     """
 
-    table: str
-    row: bytes
-    kind: MutationKind
-    cells: dict[bytes, bytes]
-    timestamp: int | None
-    origin: Origin
-    amount: int = 0
-    weight: int = 0
+    __slots__ = ("amount", "cells", "kind", "origin", "row", "table", "timestamp", "weight")
+    __hash__ = None  # type: ignore[assignment]  # mutable cells: compared by value, never hashed
+
+    def __init__(self, table: str, row: bytes, kind: MutationKind, cells: dict[bytes, bytes],
+                 timestamp: int | None, origin: Origin, amount: int = 0, weight: int = 0) -> None:
+        self.table: Final = table
+        self.row: Final = row
+        self.kind: Final = kind
+        self.cells: Final = cells
+        self.timestamp: Final = timestamp
+        self.origin: Final = origin
+        self.amount: Final = amount
+        self.weight: Final = weight
 
     @property
     def size(self) -> int:
@@ -67,3 +92,15 @@ class Mutation:
         for column, value in self.cells.items():
             n += len(column) + len(value) + 8
         return n
+
+    def __repr__(self) -> str:
+        return (f"Mutation(table={self.table!r}, row={self.row!r}, kind={self.kind}, cells={self.cells!r}, "
+                f"timestamp={self.timestamp!r}, origin={self.origin!r}, amount={self.amount!r}, "
+                f"weight={self.weight!r})")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Mutation):
+            return NotImplemented
+        return (self.row == other.row and self.table == other.table and self.kind is other.kind
+                and self.cells == other.cells and self.timestamp == other.timestamp
+                and self.origin == other.origin and self.amount == other.amount)
