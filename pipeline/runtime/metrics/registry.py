@@ -29,6 +29,9 @@ region_window_rows                     gauge      table, region, start_key: rows
 region_skew                            gauge      table: max / mean rows per region over the window
                                                   (idle regions count; 1 even, N: one hot)
 assigned_partitions / ready            gauge      the worker's assignment size; 1 when ready
+gateway_up                             gauge      gateway (host:thrift1 port): 1 up, 0 taken out
+gateway_calls_total                    counter    gateway: HBase calls started on it
+gateway_errors_total                   counter    gateway: calls that failed on it (any cause)
 =====================================  =========  ==================================================
 
 HTTP (one small anyio server, ``Connection: close``): ``GET /metrics`` (Prometheus text format),
@@ -44,7 +47,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
 
 from pipeline.core.model import TopicPartition
@@ -139,6 +142,7 @@ class Metrics:
         self.hbase_error: str | None = "not checked yet"
         self._seen_consumed = worker.stats.consumed
         r.register(_OffsetsCollector(self))
+        r.register(_GatewayCollector(self))
 
     def __repr__(self) -> str:
         return f"Metrics(group={self.worker.group_id!r}, assigned={len(self.assigned)}, tables={sorted(self.windows)})"
@@ -304,3 +308,24 @@ class _OffsetsCollector:
         yield GaugeMetricFamily(p + "ready", "1 when /readyz would answer 200", value=1 if m.ready()[0] else 0)
 
 
+class _GatewayCollector:
+    """Scrape-time series per HBase gateway, from the client's ``statistics()["gateways"]``."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self.m = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        p = "hbase_ingest_"
+        gateways = self.m.worker.hbase.statistics().get("gateways", {})
+        up = GaugeMetricFamily(p + "gateway_up", "1 while the HBase gateway is in use, 0 while taken out",
+                               labels=["gateway"])
+        calls = CounterMetricFamily(p + "gateway_calls", "HBase calls started on the gateway", labels=["gateway"])
+        errors = CounterMetricFamily(p + "gateway_errors", "HBase calls that failed on the gateway",
+                                     labels=["gateway"])
+        for name, g in sorted(gateways.items()):
+            up.add_metric([name], 1 if g["state"] == "up" else 0)
+            calls.add_metric([name], g["calls"])
+            errors.add_metric([name], g["errors"])
+        yield up
+        yield calls
+        yield errors
