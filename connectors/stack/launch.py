@@ -19,6 +19,8 @@ dies visibly (``stack status`` quotes the error) instead of limping on.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pipeline.settings import StackSettings
 
 from .layout import StackLayout
@@ -51,23 +53,28 @@ def kafka_format_argv(lay: StackLayout) -> list[str]:
             "-t", CLUSTER_ID, "-c", str(lay.conf / "server.properties"), "--ignore-formatted"]
 
 
-def _hbase_jvm(lay: StackLayout, xms_mb: int, xmx_mb: int) -> list[str]:
+def _hbase_jvm(lay: StackLayout, xms_mb: int, xmx_mb: int, extra_cp: Path | None = None) -> list[str]:
+    classes = f"{extra_cp}:" if extra_cp is not None else ""
     return ["java", f"-Xms{xms_mb}m", f"-Xmx{xmx_mb}m", "-XX:+UseG1GC", "-XX:OnOutOfMemoryError=kill -9 %p",
             "-Djava.net.preferIPv4Stack=true", *HBASE_JDK17, _log4j(lay),
             "-Djava.util.logging.config.class=org.apache.hadoop.hbase.logging.JulToSlf4jInitializer",
-            "-cp", f"{lay.conf / 'hbase'}:{lay.hbase_lib}/*"]
+            "-cp", f"{lay.conf / 'hbase'}:{classes}{lay.hbase_lib}/*"]
 
 
-def server_argv(proc: ServerProcess, s: StackSettings, lay: StackLayout) -> list[str]:
-    """The command that starts ``proc`` (one process of :func:`~.topology.plan_topology`)."""
-    launcher = str(lay.infra / "HBaseStack.java")
+def server_argv(proc: ServerProcess, s: StackSettings, lay: StackLayout, launcher: Path | None = None) -> list[str]:
+    """The command that starts ``proc`` (one process of :func:`~.topology.plan_topology`). ``launcher``:
+    the folder of the compiled ``HBaseStack`` class (:func:`~.provision.ensure_launcher`); None runs
+    ``infra/HBaseStack.java`` through the JDK's source launcher."""
+    if proc.role in ("hbase", "gateway"):
+        heap = s.hbase_heap_mb if proc.role == "hbase" else s.gateway_heap_mb
+        jvm = _hbase_jvm(lay, heap if proc.role == "hbase" else heap // 4, heap, launcher)
+        main = "HBaseStack" if launcher is not None else str(lay.infra / "HBaseStack.java")
+        mode = "standalone" if proc.role == "hbase" else "gateway"
+        return [*jvm, main, mode, str(proc.ports["thrift1"]), str(proc.ports["thrift2"])]
     if proc.role == "kafka":
         return ["java", f"-Xms{s.kafka_heap_mb}m", f"-Xmx{s.kafka_heap_mb}m", *_KAFKA_JVM, _log4j(lay),
                 f"-Dkafka.logs.dir={lay.logs}", "-cp", f"{lay.kafka_lib}/*", "kafka.Kafka",
                 str(lay.conf / "server.properties")]
-    if proc.role == "hbase":
-        return [*_hbase_jvm(lay, s.hbase_heap_mb, s.hbase_heap_mb), launcher, "standalone",
-                str(proc.ports["thrift1"]), str(proc.ports["thrift2"])]
     if proc.role == "zookeeper":
         heap = s.zookeeper_heap_mb
         return ["java", f"-Xms{heap}m", f"-Xmx{heap}m", "-XX:+UseSerialGC", "-XX:OnOutOfMemoryError=kill -9 %p",
@@ -80,6 +87,4 @@ def server_argv(proc: ServerProcess, s: StackSettings, lay: StackLayout) -> list
         heap = s.regionserver_heap_mb
         return [*_hbase_jvm(lay, heap // 4, heap), "org.apache.hadoop.hbase.regionserver.HRegionServer",
                 "-D", f"hbase.regionserver.port={proc.ports['regionserver']}", "start"]
-    heap = s.gateway_heap_mb
-    return [*_hbase_jvm(lay, heap // 4, heap), launcher, "gateway", str(proc.ports["thrift1"]),
-            str(proc.ports["thrift2"])]
+    raise ValueError(f"no command for role {proc.role!r}")

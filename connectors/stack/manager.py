@@ -41,7 +41,7 @@ from .health import START_MARKER, DiedProcess
 from .launch import kafka_format_argv, server_argv
 from .layout import HBASE_VERSION, KAFKA_VERSION, StackLayout, default_cache_dir, default_state_dir, infra_dir
 from .processes import OwnedProcess, port_in_use, tail, tail_lines
-from .provision import ensure_classpaths, ensure_tools, render_configs
+from .provision import ensure_classpaths, ensure_launcher, ensure_tools, render_configs
 from .readiness import hbase_round_trip, kafka_round_trip, registered_region_servers, serving_as, wait_until
 from .topology import (
     HOST,
@@ -113,6 +113,7 @@ class LocalStack:
         #: the Kafka JVM, and the standalone HBase JVM (in a cluster its pid is None: see ``procs``)
         self.kafka = self.procs["kafka"]
         self.hbase = self.procs.get("hbase") or self._owned("hbase")
+        self._launcher: Path | None = None
 
     def __repr__(self) -> str:
         running = {name: p.pid() for name, p in self.procs.items()}
@@ -235,6 +236,7 @@ class LocalStack:
         ensure_tools()
         downloaded = ensure_classpaths(self.layout)
         t_prov = time.monotonic()
+        self._launcher = ensure_launcher(self.layout)
         self._check_ports()
         self._render()
         deadline = time.monotonic() + self.settings.start_timeout_s
@@ -307,7 +309,7 @@ class LocalStack:
         (lay.state / "hbase").mkdir(parents=True, exist_ok=True)
         (lay.state / "zookeeper").mkdir(parents=True, exist_ok=True)
         owned = self.procs[proc.name]
-        owned.start(server_argv(proc, self.settings, lay))
+        owned.start(server_argv(proc, self.settings, lay, self._launcher))
         if proc.role == "zookeeper":
             # every HBase server needs ZooKeeper: wait for its port before starting them
             self._wait(owned, lambda: _connectable(proc.ports["zookeeper"]), deadline)

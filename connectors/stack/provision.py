@@ -1,5 +1,6 @@
 """Provisioning: check the tool chain, resolve the server classpaths from Maven Central into the
-user cache (once), extract the Thrift2 IDL, and render configuration files into the state folder.
+user cache (once), extract the Thrift2 IDL, compile the HBase launcher (once per version of its
+source), and render configuration files into the state folder.
 
 Each classpath directory is complete only when its ``.complete`` marker exists, so an interrupted
 download is redone rather than half-used.
@@ -7,8 +8,11 @@ download is redone rather than half-used.
 
 from __future__ import annotations
 
+import hashlib
+import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 from string import Template
 
@@ -17,7 +21,7 @@ from pipeline.errors import StackError
 
 from .layout import HBASE_THRIFT_VERSION, HBASE_VERSION, KAFKA_VERSION, StackLayout
 
-__all__ = ["ensure_classpaths", "ensure_tools", "render_configs"]
+__all__ = ["ensure_classpaths", "ensure_launcher", "ensure_tools", "render_configs"]
 
 _DEP_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
 # slf4j 1.7 picks an arbitrary binding when several are present; HBase's own build excludes these.
@@ -79,6 +83,37 @@ def ensure_classpaths(layout: StackLayout) -> bool:
                        [f"-Dhbase.version={HBASE_VERSION}", f"-Dhbase.thrift.version={HBASE_THRIFT_VERSION}"])
     extract_idl(layout.hbase_lib / f"hbase-thrift-{HBASE_THRIFT_VERSION}.jar", layout.thrift2_idl)
     return True
+
+
+def ensure_launcher(layout: StackLayout) -> Path | None:
+    """The folder holding ``HBaseStack.class`` compiled from ``infra/HBaseStack.java``, in the cache under
+    a hash of the source, compiled on first use. Every HBase JVM of the stack would otherwise compile
+    the source at its start (the single-file source launcher): ~2 CPU seconds each, on the critical
+    path of the one-JVM stack's start. None when ``javac`` is not on PATH or fails: the caller then
+    runs the source file itself, as before."""
+    source = layout.infra / "HBaseStack.java"
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
+    out = layout.cache / "launcher" / digest
+    if (out / "HBaseStack.class").is_file():
+        return out
+    javac = shutil.which("javac")
+    if javac is None:
+        return None
+    out.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{digest}-", dir=out.parent))
+    try:
+        done = subprocess.run([javac, "-nowarn", "-cp", f"{layout.hbase_lib}/*", "-d", str(work), str(source)],
+                              capture_output=True, text=True, timeout=300, check=False)
+        if done.returncode != 0 or not (work / "HBaseStack.class").is_file():
+            return None
+        try:
+            os.rename(work, out)  # atomic: a concurrent `up` either sees the whole folder or none
+        except OSError:
+            if not (out / "HBaseStack.class").is_file():  # not a concurrent compile that won the race
+                raise
+        return out
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def render_configs(layout: StackLayout, values: dict[str, str]) -> None:

@@ -166,8 +166,9 @@ def wait_until(check: Any, deadline: float, pause_s: float = 1.0) -> None:
     while True:
         try:
             check()
-            return
         except Exception:
             if time.monotonic() >= deadline:
                 raise
             time.sleep(pause_s)
+        else:
+            return

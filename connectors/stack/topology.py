@@ -102,13 +102,14 @@ def topology_from_json(text: str) -> StackTopology:
                       for p in data["processes"])
         gateways = tuple(Gateway(str(g["name"]), str(g["host"]), int(g["thrift_port"]), int(g["thrift2_port"]))
                          for g in data["gateways"])
-        mode = data["mode"]
-        if mode not in ("standalone", "cluster") or any(p.role not in _ROLES for p in procs):
-            raise ValueError(f"unknown mode or role in {mode!r}, {[p.role for p in procs]}")
-        return StackTopology(mode, procs, gateways, int(data["zookeeper_port"]))
+        mode, zookeeper_port = data["mode"], int(data["zookeeper_port"])
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise StackError(f"the stack's topology.json is malformed ({exc!r}): run `stack up` again to rewrite it"
                          ) from exc
+    if mode not in ("standalone", "cluster") or any(p.role not in _ROLES for p in procs):
+        raise StackError(f"the stack's topology.json names an unknown mode or role ({mode!r}, "
+                         f"{[p.role for p in procs]}): run `stack up` again to rewrite it")
+    return StackTopology(mode, procs, gateways, zookeeper_port)
 
 
 def plan_topology(s: StackSettings) -> StackTopology:

@@ -167,3 +167,4 @@ def test_a_cluster_is_not_started_over_a_running_one_jvm_stack(tmp_path: Path) -
         assert standalone.hbase.pid() is None
     finally:
         standalone.hbase.stop(timeout_s=5)
+
