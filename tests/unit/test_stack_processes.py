@@ -106,7 +106,7 @@ def test_unreachable_maven_central_is_explained(monkeypatch: pytest.MonkeyPatch,
         stdout = ""
         stderr = "[ERROR] Could not transfer artifact junit:junit:pom:4.13.2: Unknown host repo.maven.apache.org"
 
-    monkeypatch.setattr(provision.subprocess, "run", lambda *a, **k: Done())
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: Done())  # the module provision calls
     monkeypatch.setattr(provision, "ensure_tools", lambda: None)
     with pytest.raises(StackError, match="Maven Central is unreachable"):
         provision.ensure_classpaths(StackLayout(tmp_path / "c", tmp_path / "s", infra_dir()))
@@ -134,7 +134,11 @@ def test_up_and_down_wait_for_each_other(tmp_path: Path) -> None:
             pass
         done: list[float] = []
         t0 = time.monotonic()
-        waiter = threading.Thread(target=lambda: (stack.down(wipe=True), done.append(time.monotonic() - t0)))
+        def stop() -> None:
+            stack.down(wipe=True)
+            done.append(time.monotonic() - t0)
+
+        waiter = threading.Thread(target=stop)
         waiter.start()
         time.sleep(0.5)
         assert not done and (tmp_path / "state").exists()  # still waiting for the holder
