@@ -33,6 +33,7 @@ from typing import Any
 import orjson
 
 from pipeline.core.model import Mutation, MutationKind, Origin
+from pipeline.core.putgen import MutationFn, generate_put
 from pipeline.errors import ConfigError, EventError
 from pipeline.rowkey import EventFieldError, RowKey, RowKeyError, compile_rowkey
 from pipeline.settings import ColumnSpec, RouteSpec
@@ -161,6 +162,13 @@ class CompiledRoute:
         self._counter_family = c.column.split(":", 1)[0].encode() + b":" if c else b""
         self._amount = getter(c.amount_field) if c and c.amount_field else None
         self._id = getter(c.id_field) if c and c.id_field else None
+        #: ``mutation(event, origin)``: the route's mutation for one event, or :class:`EventError`.
+        #: A put route's is generated (:mod:`pipeline.core.putgen`) and returns what
+        #: :meth:`mutation_reference` returns; a counter route's is the reference itself.
+        self.mutation: MutationFn = self.mutation_reference if c is not None else generate_put(
+            route=spec.name, table=spec.table, build=self.rowkey.builder, columns=spec.columns,
+            timestamp_field=spec.timestamp_field, max_key_bytes=max_key_bytes, max_cell_bytes=max_cell_bytes,
+            text=_text, dumps=dumps, slow=self.mutation_reference)
 
     def __repr__(self) -> str:
         return f"CompiledRoute({self.name!r} -> {self.table!r}, {self.spec.rowkey!r})"
@@ -177,7 +185,10 @@ class CompiledRoute:
                                          f"must be a non-negative integer (epoch ms), got {ts!r}")
         return ts
 
-    def mutation(self, event: Mapping[str, Any], origin: Origin) -> Mutation:
+    def mutation_reference(self, event: Mapping[str, Any], origin: Origin) -> Mutation:
+        """The route's mutation for one event, step by step: the reference the generated
+        :attr:`mutation` matches, and the path that diagnoses a refused event (:class:`EventError`
+        with its reason and a message naming the route and what is wrong)."""
         try:
             row = self.rowkey.build(event)
         except EventFieldError as exc:
@@ -260,6 +271,7 @@ class Router:
         self.by_topic: dict[str, list[CompiledRoute]] = {}
         for r in self.routes:
             self.by_topic.setdefault(r.spec.topic, []).append(r)
+        self._builders = {topic: tuple(r.mutation for r in routes) for topic, routes in self.by_topic.items()}
 
     def __repr__(self) -> str:
         return f"Router({len(self.routes)} routes over topics {sorted(self.by_topic)})"
@@ -282,4 +294,7 @@ class Router:
             raise EventError("undecodable", f"value is not valid JSON: {exc}") from exc
         if not isinstance(event, dict):
             raise EventError("not_an_object", f"value is JSON {type(event).__name__}, expected an object")
-        return [r.mutation(event, origin) for r in self.by_topic.get(topic, ())]
+        builders = self._builders.get(topic, ())
+        if len(builders) == 1:
+            return [builders[0](event, origin)]
+        return [build(event, origin) for build in builders]

@@ -1,0 +1,120 @@
+"""Generation of one route's specialised put builder: ``mutation(event, origin) -> Mutation``.
+
+A route that writes columns (not a counter) gets a straight-line function, compiled once, that
+builds its key, checks its timestamp, reads and encodes each column and checks the limits with no
+per-column closures, no loop and no type dispatch chain. For ``bench_worker``'s design::
+
+    def mutation(event, origin):
+        try:
+            row = _build(event)
+            if not (len(row) <= 32767):
+                return _slow(event, origin)
+            ts = event['timestamp']
+            if not (ts.__class__ is int and ts >= 0):
+                return _slow(event, origin)
+            v0 = event['value']
+            if v0 is None:
+                return _slow(event, origin)
+            if v0.__class__ is str:
+                r0 = v0.encode()
+            else:
+                r0 = _text(v0)
+            if not (len(r0) <= 10485760):
+                return _slow(event, origin)
+            ...
+            return _Mutation(_table, row, _PUT, {b'l:v': r0, ...}, ts, origin, 0,
+                             len(row) + 46 + len(r0) + ...)
+        except _EventError:
+            raise
+        except Exception:
+            return _slow(event, origin)
+
+Contract: the generated function returns exactly what ``_slow`` (the route's reference
+:meth:`~pipeline.core.routing.CompiledRoute.mutation_reference`) returns for the same event: the
+same row, cells in the same order, the same timestamp and size. Guards only decide between the fast
+path and ``_slow``; anything unexpected on the fast path (a missing field, a wrong type, a value over
+a limit, an exception) ends in the reference path, which raises the precise
+:class:`~pipeline.errors.EventError` with its reason and message.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pipeline.core.model import Mutation, MutationKind, Origin
+from pipeline.errors import EventError
+from pipeline.settings import ColumnSpec
+
+__all__ = ["MutationFn", "generate_put"]
+
+MutationFn = Callable[[Mapping[str, Any], Origin], Mutation]
+_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
+
+
+def _lookup(path: str) -> str:
+    """``event['a']['b']`` for ``a.b``: a missing key or a non-object on the way raises (-> slow)."""
+    return "event" + "".join(f"[{part!r}]" for part in path.split("."))
+
+
+def generate_put(*, route: str, table: str, build: Callable[..., bytes], columns: Mapping[str, ColumnSpec],
+                 timestamp_field: str | None, max_key_bytes: int, max_cell_bytes: int,
+                 text: Callable[[Any], bytes], dumps: Callable[[Any], bytes], slow: MutationFn) -> MutationFn:
+    """Compile the put builder of one route (see the module's docstring). ``build`` is the route's
+    rowkey builder, ``text`` / ``dumps`` the route's ``text`` and ``json`` encoders, ``slow`` its
+    reference path; ``columns`` in the route's order."""
+    ns: dict[str, Any] = {"_build": build, "_slow": slow, "_text": text, "_dumps": dumps, "_Mutation": Mutation,
+                          "_PUT": MutationKind.PUT, "_table": table, "_EventError": EventError,
+                          "_pack_q": struct.Struct(">q").pack}
+    slow_call = "return _slow(event, origin)"
+    lines = ["row = _build(event)", f"if not (len(row) <= {max_key_bytes}):", f"    {slow_call}"]
+    if timestamp_field is not None:
+        lines += [f"ts = {_lookup(timestamp_field)}", "if not (ts.__class__ is int and ts >= 0):", f"    {slow_call}"]
+    else:
+        lines.append("ts = None")
+    fixed = 16  # the size estimate of Mutation.size: row + 16, and per cell name + value + 8
+    cells: list[tuple[bytes, str]] = []
+    all_required = all(spec.required for spec in columns.values())
+    if not all_required:
+        lines.append("cells = {}")
+        lines.append("size = 0")
+    for i, (column, spec) in enumerate(columns.items()):
+        name = column.encode()
+        v, r = f"v{i}", f"r{i}"
+        body: list[str] = []
+        if spec.encoding == "long":
+            body += [f"if {v}.__class__ is int and {_LONG_MIN} <= {v} <= {_LONG_MAX}:", f"    {r} = _pack_q({v})",
+                     "else:", f"    {slow_call}"]
+        elif spec.encoding == "json":
+            body.append(f"{r} = _dumps({v})")
+        else:
+            body += [f"if {v}.__class__ is str:", f"    {r} = {v}.encode()", "else:", f"    {r} = _text({v})"]
+        body += [f"if not (len({r}) <= {max_cell_bytes}):", f"    {slow_call}"]
+        if all_required:  # one dict literal at the end, its size partly constant
+            lines += [f"{v} = {_lookup(spec.field)}", f"if {v} is None:", f"    {slow_call}", *body]
+            cells.append((name, r))
+            fixed += len(name) + 8
+            continue
+        body += [f"cells[{name!r}] = {r}", f"size += {len(name) + 8} + len({r})"]
+        if spec.required:
+            lines += [f"{v} = {_lookup(spec.field)}", f"if {v} is None:", f"    {slow_call}", *body]
+        else:
+            # absent or null: no cell; any other miss on the way (a non-object parent) -> slow
+            parts = spec.field.split(".")
+            parent = _lookup(".".join(parts[:-1])) if len(parts) > 1 else "event"
+            lines += [f"{v} = {parent}.get({parts[-1]!r})", f"if {v} is not None:",
+                      *(f"    {line}" for line in body)]
+    if all_required:
+        literal = "{" + ", ".join(f"{name!r}: {r}" for name, r in cells) + "}"
+        size = " + ".join(["len(row)", str(fixed), *(f"len({r})" for _, r in cells)])
+    else:
+        literal, size = "cells", f"len(row) + {fixed} + size"
+    lines.append(f"return _Mutation(_table, row, _PUT, {literal}, ts, origin, 0, {size})")
+    src = ["def mutation(event, origin):", "    try:", *(f"        {line}" for line in lines),
+           "    except _EventError:", "        raise", "    except Exception:", "        return _slow(event, origin)"]
+    source = "\n".join(src) + "\n"
+    exec(compile(source, f"<route {route}>", "exec"), ns)
+    fn: MutationFn = ns["mutation"]
+    fn.__doc__ = f"The put of route {route!r} from one event (generated).\n\n{source}"
+    return fn
