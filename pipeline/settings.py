@@ -109,6 +109,8 @@ class KafkaSettings(_Section):
     sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "OAUTHBEARER"] | None = None
     sasl_plain_username: str | None = None
     sasl_plain_password: SecretStr | None = None
+    sasl_password_file: Path | None = Field(
+        default=None, description="a file holding the SASL password (one line), instead of sasl_plain_password")
     ssl_cafile: str | None = None
     ssl_certfile: str | None = None
     ssl_keyfile: str | None = None
@@ -120,6 +122,13 @@ class KafkaSettings(_Section):
     session_timeout_ms: int = Field(default=30_000, ge=1000, le=_MAX_MS)
     heartbeat_interval_ms: int = Field(default=3_000, ge=100, le=_MAX_MS)
     request_timeout_ms: int = Field(default=30_000, ge=1000, le=_MAX_MS)
+
+    @model_validator(mode="after")
+    def _one_password_source(self) -> KafkaSettings:
+        if self.sasl_plain_password is not None and self.sasl_password_file is not None:
+            raise ValueError("sasl_plain_password and sasl_password_file are both set: give the SASL password "
+                             "one way (the environment variable or the file), not both")
+        return self
 
 
 def _server_problem(server: str) -> str | None:
@@ -273,6 +282,9 @@ class StackSettings(_Section):
     session_timeout_ms: int = Field(
         default=30_000, ge=2_000, le=120_000,
         description="ZooKeeper session of each cluster server: how soon a killed region server is declared dead")
+    secure: bool = Field(default=False, description="also a SASL_SSL listener (SCRAM-SHA-512, TLS, ACLs) on Kafka")
+    kafka_secure_port: int | None = Field(default=None, ge=1, le=_MAX_PORT,
+                                          description="the SASL_SSL listener's port; None: kafka_port + 2")
 
     @model_validator(mode="after")
     def _cluster_shape(self) -> StackSettings:

@@ -10,7 +10,6 @@ the raw ``make_*`` constructors are for adapters and tests that inspect Kafka di
 from __future__ import annotations
 
 import contextlib
-import ssl
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
@@ -20,8 +19,11 @@ from aiokafka.errors import KafkaError as _AioKafkaError
 from aiokafka.errors import TopicAlreadyExistsError
 
 from connectors.kafka.errors import translate
-from pipeline.errors import KafkaError, TopicNotCreated
+from connectors.kafka.security import sasl_password, ssl_context, start_client
+from pipeline.errors import KafkaAuthError, KafkaError, TopicNotCreated
 from pipeline.settings import KafkaSettings
+
+_TOPIC_AUTHORIZATION_FAILED = 29  # Kafka's error code in a topic's metadata
 
 __all__ = [
     "TopicPartition",
@@ -39,7 +41,12 @@ __all__ = [
 
 
 def common_options(s: KafkaSettings, client_suffix: str = "") -> dict[str, Any]:
-    """Connection options shared by consumers, producers and admin clients."""
+    """Connection options shared by consumers, producers and admin clients.
+
+    The SASL password comes from ``sasl_plain_password`` or the file ``sasl_password_file``
+    (:func:`connectors.kafka.security.sasl_password`); the TLS context from ``ssl_cafile`` (and a
+    client certificate). Raises :class:`~pipeline.errors.ConfigError` naming the file when one of
+    them is missing or unreadable."""
     opts: dict[str, Any] = {
         "bootstrap_servers": s.bootstrap_servers,
         "client_id": s.client_id + client_suffix,
@@ -50,13 +57,11 @@ def common_options(s: KafkaSettings, client_suffix: str = "") -> dict[str, Any]:
         opts["sasl_mechanism"] = s.sasl_mechanism
     if s.sasl_plain_username is not None:
         opts["sasl_plain_username"] = s.sasl_plain_username
-    if s.sasl_plain_password is not None:
-        opts["sasl_plain_password"] = s.sasl_plain_password.get_secret_value()
+    password = sasl_password(s)
+    if password is not None:
+        opts["sasl_plain_password"] = password
     if s.security_protocol in ("SSL", "SASL_SSL"):
-        ctx = ssl.create_default_context(cafile=s.ssl_cafile)
-        if s.ssl_certfile:
-            ctx.load_cert_chain(s.ssl_certfile, s.ssl_keyfile)
-        opts["ssl_context"] = ctx
+        opts["ssl_context"] = ssl_context(s)
     return opts
 
 
@@ -94,7 +99,7 @@ async def create_topics(s: KafkaSettings, topics: Mapping[str, int], replication
     admin = make_admin(s)
     try:
         try:
-            await admin.start()
+            await start_client(admin.start, s, f"connecting to Kafka at {s.bootstrap_servers}")
             existing = set(await admin.list_topics())
             if replication is None and not set(topics) <= existing:
                 replication = min(3, len((await admin.describe_cluster()).get("brokers") or []) or 1)
@@ -132,7 +137,7 @@ async def ensure_topic(s: KafkaSettings, topic: str, count: int = 1) -> bool:
 async def delete_topics(s: KafkaSettings, topics: Iterable[str]) -> None:
     admin = make_admin(s)
     try:
-        await admin.start()
+        await start_client(admin.start, s, f"connecting to Kafka at {s.bootstrap_servers}")
         existing = set(await admin.list_topics())
         doomed = [t for t in topics if t in existing]
         if doomed:
@@ -147,13 +152,17 @@ async def partitions(s: KafkaSettings, topic: str) -> list[int]:
     """The topic's partition ids; raises :class:`KafkaError` when the topic does not exist."""
     admin = make_admin(s)
     try:
-        await admin.start()
+        await start_client(admin.start, s, f"connecting to Kafka at {s.bootstrap_servers}")
         described = await admin.describe_topics([topic])
     except _AioKafkaError as exc:
         raise translate(exc, f"describing topic {topic!r}") from exc
     finally:
         await admin.close()
     for entry in described:
+        if entry.get("topic") == topic and entry.get("error_code") == _TOPIC_AUTHORIZATION_FAILED:
+            raise KafkaAuthError(f"describing topic {topic!r} at {s.bootstrap_servers}: not authorized: Kafka's "
+                                 f"ACLs refuse this user access to topic {topic!r} (TopicAuthorizationFailedError); "
+                                 "grant the user an ACL for it")
         if entry.get("topic") == topic and not entry.get("error_code"):
             return sorted(int(p["partition"]) for p in entry.get("partitions", []))
     raise KafkaError(f"topic {topic!r} does not exist")
@@ -174,7 +183,7 @@ async def _log_offsets(s: KafkaSettings, topic: str, which: Literal["start", "en
     parts = await partitions(s, topic)
     consumer = make_consumer(s, group_id=None)
     try:
-        await consumer.start()
+        await start_client(consumer.start, s, f"connecting to Kafka at {s.bootstrap_servers}")
         tps = [TopicPartition(topic, p) for p in parts]
         found = await (consumer.end_offsets(tps) if which == "end" else consumer.beginning_offsets(tps))
         return {tp.partition: off for tp, off in found.items()}

@@ -3,8 +3,11 @@
 Every call into aiokafka from this package runs inside :func:`map_errors`, so a foreign exception
 never reaches runtime. The mapping, first match wins:
 
-- authentication failures (SASL handshake, wrong password) and authorization failures (topic, group,
-  cluster ACLs) -> :class:`~pipeline.errors.KafkaAuthError`, not retryable;
+- authorization failures (topic, group, cluster ACLs) -> :class:`~pipeline.errors.KafkaAuthError`
+  naming the kind of resource and its name when aiokafka gives it ("not authorized: ... group 'g'");
+- authentication failures (SASL handshake, wrong password) -> :class:`~pipeline.errors.KafkaAuthError`,
+  not retryable (a failed bootstrap on a secured listener is diagnosed by
+  :func:`connectors.kafka.security.start_client`);
 - ``CommitFailedError``, ``RebalanceInProgressError``, ``IllegalGenerationError``,
   ``UnknownMemberIdError`` -> :class:`~pipeline.errors.KafkaCommitFailed`, retried at the next tick;
 - connection errors, request timeouts, ``NoBrokersAvailable``, any aiokafka error it marks
@@ -37,6 +40,23 @@ _AUTH: tuple[type[BaseException], ...] = tuple(
         "TopicAuthorizationFailedError", "GroupAuthorizationFailedError", "ClusterAuthorizationFailedError",
         "TransactionalIdAuthorizationFailed", "IllegalSaslStateError", "UnsupportedSaslMechanismError"))
     if isinstance(cls, type))
+#: authorization failures (a missing ACL) -> the kind of resource refused
+_DENIED: dict[type[BaseException], str] = {
+    ak.TopicAuthorizationFailedError: "topic", ak.GroupAuthorizationFailedError: "group",
+    ak.ClusterAuthorizationFailedError: "cluster", ak.TransactionalIdAuthorizationFailed: "transactional id"}
+
+
+def _names(exc: BaseException) -> list[object]:
+    """The resource names aiokafka put in an authorization error's arguments (a group id, a set of topics)."""
+    found: list[object] = []
+    for arg in exc.args:
+        if isinstance(arg, set | frozenset | list | tuple):
+            found.extend(sorted(arg, key=str))
+        elif isinstance(arg, str) and arg and not arg.startswith("["):
+            found.append(arg)
+    return found
+
+
 _COMMIT: tuple[type[BaseException], ...] = (ak.CommitFailedError, ak.RebalanceInProgressError,
                                             ak.IllegalGenerationError, ak.UnknownMemberIdError)
 _UNAVAILABLE: tuple[type[BaseException], ...] = (ak.KafkaConnectionError, ak.NoBrokersAvailable,
@@ -47,6 +67,11 @@ def translate(exc: BaseException, what: str) -> KafkaError:
     """The project's error for ``exc`` raised while doing ``what`` (not raised: the caller raises it
     ``from exc``)."""
     cause = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    if isinstance(exc, tuple(_DENIED)):
+        resource = _DENIED.get(type(exc), "resource")
+        named = f" {resource} {', '.join(repr(str(a)) for a in _names(exc))}" if _names(exc) else f" the {resource}"
+        return KafkaAuthError(f"{what}: not authorized: Kafka's ACLs refuse this user access to{named} "
+                              f"({type(exc).__name__}); grant the user an ACL for it")
     if isinstance(exc, _AUTH):
         return KafkaAuthError(f"{what}: Kafka refused the client's credentials or permissions ({cause})")
     if isinstance(exc, _COMMIT):

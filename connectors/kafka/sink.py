@@ -15,6 +15,7 @@ from aiokafka import AIOKafkaProducer
 
 from connectors.kafka.admin import make_producer
 from connectors.kafka.errors import map_errors
+from connectors.kafka.security import start_client
 from pipeline.settings import KafkaSettings
 
 __all__ = ["KafkaSink"]
@@ -30,8 +31,8 @@ class KafkaSink:
         return f"KafkaSink(bootstrap={self.settings.bootstrap_servers!r})"
 
     async def start(self) -> None:
-        with map_errors(f"starting a producer at {self.settings.bootstrap_servers}"):
-            await self._producer.start()
+        await start_client(self._producer.start, self.settings,
+                           f"starting a producer at {self.settings.bootstrap_servers}")
         self._started = True
 
     async def stop(self) -> None:

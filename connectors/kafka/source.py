@@ -20,6 +20,7 @@ from aiokafka import TopicPartition as _KTP
 
 from connectors.kafka.admin import make_consumer
 from connectors.kafka.errors import map_errors
+from connectors.kafka.security import start_client
 from pipeline.core.model import TopicPartition
 from pipeline.ports import AssignmentListener, KafkaRecord
 from pipeline.settings import KafkaSettings
@@ -69,8 +70,7 @@ class KafkaSource:
         self._consumer.assign([_theirs(tp) for tp in partitions])
 
     async def start(self) -> None:
-        with map_errors(self._what("starting the consumer")):
-            await self._consumer.start()
+        await start_client(self._consumer.start, self.settings, self._what("starting the consumer"))
         self._started = True
 
     async def stop(self) -> None:

@@ -43,6 +43,13 @@ from .layout import HBASE_VERSION, KAFKA_VERSION, StackLayout, default_cache_dir
 from .processes import OwnedProcess, port_in_use, tail, tail_lines
 from .provision import ensure_classpaths, ensure_launcher, ensure_tools, render_configs
 from .readiness import hbase_round_trip, kafka_round_trip, registered_region_servers, serving_as, wait_until
+from .secure import (
+    SecureListener,
+    ensure_tls_and_passwords,
+    render_secure_config,
+    secure_round_trip,
+    setup_users_and_acls,
+)
 from .topology import (
     HOST,
     SETTING_OF_LABEL,
@@ -114,6 +121,8 @@ class LocalStack:
         self.kafka = self.procs["kafka"]
         self.hbase = self.procs.get("hbase") or self._owned("hbase")
         self._launcher: Path | None = None
+        #: the SASL_SSL listener (``--secure``; see :mod:`.secure`): where it is, whether or not it runs
+        self.secure_listener = SecureListener.of(s, self.layout)
 
     def __repr__(self) -> str:
         running = {name: p.pid() for name, p in self.procs.items()}
@@ -167,9 +176,17 @@ class LocalStack:
             hbase_version=HBASE_VERSION, processes=infos, ports=self._ports(), mode=self._topology.mode,
             gateways=self._topology.gateways)
 
+    @property
+    def secure(self) -> bool:
+        """Whether Kafka has (or is to get) the SASL_SSL listener: asked for by ``[stack] secure``, or
+        already serving it (an ``up`` without ``--secure`` never takes it away from a running Kafka)."""
+        return self.settings.secure or (self.kafka.pid() is not None and port_in_use(self.secure_listener.port))
+
     def check_ready(self, timeout_s: float = 10.0) -> None:
         """Every round trip, once (see the module docstring). Raises on failure."""
         kafka_round_trip(self.bootstrap, timeout_s)
+        if self.secure:
+            secure_round_trip(self.secure_listener, timeout_s)
         self._check_hbase(timeout_s)
 
     def _check_hbase(self, timeout_s: float) -> None:
@@ -237,8 +254,11 @@ class LocalStack:
         downloaded = ensure_classpaths(self.layout)
         t_prov = time.monotonic()
         self._launcher = ensure_launcher(self.layout)
+        secure = self.secure
+        if secure and self.kafka.pid() is not None and not port_in_use(self.secure_listener.port):
+            self.kafka.stop()  # a running plaintext-only Kafka asked for --secure: restart it (only it)
         self._check_ports()
-        self._render()
+        self._render(secure)
         deadline = time.monotonic() + self.settings.start_timeout_s
         for proc in self._topology.processes:
             if self.procs[proc.name].pid() is None:
@@ -286,14 +306,18 @@ class LocalStack:
                         f"Stop it (see `ss -ltnp 'sport = :{port}'`) or choose another port "
                         f"(HBASE_INGEST_STACK__{setting.upper()} or {setting} in [stack] of the config).")
 
-    def _render(self) -> None:
+    def _render(self, secure: bool = False) -> None:
         s, topo = self.settings, self._topology
-        render_configs(self.layout, {
+        values = {
             "KAFKA_PORT": str(s.kafka_port), "KAFKA_CONTROLLER_PORT": str(s.kafka_controller_port),
             "ZK_PORT": str(s.zookeeper_port), "MASTER_PORT": str(s.master_port),
             "REGIONSERVER_PORT": str(s.regionserver_port), "CLIENT_RETRIES": "5",
             "CLIENT_OPERATION_TIMEOUT_MS": "30000", "SESSION_TIMEOUT_MS": str(s.session_timeout_ms),
-            "DISTRIBUTED": "true" if topo.mode == "cluster" else "false"})
+            "DISTRIBUTED": "true" if topo.mode == "cluster" else "false"}
+        render_configs(self.layout, values)
+        if secure:
+            ensure_tls_and_passwords(self.secure_listener)
+            render_secure_config(self.secure_listener, self.layout, {"STATE": str(self.layout.state), **values})
         (self.layout.state / "topology.json").write_text(topo.to_json())
 
     def _start(self, proc: ServerProcess, deadline: float) -> None:
@@ -330,6 +354,8 @@ class LocalStack:
 
     def _wait_ready(self, deadline: float) -> None:
         self._wait(self.kafka, lambda: kafka_round_trip(self.bootstrap, 10.0), deadline)
+        if self.secure:
+            self._wait_secure(deadline)
         hbase_side = [p for n, p in self.procs.items() if n != "kafka"]
 
         def hbase() -> None:
@@ -340,6 +366,16 @@ class LocalStack:
         # the log to point at when HBase never answers: the standalone JVM, or the master of a cluster
         main = self.procs.get("hbase") or self.procs["master"]
         self._wait(main, hbase, deadline)
+
+
+    def _wait_secure(self, deadline: float) -> None:
+        """Users and ACLs (made once, kept in Kafka's metadata), then a SCRAM login and round trip over TLS."""
+        listener = self.secure_listener
+        try:
+            secure_round_trip(listener, 5.0)
+        except Exception:  # users or ACLs not there yet: make them, then wait for the round trip
+            setup_users_and_acls(listener, self.layout, self.bootstrap)
+            self._wait(self.kafka, lambda: secure_round_trip(listener, 10.0), deadline)
 
 
 def _connectable(port: int) -> None:

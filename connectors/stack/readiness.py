@@ -1,6 +1,7 @@
 """Readiness is proven by real round trips, never by sleeps or open ports:
 
-- Kafka: create a probe topic (once), produce one record, consume that very record back.
+- Kafka: create a probe topic (once), produce one record, consume that very record back; on the
+  secured listener too (``--secure``), logged in as the worker's SCRAM user over TLS.
 - HBase, on every gateway: create a probe table (once), put a unique value through Thrift1, get it
   back, delete it; then the same put and get through Thrift2, proving both servers of the gateway
   reach the master and the region server that holds the probe's region.
@@ -54,27 +55,27 @@ def run_in_new_loop(coro: Coroutine[Any, Any, T]) -> T:
     return box["value"]  # type: ignore[no-any-return]
 
 
-async def _kafka_once(bootstrap: str, timeout_s: float) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=int(timeout_s * 1000))
+async def _kafka_once(bootstrap: str, timeout_s: float, topic: str, options: dict[str, Any]) -> None:
+    opts = {**options, "bootstrap_servers": bootstrap, "request_timeout_ms": int(timeout_s * 1000)}
+    admin = AIOKafkaAdminClient(**opts)
     await admin.start()
     try:
-        if PROBE_TOPIC not in await admin.list_topics():
+        if topic not in await admin.list_topics():
             with contextlib.suppress(TopicAlreadyExistsError):
-                await admin.create_topics([NewTopic(PROBE_TOPIC, 1, 1)])
+                await admin.create_topics([NewTopic(topic, 1, 1)])
     finally:
         await admin.close()
     token = uuid.uuid4().bytes
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, request_timeout_ms=int(timeout_s * 1000))
+    producer = AIOKafkaProducer(**opts)
     await producer.start()
     try:
-        meta = await producer.send_and_wait(PROBE_TOPIC, token, partition=0)
+        meta = await producer.send_and_wait(topic, token, partition=0)
     finally:
         await producer.stop()
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                                request_timeout_ms=int(timeout_s * 1000))
+    consumer = AIOKafkaConsumer(enable_auto_commit=False, **opts)
     await consumer.start()
     try:
-        tp = TopicPartition(PROBE_TOPIC, 0)
+        tp = TopicPartition(topic, 0)
         consumer.assign([tp])
         consumer.seek(tp, meta.offset)
         msg = await asyncio.wait_for(consumer.getone(), timeout_s)
@@ -84,14 +85,16 @@ async def _kafka_once(bootstrap: str, timeout_s: float) -> None:
         await consumer.stop()
 
 
-def kafka_round_trip(bootstrap: str, timeout_s: float = 10.0) -> None:
-    """One produce/consume round trip; raises on failure."""
+def kafka_round_trip(bootstrap: str, timeout_s: float = 10.0, topic: str = PROBE_TOPIC,
+                     options: dict[str, Any] | None = None) -> None:
+    """One produce/consume round trip on ``topic`` (created when missing); raises on failure.
+    ``options``: more aiokafka client options (security: protocol, SASL login, SSL context)."""
     # aiokafka logs every refused connection at ERROR while the broker starts; the outcome is what counts
     log = logging.getLogger("aiokafka")
     level = log.level
     log.setLevel(logging.CRITICAL)
     try:
-        run_in_new_loop(asyncio.wait_for(_kafka_once(bootstrap, timeout_s), timeout_s * 2))
+        run_in_new_loop(asyncio.wait_for(_kafka_once(bootstrap, timeout_s, topic, options or {}), timeout_s * 2))
     finally:
         log.setLevel(level)
 

@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from connectors.stack import LocalStack
+from connectors.stack.secure import GROUP_PREFIX, OTHER_USER, TOPIC_PREFIX, WORKER_USER
 from pipeline.errors import ConfigError
 from pipeline.settings import StackSettings, load_settings
 
@@ -28,9 +29,19 @@ GatewaysOpt = typer.Option(
     help="Thrift1+Thrift2 gateway JVMs of a local cluster ([stack] gateways); 0: the one-JVM stack")
 
 
-def _settings(config: Path | None, region_servers: int | None, gateways: int | None) -> StackSettings:
+SecureOpt = typer.Option(
+    False, "--secure",
+    help="also a SASL_SSL listener on Kafka (SCRAM-SHA-512 users, TLS from a CA the stack makes, ACLs; "
+         "[stack] secure); restarts a running Kafka that lacks it")
+
+
+def _settings(config: Path | None, region_servers: int | None, gateways: int | None,
+              secure: bool = False) -> StackSettings:
     base = load_settings(config).stack
-    shape = {k: v for k, v in (("region_servers", region_servers), ("gateways", gateways)) if v is not None}
+    shape: dict[str, object] = {
+        k: v for k, v in (("region_servers", region_servers), ("gateways", gateways)) if v is not None}
+    if secure:
+        shape["secure"] = True
     if not shape:
         return base
     try:
@@ -51,27 +62,46 @@ def _print_deaths(stack_dead: list[str]) -> None:
 
 @stack_app.command()
 def up(config: Path | None = ConfigOpt, region_servers: int | None = RegionServersOpt,
-       gateways: int | None = GatewaysOpt) -> None:
+       gateways: int | None = GatewaysOpt, secure: bool = SecureOpt) -> None:
     """Provision (first run downloads jars into the user cache) and start Kafka + HBase + Thrift; wait
     until real round trips succeed. Returns at once when the stack already runs. With --region-servers
     N --gateways M: ZooKeeper, a master, N region servers and M gateways, each its own JVM."""
-    stack = LocalStack(_settings(config, region_servers, gateways))
+    stack = LocalStack(_settings(config, region_servers, gateways, secure))
     report = stack.up()
     _print_deaths([d.describe() + "\n  (restarted by this `stack up`)" for d in report.died])
     t = report.timings_s
     if report.reused:
         _console.print(f"stack already running (reused; checked in {t['total']:.2f} s); state: {stack.layout.state}")
+        if stack.secure:
+            _print_secure(stack)
         return
     src = "downloaded into" if report.downloaded else "reused from"
     _console.print(f"jars {src} {stack.layout.cache} ({t['provision']:.1f} s)")
     _console.print(f"stack ready in {t['total']:.1f} s (servers {t['start']:.1f} s); state: {stack.layout.state}")
     _print_gateways(stack)
+    if stack.secure:
+        _print_secure(stack)
 
 
 def _print_gateways(stack: LocalStack) -> None:
     if stack.topology().mode == "cluster":
         _console.print("gateways: " + ", ".join(
             f"{g.name} {g.host} thrift1 {g.thrift_port} thrift2 {g.thrift2_port}" for g in stack.gateways))
+
+
+def _print_secure(stack: LocalStack) -> None:
+    """Which listener is secured and where its CA and password files are: paths, never contents."""
+    if not stack.secure:
+        _console.print("secured listener: none (plaintext only; `stack up --secure` adds SASL_SSL)")
+        return
+    lst = stack.secure_listener
+    _console.print(f"secured listener: SASL_SSL {lst.bootstrap} (SCRAM-SHA-512; plaintext stays on {stack.bootstrap})",
+                   soft_wrap=True)
+    _console.print(f"  CA certificate: {lst.ca_file}", soft_wrap=True)
+    for user in (WORKER_USER, OTHER_USER):
+        _console.print(f"  user {user}: password file {lst.password_file(user)}", soft_wrap=True)
+    _console.print(f"  ACLs: {WORKER_USER} may use topics '{TOPIC_PREFIX}*' and groups '{GROUP_PREFIX}*'; "
+                   f"{OTHER_USER} has none", soft_wrap=True)
 
 
 @stack_app.command()
@@ -89,6 +119,7 @@ def status(config: Path | None = ConfigOpt) -> None:
     _console.print(table, soft_wrap=True)
     _console.print("ports: " + ", ".join(f"{k} {v}" for k, v in st.ports.items()))
     _print_gateways(stack)
+    _print_secure(stack)
     _print_deaths([d.describe() + "\n  (`hbase-ingest stack up` restarts it)" for d in st.died])
     if st.running:
         try:
