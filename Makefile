@@ -22,7 +22,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 stack-up: install
-	$(BIN)/hbase-ingest stack up
+	$(BIN)/hbase-ingest stack up --secure
 
 stack-down:
 	$(BIN)/hbase-ingest stack down

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from connectors.stack import LocalStack
+from connectors.stack.secure import SecureListener
 from pipeline.settings import HBaseSettings, KafkaSettings, StackSettings
 
 
@@ -17,6 +18,15 @@ def stack() -> LocalStack:
     local = LocalStack(StackSettings())
     local.up()
     return local
+
+
+@pytest.fixture(scope="session")
+def secure_listener(stack: LocalStack) -> SecureListener:
+    """The stack's SASL_SSL listener (``stack up --secure``, as ``make test`` starts it): its port, CA file
+    and users' password files. When the stack runs without it, this adds it (restarting Kafka only)."""
+    secured = LocalStack(StackSettings(secure=True))
+    secured.up()
+    return secured.secure_listener
 
 
 @pytest.fixture

@@ -23,7 +23,8 @@ from connectors.kafka.security import sasl_password, ssl_context, start_client
 from pipeline.errors import KafkaAuthError, KafkaError, TopicNotCreated
 from pipeline.settings import KafkaSettings
 
-_TOPIC_AUTHORIZATION_FAILED = 29  # Kafka's error code in a topic's metadata
+_TOPIC_AUTHORIZATION_FAILED = 29  # Kafka's error codes in a topic's metadata or creation result
+_TOPIC_ALREADY_EXISTS = 36
 
 __all__ = [
     "TopicPartition",
@@ -109,7 +110,8 @@ async def create_topics(s: KafkaSettings, topics: Mapping[str, int], replication
         if new:
             try:
                 with contextlib.suppress(TopicAlreadyExistsError):  # created concurrently elsewhere
-                    await admin.create_topics(new)
+                    response = await admin.create_topics(new)
+                    _check_created(s, response)
             except _AioKafkaError as exc:
                 what = f"creating topics {sorted(t.name for t in new)}"
                 error = translate(exc, what)
@@ -121,6 +123,20 @@ async def create_topics(s: KafkaSettings, topics: Mapping[str, int], replication
         await admin.close()
 
 
+def _check_created(s: KafkaSettings, response: Any) -> None:
+    """Raise for a topic the cluster refused to create: :class:`KafkaAuthError` naming it when an ACL
+    is missing, :class:`TopicNotCreated` otherwise (a topic created concurrently elsewhere is fine)."""
+    for entry in getattr(response, "topic_errors", None) or ():
+        topic, code = entry[0], entry[1]
+        if code == _TOPIC_AUTHORIZATION_FAILED:
+            raise KafkaAuthError(f"creating topic {topic!r} at {s.bootstrap_servers}: not authorized: Kafka's ACLs "
+                                 f"refuse this user access to topic {topic!r} (TopicAuthorizationFailedError); "
+                                 "grant the user an ACL for it, or create the topic beforehand")
+        if code and code != _TOPIC_ALREADY_EXISTS:
+            message = entry[2] if len(entry) > 2 else ""
+            raise TopicNotCreated(f"creating topic {topic!r} failed: Kafka error code {code} {message or ''}".strip())
+
+
 async def ensure_topic(s: KafkaSettings, topic: str, count: int = 1) -> bool:
     """Create ``topic`` when it does not exist, with ``count`` partitions and a replication factor of
     min(3, live brokers); True when it was created here. Raises as :func:`create_topics`, and
@@ -129,6 +145,8 @@ async def ensure_topic(s: KafkaSettings, topic: str, count: int = 1) -> bool:
         return False
     try:
         await partitions(s, topic)
+    except KafkaAuthError:
+        raise
     except KafkaError as exc:
         raise TopicNotCreated(f"topic {topic!r} does not exist, and the cluster did not create it") from exc
     return True

@@ -1,0 +1,80 @@
+"""Helpers for the secured-Kafka tests: a per-test profile on the SASL_SSL listener, the CLI run as a
+subprocess with a clean environment, and the committed offsets of a group read through plaintext."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from connectors.kafka import TopicPartition, make_consumer
+from connectors.stack.secure import GROUP_PREFIX, TOPIC_PREFIX, WORKER_USER, SecureListener
+from pipeline.settings import KafkaSettings, Settings, load_settings
+
+from .worker_support import order_settings, write_config
+
+PASSWORD_ENV = "HBASE_INGEST_KAFKA__SASL_PLAIN_PASSWORD"
+
+
+def secure_profile(tmp_path: Path, unique: str, listener: SecureListener, *, user: str = WORKER_USER,
+                   kafka_lines: str = "", name: str = "secure.toml") -> tuple[Path, Settings]:
+    """The guides' order design on topic ``secure.orders-<unique>``, group ``secure.g-<unique>`` and
+    dead-letter topic ``secure.dlq-<unique>`` (inside the worker user's ACL prefixes), with the
+    listener's security settings in ``[kafka]``; no password (give it by environment or file via
+    ``kafka_lines``). Returns the file and the settings it holds (loaded without the environment's
+    password)."""
+    base = write_config(tmp_path / f"base-{name}", order_settings(unique)).read_text()
+    text = (base.replace(f'"orders-{unique}"', f'"{TOPIC_PREFIX}orders-{unique}"')
+                .replace(f'"g-{unique}"', f'"{GROUP_PREFIX}g-{unique}"')
+                .replace(f'"dlq-{unique}"', f'"{TOPIC_PREFIX}dlq-{unique}"'))
+    security = (f'bootstrap_servers = "{listener.bootstrap}"\nsecurity_protocol = "SASL_SSL"\n'
+                f'sasl_mechanism = "SCRAM-SHA-512"\nsasl_plain_username = "{user}"\n'
+                f'ssl_cafile = "{listener.ca_file}"\n{kafka_lines}')
+    text = text.replace("[kafka]\n", "[kafka]\n" + security, 1)
+    path = tmp_path / name
+    path.write_text(text)
+    saved = os.environ.pop(PASSWORD_ENV, None)
+    try:
+        settings = load_settings(path)
+    finally:
+        if saved is not None:
+            os.environ[PASSWORD_ENV] = saved
+    return path, settings
+
+
+def cli_env(**extra: str) -> dict[str, str]:
+    """The environment without any HBASE_INGEST_* variable of the caller's, plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HBASE_INGEST_KAFKA")}
+    env.update(extra)
+    return env
+
+
+def run_cli(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``hbase-ingest <args>`` in a subprocess; its output captured as text."""
+    return subprocess.run([str(Path(sys.executable).parent / "hbase-ingest"), *args],
+                          env=env, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def start_cli(*args: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """``hbase-ingest <args>`` started in the background, stdout and stderr merged into one pipe."""
+    return subprocess.Popen([str(Path(sys.executable).parent / "hbase-ingest"), *args], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def make_ca(folder: Path, name: str = "other-ca.pem") -> Path:
+    """A self-signed CA certificate that did not sign the broker's (for the wrong-CA tests)."""
+    out = folder / name
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(folder / f"{name}.key"),
+                    "-out", str(out), "-days", "1", "-subj", "/CN=some other CA"], check=True, capture_output=True)
+    return out
+
+
+async def committed(plain: KafkaSettings, group: str, topic: str, partitions: int) -> dict[int, int | None]:
+    """The group's committed offsets, read through the plaintext listener (a super user)."""
+    consumer = make_consumer(plain, group_id=group)
+    await consumer.start()
+    try:
+        return {p: await consumer.committed(TopicPartition(topic, p)) for p in range(partitions)}
+    finally:
+        await consumer.stop()
