@@ -15,8 +15,11 @@ per-column closures, no loop and no type dispatch chain. For ``bench_worker``'s 
             v0 = event['value']
             if v0 is None:
                 return _slow(event, origin)
-            if v0.__class__ is str:
+            c = v0.__class__
+            if c is str:
                 r0 = v0.encode()
+            elif c is int or c is float:
+                r0 = str(v0).encode()
             else:
                 r0 = _text(v0)
             if not (len(r0) <= 10485760):
@@ -89,7 +92,8 @@ def generate_put(*, route: str, table: str, build: Callable[..., bytes], columns
         elif spec.encoding == "json":
             body.append(f"{r} = _dumps({v})")
         else:
-            body += [f"if {v}.__class__ is str:", f"    {r} = {v}.encode()", "else:", f"    {r} = _text({v})"]
+            body += [f"c = {v}.__class__", "if c is str:", f"    {r} = {v}.encode()",
+                     "elif c is int or c is float:", f"    {r} = str({v}).encode()", "else:", f"    {r} = _text({v})"]
         body += [f"if not (len({r}) <= {max_cell_bytes}):", f"    {slow_call}"]
         if all_required:  # one dict literal at the end, its size partly constant
             lines += [f"{v} = {_lookup(spec.field)}", f"if {v} is None:", f"    {slow_call}", *body]
