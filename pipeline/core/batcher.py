@@ -56,7 +56,10 @@ class Batch:
     """A sealed batch for one region. Treat ``mutations`` as read-only.
 
     ``size`` is the sum of ``Mutation.size``; ``created_ms`` is when its first mutation arrived;
-    ``split_from`` is the id of the batch it was re-split from by :meth:`RegionBatcher.rebucket`.
+    ``split_from`` is the id of the batch it was re-split from by :meth:`RegionBatcher.rebucket`;
+    ``cells`` is the number of cells of its mutations (the sum of ``len(m.cells)``; counted by the
+    batcher as mutations arrive, so that per-batch accounting need not walk them again; 0 when a
+    batch is built by hand).
     """
 
     id: int
@@ -67,6 +70,7 @@ class Batch:
     created_ms: int
     reason: SealReason
     split_from: int | None = None
+    cells: int = 0
 
     @property
     def rows(self) -> int:
@@ -97,7 +101,7 @@ class BatcherStatistics:
 
 
 class _Open:
-    __slots__ = ("created_ms", "id", "kinds", "mutations", "region", "size")
+    __slots__ = ("cells", "created_ms", "id", "kinds", "mutations", "region", "size")
 
     def __init__(self, batch_id: int, region: Region, created_ms: int) -> None:
         self.id = batch_id
@@ -106,6 +110,7 @@ class _Open:
         self.mutations: list[Mutation] = []
         self.kinds: dict[bytes, MutationKind] = {}
         self.size = 0
+        self.cells = 0
 
 
 class RegionBatcher:
@@ -182,6 +187,7 @@ class RegionBatcher:
         batch.mutations.append(mutation)
         batch.kinds[mutation.row] = mutation.kind
         batch.size += size
+        batch.cells += len(mutation.cells)
         self._pending_rows += 1
         self._pending_bytes += size
         if len(batch.mutations) >= self.max_rows:
@@ -245,6 +251,7 @@ class RegionBatcher:
                     created_ms=batch.created_ms,
                     reason=SealReason.REBUCKET,
                     split_from=batch.id,
+                    cells=sum(len(m.cells) for m in mutations),
                 )
             )
         return out
@@ -282,4 +289,5 @@ class RegionBatcher:
             size=batch.size,
             created_ms=batch.created_ms,
             reason=reason,
+            cells=batch.cells,
         )

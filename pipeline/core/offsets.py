@@ -30,8 +30,9 @@ revoked partition before it registers records of that partition again.
 
 from __future__ import annotations
 
+import operator
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from pipeline.core.model import Origin, TopicPartition
@@ -184,6 +185,39 @@ class OffsetTracker:
         part.waiting[offset] = pending
         part.pending_acks += pending
 
+    def register_run(self, tp: TopicPartition, offsets: Sequence[int], pending: int) -> None:
+        """Register every offset of ``offsets`` of ``tp``, each expecting ``pending``
+        acknowledgements: the same state as :meth:`register` called for each in turn, in one step.
+
+        ``offsets`` must increase strictly and start above the last offset registered for ``tp``
+        (empty: nothing happens). Raises ``ValueError`` otherwise, or when ``pending`` is negative,
+        and then registers nothing.
+        """
+        if not offsets:
+            return
+        if pending < 0:
+            raise ValueError(f"pending must be >= 0, got {pending} for {tp}@{offsets[0]}")
+        part = self._partitions.get(tp)
+        if part is None:
+            part = self._partitions[tp] = _Partition()
+        last = part.last_registered
+        if (last is not None and offsets[0] <= last) or any(map(operator.ge, offsets, offsets[1:])):
+            raise ValueError(f"offsets must be registered in increasing order: {tp}@{list(offsets)[:20]} "
+                             f"after {last}")
+        part.last_registered = offsets[-1]
+        count = len(offsets)
+        part.registered += count
+        if pending == 0:
+            part.done += count
+            if part.queue:
+                part.queue.extend(offsets)
+            else:
+                part.next_offset = offsets[-1] + 1
+            return
+        part.queue.extend(offsets)
+        part.waiting.update(dict.fromkeys(offsets, pending))
+        part.pending_acks += pending * count
+
     def ack(self, origin: Origin) -> bool:
         """Record one acknowledgement for the record at ``origin``.
 
@@ -212,10 +246,35 @@ class OffsetTracker:
 
     def ack_many(self, origins: Iterable[Origin]) -> int:
         """Acknowledge each origin once (an origin may repeat); returns how many applied."""
-        applied = 0
+        # :meth:`ack` inlined, with the partition looked up again only when it changes (a batch's
+        # origins come in runs of one partition): this runs once per written mutation
+        applied = stray = 0
+        partitions = self._partitions
+        tp: TopicPartition | None = None
+        part: _Partition | None = None
         for origin in origins:
-            if self.ack(origin):
-                applied += 1
+            if origin.tp is not tp:
+                tp = origin.tp
+                part = partitions.get(tp)
+            if part is None:
+                stray += 1
+                continue
+            offset = origin.offset
+            waiting = part.waiting
+            remaining = waiting.get(offset)
+            if remaining is None:
+                stray += 1
+                continue
+            applied += 1
+            part.pending_acks -= 1
+            if remaining > 1:
+                waiting[offset] = remaining - 1
+                continue
+            del waiting[offset]
+            part.done += 1
+            if part.queue[0] == offset:
+                part.compact()
+        self._stray_acks += stray
         return applied
 
     def committable(self) -> dict[TopicPartition, int]:

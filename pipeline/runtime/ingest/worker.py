@@ -42,13 +42,14 @@ from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from pipeline.core.batcher import Batch, RegionBatcher
-from pipeline.core.model import Mutation, Origin, TopicPartition
+from pipeline.core.model import Origin, TopicPartition
 from pipeline.core.offsets import OffsetTracker
 from pipeline.core.progress import Progress
 from pipeline.core.regions import RegionMap
 from pipeline.core.routing import Router
 from pipeline.errors import ConfigError, EventError, HBaseError
 from pipeline.ports import Broker, HBase, KafkaRecord, RecordSource
+from pipeline.runtime.ingest.accounting import CELL_OVERHEAD, MUTATION_OVERHEAD, settle_written
 from pipeline.runtime.ingest.commits import Committer
 from pipeline.runtime.ingest.deadletter import DeadLetters
 from pipeline.runtime.ingest.observer import Observer, WorkerStats
@@ -62,15 +63,6 @@ __all__ = ["Worker", "WorkerSummary"]  # WorkerSummary: re-exported from pipelin
 log = structlog.get_logger("hbase_ingest.worker")
 _REGION_REFRESH_S = 30.0
 _FINAL_COMMIT_TIMEOUT_S = 10.0  # the last commit when stopping; Kafka unreachable must not hang the exit
-# Python's own cost of holding one mutation (object, dict, bytes headers, origin), measured with
-# tracemalloc: about 250 bytes per mutation plus 90 per cell on CPython 3.11. The in-flight bound
-# counts these, so ``max_in_flight_bytes`` bounds real memory, not just the bytes on the wire.
-_MUTATION_OVERHEAD = 250
-_CELL_OVERHEAD = 90
-
-
-def _memory(m: Mutation) -> int:
-    return m.size + _MUTATION_OVERHEAD + _CELL_OVERHEAD * len(m.cells)
 
 
 def _now_ms() -> int:
@@ -255,8 +247,11 @@ class Worker:
             self.observer.in_flight(self.in_flight)
 
     async def _handle(self, source: RecordSource, fetched: Mapping[TopicPartition, Sequence[KafkaRecord]]) -> bool:
-        """Route one fetch. False when a stop request abandoned a dead-letter send."""
-        progress = self.progress
+        """Route one fetch. False when a stop request abandoned a dead-letter send.
+
+        Routed records are registered with the tracker per run (the offsets between two dead letters,
+        one ack per route of the topic) before the next await, before any batch can reach a writer."""
+        progress, tracker = self.progress, self.tracker
         now = _now_ms()
         for tp, records in fetched.items():
             if tp not in progress.assigned:
@@ -265,19 +260,31 @@ class Worker:
             skip = progress.delivered(tp, records[0].offset)
             if skip is not None:
                 self._warnings.skipped(skip)
-            processed = 0
+            if not self.stats.consumed:
+                self.stats.first_record_s = time.monotonic()
+            processed = counted = 0  # counted: in stats.consumed (brought up to date before each await)
+            fanout = len(self.router.by_topic.get(tp.topic, ()))
+            routed: list[int] = []  # offsets routed, not registered yet
             for rec in records:
                 if end is not None and rec.offset >= end:
                     source.pause(tp)
                     break
                 processed += 1
                 error = self._process(tp, rec, now)
-                if error is not None:
-                    origin = Origin(tp, rec.offset)
-                    if not await self._dead_letter(origin, rec.key, rec.value, error.reason, str(error),
-                                                   rec.headers):
-                        return False  # stopping: the record stays unacknowledged (read again next run)
-                    self.tracker.ack(origin)
+                if error is None:
+                    routed.append(rec.offset)
+                    continue
+                tracker.register_run(tp, routed, fanout)
+                routed = []
+                origin = Origin(tp, rec.offset)
+                tracker.register(origin, 1)
+                self.stats.consumed += processed - counted
+                counted = processed
+                if not await self._dead_letter(origin, rec.key, rec.value, error.reason, str(error), rec.headers):
+                    return False  # stopping: the record stays unacknowledged (read again next run)
+                tracker.ack(origin)
+            tracker.register_run(tp, routed, fanout)
+            self.stats.consumed += processed - counted
             if processed:
                 progress.read_up_to(tp, records[processed - 1].offset)
             await self._submit_ready()
@@ -287,24 +294,23 @@ class Worker:
         return True
 
     def _process(self, tp: TopicPartition, rec: KafkaRecord, now: int) -> EventError | None:
-        """Route one record and queue its mutations (synchronous: the hot path creates no coroutine;
-        sealed batches wait in ``_ready`` for :meth:`_submit_ready`). Returns the error when the
-        record must go to the dead-letter topic (registered, not yet acked)."""
-        origin = Origin(tp, rec.offset)
-        if not self.stats.consumed:
-            self.stats.first_record_s = time.monotonic()
-        self.stats.consumed += 1
+        """Route one record and queue its mutations, one per route of its topic (synchronous: the
+        hot path creates no coroutine; sealed batches wait in ``_ready`` for :meth:`_submit_ready`).
+        Returns the error when the record must go to the dead-letter topic. The caller registers
+        the record with the tracker either way."""
         try:
-            mutations = self.router.route(rec.topic, rec.value, origin)
+            mutations = self.router.route(rec.topic, rec.value, Origin(tp, rec.offset))
         except EventError as exc:
-            self.tracker.register(origin, 1)
             return exc
-        self.tracker.register(origin, len(mutations))
         self.stats.mutations += len(mutations)
-        maps, batcher, ready, progress = self.maps, self.batcher, self._ready, self.progress
+        maps, batcher, ready = self.maps, self.batcher, self._ready
+        held = 0  # accounting.footprint of each, inline
         for m in mutations:
-            progress.in_flight += _memory(m)
-            ready.extend(batcher.add(m, maps[m.table].locate(m.row), now))
+            held += m.size + MUTATION_OVERHEAD + CELL_OVERHEAD * len(m.cells)
+            sealed = batcher.add(m, maps[m.table].locate(m.row), now)
+            if sealed:
+                ready.extend(sealed)
+        self.progress.in_flight += held
         return None
 
     async def _submit_ready(self) -> None:
@@ -358,14 +364,7 @@ class Worker:
         async with receive:
             async for batch in receive:
                 await self._writer.write(batch)
-                self.tracker.ack_many(batch.origins())
-                self.progress.release_in_flight(sum(_memory(m) for m in batch.mutations))
-                s = self.stats
-                s.rows_written += batch.rows
-                s.batches_written += 1
-                s.bytes_written += batch.size
-                s.rows_by_table[batch.table] += batch.rows
-                self.observer.in_flight(self.in_flight)
+                settle_written(batch, self.tracker, self.progress, self.stats, self.observer)
                 self._drained.set()
 
     async def _flush_loop(self) -> None:

@@ -171,6 +171,7 @@ def test_rebucket_resplits_along_the_new_map() -> None:
     assert all(p.split_from == stale.id and p.created_ms == 7 for p in parts)
     assert all(p.reason is SealReason.REBUCKET for p in parts)
     assert sum(p.size for p in parts) == stale.size
+    assert stale.cells == 5 and [p.cells for p in parts] == [2, 3]
     assert len({p.id for p in parts} | {stale.id}) == 3
     with pytest.raises(ValueError, match="region map"):
         b.rebucket(stale, region_map([], table="other"))
@@ -247,6 +248,7 @@ def test_property_every_mutation_out_exactly_once_within_bounds(
     for x in out:
         assert 1 <= x.rows <= max_rows
         assert x.size == sum(m.size for m in x.mutations)
+        assert x.cells == sum(len(m.cells) for m in x.mutations)
         assert x.size <= max_bytes or x.rows == 1
         assert all(x.region.contains(m.row) for m in x.mutations)
         kinds: dict[bytes, MutationKind] = {}

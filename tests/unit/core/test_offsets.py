@@ -244,3 +244,38 @@ def test_property_partitions_are_independent(
     order.shuffle(acks)
     assert t.ack_many(acks) == len(acks)
     assert t.committable() == {TP: len(a), TP1: len(b)}
+
+
+@given(
+    runs=st.lists(st.tuples(st.lists(st.integers(min_value=1, max_value=3), max_size=6), st.integers(0, 2)),
+                  max_size=6),
+    order=st.randoms(use_true_random=False),
+)
+def test_property_a_run_registers_as_its_records_one_by_one(runs: list[tuple[list[int], int]],
+                                                          order: random.Random) -> None:
+    one, many = OffsetTracker(), OffsetTracker()
+    off, acks = -1, []
+    for gaps, pending in runs:
+        offsets = []
+        for gap in gaps:
+            off += gap
+            offsets.append(off)
+            one.register(Origin(TP, off), pending)
+            acks.extend([Origin(TP, off)] * pending)
+        many.register_run(TP, offsets, pending)
+        assert many.statistics() == one.statistics()
+    order.shuffle(acks)
+    for i in range(0, len(acks), 3):
+        assert one.ack_many(acks[i:i + 3]) == many.ack_many(acks[i:i + 3])
+        assert many.statistics() == one.statistics() and many.committable() == one.committable()
+
+
+def test_a_run_out_of_order_is_refused_whole() -> None:
+    t = OffsetTracker()
+    t.register_run(TP, [3, 5], 1)
+    for bad in ([5, 6], [6, 6], [7, 6]):
+        with pytest.raises(ValueError, match="increasing order"):
+            t.register_run(TP, bad, 1)
+    with pytest.raises(ValueError, match="pending must be >= 0"):
+        t.register_run(TP, [9], -1)
+    assert t.statistics().partitions[TP].registered == 2 and t.statistics().partitions[TP].last_registered == 5
