@@ -153,3 +153,28 @@ async def test_wrong_ca_file_names_the_file(secure_listener: SecureListener, kaf
     assert done.returncode != 0
     error = done.stderr.strip().splitlines()[-1]
     assert str(tmp_path / "missing-ca.pem") in error and "does not exist" in error, error
+
+
+async def test_produce_and_backfill_through_sasl_ssl(secure_listener: SecureListener, kafka_settings: KafkaSettings,
+                                                     hbase: HBaseClient, unique: str, tmp_path: Path) -> None:
+    """``produce`` and ``backfill`` log in with the password from the environment (never the command line)."""
+    path, settings, topic = await _prepared(tmp_path, unique, secure_listener, hbase, events=60)
+    env = cli_env(**{PASSWORD_ENV: _password(secure_listener)})
+    no_file = path.read_text().replace(f'sasl_password_file = "{secure_listener.password_file()}"\n', "")
+    path.write_text(no_file)
+    produced = run_cli("produce", "-e", "transactions", "-n", "25", "--partitions", "2",
+                       "--topic", f"secure.tx-{unique}", "-c", str(path), env=env)
+    assert produced.returncode == 0, produced.stderr
+    assert sum((await end_offsets(kafka_settings, f"secure.tx-{unique}")).values()) == 25
+    try:
+        done = run_cli("backfill", "-c", str(path), "-t", topic, "--no-metrics", "--no-progress",
+                       "--state-dir", str(tmp_path / "bf"), env=env, timeout=180)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        by_table: dict[str, dict[bytes, dict[bytes, bytes]]] = {}
+        for i in range(60):
+            for table, (row, cells) in expected_cells(settings, order_event(i)).items():
+                by_table.setdefault(table, {})[row] = cells
+        for table, expected in by_table.items():
+            assert dict(await hbase.scan_page(table, limit=200)) == expected, table
+    finally:
+        await drop_tables(hbase, settings)
