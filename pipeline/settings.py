@@ -167,7 +167,8 @@ class HBaseSettings(_Section):
     gateways: list[GatewaySpec] = Field(default_factory=list, max_length=64)
     probe_interval_ms: int = Field(default=2000, ge=100, le=_MAX_MS,
                                    description="how often a gateway marked down is probed")
-    probe_timeout_ms: int = Field(default=1000, ge=100, le=_MAX_MS)
+    probe_timeout_ms: int = Field(default=3000, ge=100, le=_MAX_MS,
+                                  description="per round trip of a probe; a gateway that cannot answer in it stays out")
     pool_size: int = Field(default=8, ge=1, le=256)
     timeout_ms: int = Field(default=30_000, ge=100, le=_MAX_MS, description="per-call timeout")
     ddl_timeout_ms: int = Field(default=120_000, ge=1000, le=_MAX_MS)

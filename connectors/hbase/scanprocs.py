@@ -19,7 +19,10 @@ Contract of :func:`scan_page_in_process`:
   function. The page travels in ``marshal`` form when it is made of builtin types, pickled
   otherwise.
 - A worker keeps one Thrift1 connection and one Thrift2 client per :class:`Gateway`, each opened
-  on first use; one whose call failed is dropped and reopened on the next call.
+  on first use; one whose call failed is dropped and reopened on the next call. When a kept one
+  fails at the connection level (the gateway restarted since it was opened), the page is read
+  once more on a fresh connection before the failure is reported (a page is read-only), so a
+  gateway that came back is not taken out again by a worker's stale socket.
 - Errors: HBase and socket errors come back as the project's :class:`~pipeline.errors.HBaseError`
   types (as from the thread path). An exception the transform raises comes back as it is when it
   pickles (the caller's own types should), otherwise as ``RuntimeError`` with its type and text.
@@ -48,7 +51,7 @@ import anyio
 import anyio.to_process
 import happybase
 
-from connectors.hbase.errors import map_exceptions
+from connectors.hbase.errors import is_gateway_failure, map_exceptions
 from connectors.hbase.scanrows import SMALL_PAGE_ROWS, CellRow, scan_rows, scan_rows2, tscan
 from connectors.hbase.thrift2 import load_idl, open_client
 from pipeline.settings import HBaseSettings
@@ -157,16 +160,25 @@ def _scan_page(gw: Gateway, name: bytes, table: str, start: bytes, stop: bytes, 
     except Exception as exc:
         raise _picklable(exc) from None
     small = limit <= SMALL_PAGE_ROWS
-    try:
-        with map_exceptions(table, "scan"):
-            if small:
-                rows = scan_rows2(_client2(gw), load_idl(), name, start, stop, limit, reverse, columns, None)
-            else:
-                rows = scan_rows(_connection(gw), name, tscan(start, stop, None, limit, reverse, columns, None),
+
+    def fetch() -> list[CellRow]:
+        try:
+            with map_exceptions(table, "scan"):
+                if small:
+                    return scan_rows2(_client2(gw), load_idl(), name, start, stop, limit, reverse, columns, None)
+                return scan_rows(_connection(gw), name, tscan(start, stop, None, limit, reverse, columns, None),
                                  limit)
-    except Exception:
-        _drop(gw, small)
-        raise
+        except Exception:
+            _drop(gw, small)
+            raise
+
+    kept = gw in (_clients2 if small else _connections)
+    try:
+        rows = fetch()
+    except Exception as exc:
+        if not (kept and is_gateway_failure(exc)):
+            raise
+        rows = fetch()  # the kept socket was stale: once more on a fresh one (module docstring)
     try:
         page = fn(rows, label)
     except Exception as exc:
