@@ -180,7 +180,14 @@ class LocalStack:
     def secure(self) -> bool:
         """Whether Kafka has (or is to get) the SASL_SSL listener: asked for by ``[stack] secure``, or
         already serving it (an ``up`` without ``--secure`` never takes it away from a running Kafka)."""
-        return self.settings.secure or (self.kafka.pid() is not None and port_in_use(self.secure_listener.port))
+        return self.settings.secure or (self.kafka.pid() is not None and self._secure_rendered())
+
+    def _secure_rendered(self) -> bool:
+        """Whether the rendered Kafka config (what the running Kafka was started with) has the SASL_SSL listener."""
+        try:
+            return "SECURE://" in (self.layout.conf / "server.properties").read_text()
+        except OSError:
+            return False
 
     def check_ready(self, timeout_s: float = 10.0) -> None:
         """Every round trip, once (see the module docstring). Raises on failure."""
@@ -255,7 +262,7 @@ class LocalStack:
         t_prov = time.monotonic()
         self._launcher = ensure_launcher(self.layout)
         secure = self.secure
-        if secure and self.kafka.pid() is not None and not port_in_use(self.secure_listener.port):
+        if secure and self.kafka.pid() is not None and not self._secure_rendered():
             self.kafka.stop()  # a running plaintext-only Kafka asked for --secure: restart it (only it)
         self._check_ports()
         self._render(secure)
