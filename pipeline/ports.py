@@ -206,9 +206,11 @@ class RegionLocator(Protocol):
 
 
 class RowSink(Protocol):
-    async def write(self, table: str, mutations: Sequence[Mutation]) -> None:
+    async def write(self, table: str, mutations: Sequence[Mutation], *, server: str | None = None) -> None:
         """Apply every mutation (puts and deletes with their timestamps, increments), or raise. Puts
-        and deletes are idempotent (cell timestamps); increments are not."""
+        and deletes are idempotent (cell timestamps); increments are not. ``server`` (``host:port``)
+        names the region server the mutations' region is on: a hint for choosing a gateway that sits
+        with it."""
         ...
 
 

@@ -188,7 +188,7 @@ class MemoryHBase:
                                     f"{table},{bounds[i]!r},{t.generation}.{i}."))
         return out
 
-    async def write(self, table: str, mutations: Sequence[Mutation]) -> None:
+    async def write(self, table: str, mutations: Sequence[Mutation], *, server: str | None = None) -> None:
         self._enter()
         try:
             await anyio.lowlevel.checkpoint()

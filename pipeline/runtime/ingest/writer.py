@@ -90,7 +90,7 @@ class BatchWriter:
         while True:
             t0 = time.monotonic()
             try:
-                await self.hbase.write(batch.table, batch.mutations)
+                await self.hbase.write(batch.table, batch.mutations, server=batch.region.server)
             except HBaseRequestError as exc:
                 await self._isolate(batch, exc)
                 return

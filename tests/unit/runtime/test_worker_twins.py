@@ -148,9 +148,9 @@ class _SlowHBase(MemoryHBase):
         super().__init__()
         self.gate = anyio.Event()
 
-    async def write(self, table: str, mutations: Any) -> None:
+    async def write(self, table: str, mutations: Any, *, server: str | None = None) -> None:
         await self.gate.wait()
-        await super().write(table, mutations)
+        await super().write(table, mutations, server=server)
 
 
 async def test_fetching_pauses_at_the_in_flight_budget_and_resumes_after_writes() -> None:
