@@ -17,29 +17,31 @@ and what was given.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    AfterValidator,
-    BaseModel,
-    ConfigDict,
     Field,
     SecretStr,
     ValidationError,
-    field_validator,
     model_validator,
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from pipeline.errors import ConfigError
 from pipeline.names import (
-    family_name_problem,
-    route_name_problem,
     table_name_problem,
     table_prefix_problem,
-    topic_name_problem,
+)
+from pipeline.settings_base import (
+    INT32_MAX,
+    MAX_CPU,
+    MAX_MS,
+    MAX_PORT,
+    MAX_S,
+    Section,
+    TopicName,
+    name_rule,
 )
 from pipeline.settings_env import (
     ENV_NESTED_DELIMITER,
@@ -49,6 +51,7 @@ from pipeline.settings_env import (
     read_environment,
 )
 from pipeline.settings_files import describe_error, read_toml
+from pipeline.settings_specs import ColumnSpec, CounterSpec, FamilySpec, RouteSpec, TableSpec
 
 __all__ = [
     "ENV_NESTED_DELIMITER",
@@ -72,34 +75,7 @@ __all__ = [
 ]
 
 
-# bounds: every number stays far inside what the C and wire types it reaches can hold
-_INT32_MAX = 2**31 - 1
-_MAX_MS = 86_400_000  # a day, for every *_ms duration
-_MAX_S = 86_400.0  # a day, for every *_s duration
-_MAX_PORT = 65535
-_MAX_CPU = 65535
-
-
-def _name_rule(problem_of: Callable[[str], str | None]) -> AfterValidator:
-    """A validator refusing a name for which ``problem_of`` (:mod:`pipeline.names`) says what is wrong."""
-    def check(value: str) -> str:
-        problem = problem_of(value)
-        if problem is not None:
-            raise ValueError(problem)
-        return value
-    return AfterValidator(check)
-
-
-TopicName = Annotated[str, _name_rule(topic_name_problem)]
-TableName = Annotated[str, _name_rule(table_name_problem)]
-RouteName = Annotated[str, _name_rule(route_name_problem)]
-
-
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-
-class KafkaSettings(_Section):
+class KafkaSettings(Section):
     """Kafka client options. Security options are passed through to aiokafka unchanged."""
 
     bootstrap_servers: str = "127.0.0.1:9092"
@@ -117,11 +93,11 @@ class KafkaSettings(_Section):
     auto_offset_reset: Literal["earliest", "latest"] = "earliest"
     dead_letter_topic: TopicName = "hbase-ingest.dead-letter"
     max_poll_records: int = Field(default=2000, ge=1, le=1_000_000)
-    fetch_max_bytes: int = Field(default=16 * 1024 * 1024, ge=1024, le=_INT32_MAX,
+    fetch_max_bytes: int = Field(default=16 * 1024 * 1024, ge=1024, le=INT32_MAX,
                                  description="an int32 in Kafka's protocol")
-    session_timeout_ms: int = Field(default=30_000, ge=1000, le=_MAX_MS)
-    heartbeat_interval_ms: int = Field(default=3_000, ge=100, le=_MAX_MS)
-    request_timeout_ms: int = Field(default=30_000, ge=1000, le=_MAX_MS)
+    session_timeout_ms: int = Field(default=30_000, ge=1000, le=MAX_MS)
+    heartbeat_interval_ms: int = Field(default=3_000, ge=100, le=MAX_MS)
+    request_timeout_ms: int = Field(default=30_000, ge=1000, le=MAX_MS)
 
     @model_validator(mode="after")
     def _one_password_source(self) -> KafkaSettings:
@@ -133,19 +109,19 @@ class KafkaSettings(_Section):
 
 def _server_problem(server: str) -> str | None:
     host, sep, port = server.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= _MAX_PORT:
+    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= MAX_PORT:
         return "expected 'host:port' (a region server's address, e.g. 'rs1:16020')"
     return None
 
 
-class GatewaySpec(_Section):
+class GatewaySpec(Section):
     """One Thrift gateway: Thrift1 on ``port`` and Thrift2 on ``thrift2_port`` of ``host``; ``server``
     (optional, ``host:port``) is the region server it sits with, for region locality."""
 
     host: str = Field(min_length=1)
-    port: int = Field(default=9090, ge=1, le=_MAX_PORT)
-    thrift2_port: int = Field(default=9091, ge=1, le=_MAX_PORT)
-    server: Annotated[str, _name_rule(_server_problem)] | None = None
+    port: int = Field(default=9090, ge=1, le=MAX_PORT)
+    thrift2_port: int = Field(default=9091, ge=1, le=MAX_PORT)
+    server: Annotated[str, name_rule(_server_problem)] | None = None
 
     @property
     def name(self) -> str:
@@ -153,7 +129,7 @@ class GatewaySpec(_Section):
         return f"{self.host}:{self.port}"
 
 
-class HBaseSettings(_Section):
+class HBaseSettings(Section):
     """The HBase Thrift gateways: Thrift1 (happybase, data) and Thrift2 (DDL with split keys).
 
     ``gateways`` lists several gateways (the client spreads calls over the healthy ones,
@@ -162,19 +138,19 @@ class HBaseSettings(_Section):
     """
 
     host: str = "127.0.0.1"
-    port: int = Field(default=9090, ge=1, le=_MAX_PORT)
-    thrift2_port: int = Field(default=9091, ge=1, le=_MAX_PORT)
+    port: int = Field(default=9090, ge=1, le=MAX_PORT)
+    thrift2_port: int = Field(default=9091, ge=1, le=MAX_PORT)
     gateways: list[GatewaySpec] = Field(default_factory=list, max_length=64)
-    probe_interval_ms: int = Field(default=2000, ge=100, le=_MAX_MS,
+    probe_interval_ms: int = Field(default=2000, ge=100, le=MAX_MS,
                                    description="how often a gateway marked down is probed")
-    probe_timeout_ms: int = Field(default=3000, ge=100, le=_MAX_MS,
+    probe_timeout_ms: int = Field(default=3000, ge=100, le=MAX_MS,
                                   description="per round trip of a probe; a gateway that cannot answer in it stays out")
     pool_size: int = Field(default=8, ge=1, le=256)
-    timeout_ms: int = Field(default=30_000, ge=100, le=_MAX_MS, description="per-call timeout")
-    ddl_timeout_ms: int = Field(default=120_000, ge=1000, le=_MAX_MS)
+    timeout_ms: int = Field(default=30_000, ge=100, le=MAX_MS, description="per-call timeout")
+    ddl_timeout_ms: int = Field(default=120_000, ge=1000, le=MAX_MS)
     transport: Literal["buffered", "framed"] = "buffered"
     protocol: Literal["binary", "compact"] = "binary"
-    table_prefix: Annotated[str, _name_rule(table_prefix_problem)] = Field(
+    table_prefix: Annotated[str, name_rule(table_prefix_problem)] = Field(
         default="", description="prepended to every table name (a namespace when it ends in ':', e.g. 'dev:')")
 
     @model_validator(mode="after")
@@ -198,34 +174,34 @@ class HBaseSettings(_Section):
         return list(self.gateways) or [GatewaySpec(host=self.host, port=self.port, thrift2_port=self.thrift2_port)]
 
 
-class WriterSettings(_Section):
+class WriterSettings(Section):
     """Per-region batching, concurrency, retries and the memory bound of the ingest worker."""
 
     max_batch_rows: int = Field(default=1000, ge=1, le=1_000_000)
     max_batch_bytes: int = Field(default=2 * 1024 * 1024, ge=1024, le=2**30)
-    max_batch_age_ms: int = Field(default=200, ge=1, le=_MAX_MS)
+    max_batch_age_ms: int = Field(default=200, ge=1, le=MAX_MS)
     concurrency: int = Field(default=8, ge=1, le=1024, description="batches written at once")
     max_in_flight_bytes: int = Field(
         default=32 * 1024 * 1024, ge=1024, le=2**40,
         description="memory of mutations read but not yet acknowledged (Python object cost included); "
                     "fetching pauses at this bound and resumes below half of it")
-    retry_initial_ms: int = Field(default=100, ge=1, le=_MAX_MS)
-    retry_max_ms: int = Field(default=10_000, ge=1, le=_MAX_MS)
+    retry_initial_ms: int = Field(default=100, ge=1, le=MAX_MS)
+    retry_max_ms: int = Field(default=10_000, ge=1, le=MAX_MS)
     retry_deadline_s: float | None = Field(default=None, ge=0, description="None = retry forever")
-    commit_interval_ms: int = Field(default=1000, ge=10, le=_MAX_MS)
-    shutdown_timeout_s: float = Field(default=30.0, gt=0, le=_MAX_S)
+    commit_interval_ms: int = Field(default=1000, ge=10, le=MAX_MS)
+    shutdown_timeout_s: float = Field(default=30.0, gt=0, le=MAX_S)
     max_key_bytes: int = Field(default=32767, ge=1, le=32767)
-    max_cell_bytes: int = Field(default=10 * 1024 * 1024, ge=1, le=_INT32_MAX)
+    max_cell_bytes: int = Field(default=10 * 1024 * 1024, ge=1, le=INT32_MAX)
 
 
-class RuntimeSettings(_Section):
+class RuntimeSettings(Section):
     """Process-wide tuning applied by the long-running commands (run, backfill, scan, demo)."""
 
     gc_threshold0: int = Field(
         default=50_000, ge=0, le=10_000_000,
         description="CPython generation-0 GC threshold, with the start-up heap frozen (0 = Python's defaults); "
                     "see pipeline.runtime.process.gctune")
-    cpu_affinity: list[Annotated[int, Field(ge=0, le=_MAX_CPU)]] = Field(
+    cpu_affinity: list[Annotated[int, Field(ge=0, le=MAX_CPU)]] = Field(
         default_factory=list,
         description="CPUs the process may run on (empty = any); one CPU suits a process bound by its own "
                     "CPU, such as a big scan: see pipeline.runtime.process.affinity")
@@ -235,23 +211,23 @@ class RuntimeSettings(_Section):
                     "with backoff (for supervisors that restart the process themselves)")
 
 
-class MetricsSettings(_Section):
+class MetricsSettings(Section):
     enabled: bool = False
     host: str = Field(default="127.0.0.1", min_length=1,
                       description="address the metrics server binds: 127.0.0.1 (this machine only) unless "
                                   "told otherwise, e.g. 0.0.0.0 (every interface)")
-    port: int = Field(default=9108, ge=0, le=_MAX_PORT, description="0 = any free port")
-    skew_window_s: float = Field(default=60.0, gt=0, le=_MAX_S)
+    port: int = Field(default=9108, ge=0, le=MAX_PORT, description="0 = any free port")
+    skew_window_s: float = Field(default=60.0, gt=0, le=MAX_S)
 
 
-class LoggingSettings(_Section):
+class LoggingSettings(Section):
     """How run, backfill and demo log on stderr (``--log-format`` overrides it): ``text``, key=value
     lines, or ``json``, one object per line for log shippers (see :mod:`pipeline.cli.logsetup`)."""
 
     format: Literal["text", "json"] = "text"
 
 
-class StackSettings(_Section):
+class StackSettings(Section):
     """The local stack started by ``hbase-ingest stack up``. Paths default to user cache/state dirs.
 
     ``region_servers`` and ``gateways`` both 0 (the default): one JVM holds the HBase master, the region
@@ -263,17 +239,17 @@ class StackSettings(_Section):
 
     cache_dir: Path | None = None
     state_dir: Path | None = None
-    kafka_port: int = Field(default=9092, ge=1, le=_MAX_PORT)
-    kafka_controller_port: int = Field(default=9093, ge=1, le=_MAX_PORT)
-    zookeeper_port: int = Field(default=2181, ge=1, le=_MAX_PORT)
-    master_port: int = Field(default=16000, ge=1, le=_MAX_PORT)
-    regionserver_port: int = Field(default=16020, ge=1, le=_MAX_PORT)
-    thrift_port: int = Field(default=9090, ge=1, le=_MAX_PORT)
-    thrift2_port: int = Field(default=9091, ge=1, le=_MAX_PORT)
+    kafka_port: int = Field(default=9092, ge=1, le=MAX_PORT)
+    kafka_controller_port: int = Field(default=9093, ge=1, le=MAX_PORT)
+    zookeeper_port: int = Field(default=2181, ge=1, le=MAX_PORT)
+    master_port: int = Field(default=16000, ge=1, le=MAX_PORT)
+    regionserver_port: int = Field(default=16020, ge=1, le=MAX_PORT)
+    thrift_port: int = Field(default=9090, ge=1, le=MAX_PORT)
+    thrift2_port: int = Field(default=9091, ge=1, le=MAX_PORT)
     kafka_heap_mb: int = Field(default=512, ge=128, le=1024 * 1024)
     hbase_heap_mb: int = Field(default=1536, ge=256, le=1024 * 1024,
                                description="the standalone JVM's heap (connectors.stack.launch says why)")
-    start_timeout_s: float = Field(default=180.0, gt=0, le=_MAX_S)
+    start_timeout_s: float = Field(default=180.0, gt=0, le=MAX_S)
     region_servers: int = Field(default=0, ge=0, le=16, description="0: standalone; N: a local cluster")
     gateways: int = Field(default=0, ge=0, le=16, description="Thrift1+Thrift2 gateway JVMs of the cluster")
     master_heap_mb: int = Field(default=384, ge=128, le=1024 * 1024)
@@ -284,7 +260,7 @@ class StackSettings(_Section):
         default=30_000, ge=2_000, le=120_000,
         description="ZooKeeper session of each cluster server: how soon a killed region server is declared dead")
     secure: bool = Field(default=False, description="also a SASL_SSL listener (SCRAM-SHA-512, TLS, ACLs) on Kafka")
-    kafka_secure_port: int | None = Field(default=None, ge=1, le=_MAX_PORT,
+    kafka_secure_port: int | None = Field(default=None, ge=1, le=MAX_PORT,
                                           description="the SASL_SSL listener's port; None: kafka_port + 2")
 
     @model_validator(mode="after")
@@ -293,95 +269,6 @@ class StackSettings(_Section):
             raise ValueError(
                 f"region_servers={self.region_servers} and gateways={self.gateways}: a local cluster needs at "
                 "least one of each; set both (e.g. 2 and 2), or neither for the one-JVM stack")
-        return self
-
-
-class FamilySpec(_Section):
-    versions: int = Field(default=1, ge=1, le=_INT32_MAX)
-    ttl_s: int | None = Field(default=None, ge=1, le=_INT32_MAX)
-    compression: Literal["NONE", "GZ", "SNAPPY", "LZ4", "ZSTD"] | None = None
-    in_memory: bool = False
-
-
-class TableSpec(_Section):
-    name: TableName
-    families: dict[str, FamilySpec] = Field(default_factory=lambda: {"d": FamilySpec()})
-    regions: int | None = Field(default=None, ge=1, le=4096,
-                                description="pre-split into this many regions (default: from the rowkey design)")
-
-    @field_validator("families")
-    @classmethod
-    def _families(cls, value: dict[str, FamilySpec]) -> dict[str, FamilySpec]:
-        if not value:
-            raise ValueError("a table needs at least one column family")
-        for family in value:
-            problem = family_name_problem(family)
-            if problem is not None:
-                raise ValueError(f"family {family!r}: {problem}")
-        return value
-
-
-class ColumnSpec(_Section):
-    """One cell of a route: value taken from ``field`` (a dotted path) and encoded as
-    ``text`` (UTF-8; numbers in decimal), ``json`` (orjson of the value) or ``long`` (8-byte big-endian)."""
-
-    field: str
-    encoding: Literal["text", "json", "long"] = "text"
-    required: bool = True
-
-
-class CounterSpec(_Section):
-    """Pre-aggregation on a counter cell ``column`` (``family:qualifier``).
-
-    ``mode = "increment"``: an atomic HBase increment by ``amount`` (or the value of ``amount_field``).
-    Not replay-safe: re-delivered events (after a crash or a backfill) are counted again.
-
-    ``mode = "tally"``: replay-safe. Each event writes one cell in ``family`` whose qualifier is the
-    event's identity (``id_field``, or topic/partition/offset when unset) and whose value is the amount;
-    the count is the sum over the row's cells (the reader does that). A replay rewrites the same cells.
-    """
-
-    column: str
-    mode: Literal["increment", "tally"] = "increment"
-    amount: int = Field(default=1, ge=-(2**63), le=2**63 - 1, description="an HBase long")
-    amount_field: str | None = None
-    id_field: str | None = None
-
-
-class RouteSpec(_Section):
-    """Where one topic's events go: a table, a rowkey design, columns, and the event-time field."""
-
-    name: RouteName
-    topic: TopicName
-    table: TableName
-    rowkey: str
-    columns: dict[str, ColumnSpec] = Field(default_factory=dict)
-    timestamp_field: str | None = Field(
-        default=None, description="epoch-ms field used as the cell timestamp (replays rewrite the same cells)")
-    counter: CounterSpec | None = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _short_columns(cls, data: Any) -> Any:
-        # `"d:h" = "hostname"` is shorthand for `"d:h" = { field = "hostname" }`
-        if isinstance(data, dict) and isinstance(data.get("columns"), dict):
-            data = dict(data)
-            data["columns"] = {k: ({"field": v} if isinstance(v, str) else v) for k, v in data["columns"].items()}
-        return data
-
-    @model_validator(mode="after")
-    def _check(self) -> RouteSpec:
-        for column in self.columns:
-            if column.count(":") != 1 or column.startswith(":"):
-                raise ValueError(f"column {column!r} must be 'family:qualifier'")
-        if self.counter is None and not self.columns:
-            raise ValueError("a route needs columns, or a counter")
-        if self.counter is not None and self.counter.column.count(":") != 1:
-            raise ValueError(f"counter column {self.counter.column!r} must be 'family:qualifier'")
-        for column in [*self.columns, *([self.counter.column] if self.counter is not None else [])]:
-            problem = family_name_problem(column.split(":", 1)[0])
-            if problem is not None:
-                raise ValueError(f"column {column!r}: {problem}")
         return self
 
 
