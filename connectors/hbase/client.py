@@ -32,8 +32,7 @@ Bounds: ``start`` is inclusive and ``stop`` exclusive in every scan; ``b""`` mea
 
 from __future__ import annotations
 
-import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -43,18 +42,15 @@ import happybase
 import Hbase_thrift  # the Thrift1 IDL module happybase loads at import
 import structlog
 
-from connectors.hbase.errors import is_gateway_failure, map_exceptions
-from connectors.hbase.gateways import GatewayBoard
-from connectors.hbase.pool import ConnectionPool
-from connectors.hbase.probe import Prober, probe_gateway
-from connectors.hbase.putwire import direct_puts, put_multiple, split_column, tputs
-from connectors.hbase.scanprocs import Gateway, PageTransform, scan_page_in_process, warm_worker
+from connectors.hbase.doorway import GatewayCalls, _Endpoint, _Sent
+from connectors.hbase.putwire import put_multiple, split_column, tputs
+from connectors.hbase.scanprocs import PageTransform, scan_page_in_process, warm_worker
 from connectors.hbase.scanrows import SMALL_PAGE_ROWS, CellRow, scan_rows, scan_rows2, tscan
-from connectors.hbase.thrift2 import load_idl, open_client
+from connectors.hbase.thrift2 import load_idl
 from pipeline.core.model import Mutation, MutationKind
-from pipeline.errors import HBaseError, HBaseRequestError, HBaseUnavailable, TableNotFound
+from pipeline.errors import HBaseRequestError, TableNotFound
 from pipeline.rowkey import format_key
-from pipeline.settings import FamilySpec, GatewaySpec, HBaseSettings
+from pipeline.settings import FamilySpec
 
 __all__ = ["Cells", "HBaseClient", "RegionInfo", "Row"]
 
@@ -80,189 +76,9 @@ class RegionInfo:
     name: str
 
 
-class _Endpoint:
-    """One gateway's connection pools (Thrift1 and Thrift2) and the limiters that bound its calls."""
-
-    def __init__(self, spec: GatewaySpec, s: HBaseSettings) -> None:
-        self.spec = spec
-        self.t1: ConnectionPool[happybase.Connection] = ConnectionPool(
-            s.pool_size,
-            lambda: happybase.Connection(spec.host, spec.port, timeout=s.timeout_ms, transport=s.transport,
-                                         protocol=s.protocol, autoconnect=True),
-            lambda c: c.close(), name=f"thrift1 {spec.name}")
-        self.t2: ConnectionPool[Any] = ConnectionPool(
-            s.pool_size,
-            lambda: open_client(spec.host, spec.thrift2_port, s.timeout_ms, framed=s.transport == "framed",
-                                compact=s.protocol == "compact"),
-            lambda c: c.close(), name=f"thrift2 {spec.host}:{spec.thrift2_port}")
-        self.limit1 = anyio.CapacityLimiter(s.pool_size)
-        self.limit2 = anyio.CapacityLimiter(s.pool_size)
-        self.gateway = Gateway(spec.host, spec.port, spec.thrift2_port, s.timeout_ms, s.transport, s.protocol)
-
-    def close(self) -> None:
-        self.t1.close()
-        self.t2.close()
-
-
-class _Sent:
-    """Set once a call's connection is open: from then on its request may have reached HBase."""
-
-    __slots__ = ("sent",)
-
-    def __init__(self) -> None:
-        self.sent = False
-
-
-class HBaseClient:
+class HBaseClient(GatewayCalls):
     """Async HBase access over one or several gateways (module docstring). Use as
     ``async with HBaseClient(settings) as hb:``."""
-
-    def __init__(self, settings: HBaseSettings) -> None:
-        self.settings = settings
-        s = settings
-        self._prefix = s.table_prefix
-        specs = s.endpoints()
-        self._endpoints = [_Endpoint(spec, s) for spec in specs]
-        self._board = GatewayBoard([(spec.name, spec.server) for spec in specs])
-        self._prober = Prober(self._board, lambda i: probe_gateway(specs[i], s), s.probe_interval_ms / 1000)
-        # puts are encoded straight to bytes on the binary protocol (connectors.hbase.putwire)
-        self._direct_puts = direct_puts(s.protocol)
-
-    def __repr__(self) -> str:
-        return f"HBaseClient({self._board!r})"
-
-    async def __aenter__(self) -> HBaseClient:
-        # the Thrift2 IDL is needed by every write: a missing one is a setup error, raised here
-        # (ConfigError) rather than at the first write, where it would look like an outage
-        await anyio.to_thread.run_sync(load_idl)
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        self._prober.close()
-        for ep in self._endpoints:
-            ep.close()
-
-    @property
-    def pool_size(self) -> int:
-        """Connections per gateway: how many calls usefully run at once."""
-        return self.settings.pool_size
-
-    def statistics(self) -> dict[str, Any]:
-        """``gateways``: per gateway name (``host:port``), its state (``up``/``down``), calls, errors,
-        failovers, last error and pools; ``thrift1``/``thrift2``: the pools summed over gateways."""
-        gateways = self._board.snapshot()
-        for ep in self._endpoints:
-            gateways[ep.spec.name] |= {"thrift1": ep.t1.statistics(), "thrift2": ep.t2.statistics()}
-
-        def total(pool: str) -> dict[str, int]:
-            out: dict[str, int] = {}
-            for g in gateways.values():
-                for k, v in g[pool].items():
-                    out[k] = out.get(k, 0) + v
-            return out
-        return {"thrift1": total("thrift1"), "thrift2": total("thrift2"), "gateways": gateways,
-                "threads_busy": sum(ep.limit1.borrowed_tokens + ep.limit2.borrowed_tokens
-                                    for ep in self._endpoints)}
-
-    def _name(self, table: str) -> str:
-        return self._prefix + table
-
-    # -- the doorways ----------------------------------------------------------------------------
-
-    async def _on_gateway(self, use: Callable[[_Endpoint, _Sent], Awaitable[T]], *, idempotent: bool,
-                          table: str | None, what: str, server: str | None = None) -> T:
-        """``use(endpoint, sent)`` on a healthy gateway (``server``: the region server the call is
-        for, for locality), retried once on another after a connection-level failure when safe
-        (module docstring)."""
-        tried: list[int] = []
-        while True:
-            i = self._board.choose(server, exclude=tried)
-            if i is None:
-                raise self._none_up(table, what, tried)
-            sent = _Sent()
-            self._board.started(i)
-            try:
-                result = await use(self._endpoints[i], sent)
-            except HBaseError as exc:
-                self._board.finished(i, str(exc))
-                if not is_gateway_failure(exc):
-                    raise
-                self._mark_down(i, exc)
-                tried.append(i)
-                if len(tried) > 1 or not (idempotent or not sent.sent) or not self._board.any_up(tried):
-                    raise
-                self._board.failed_over(i)
-                log.warning("gateway_failover", gateway=self._board.name(i), what=what, table=table,
-                            error=str(exc))
-                continue
-            except BaseException:
-                self._board.finished(i, "interrupted")
-                raise
-            self._board.finished(i)
-            return result
-
-    def _mark_down(self, i: int, exc: HBaseError) -> None:
-        if self._board.mark_down(i, str(exc), time.monotonic()):
-            log.warning("gateway_down", gateway=self._board.name(i), error=str(exc))
-            # its idle sockets are as dead as the one that failed
-            self._endpoints[i].t1.discard_idle()
-            self._endpoints[i].t2.discard_idle()
-        self._prober.wake()
-
-    def _none_up(self, table: str | None, what: str, tried: list[int]) -> HBaseUnavailable:
-        where = f"{what} on table {table!r}" if table else what
-        names = ", ".join(self._board.name(i) for i in range(len(self._board)))
-        last = self._board.snapshot()[self._board.name(tried[-1] if tried else 0)]["last_error"]
-        return HBaseUnavailable(f"{where} failed: every HBase gateway is down ({names}); last error: {last}",
-                                table=table)
-
-    async def call(self, fn: Callable[[happybase.Connection], T], *, table: str | None = None,
-                   what: str = "HBase call", idempotent: bool = False, server: str | None = None) -> T:
-        """Run ``fn(connection)`` in a worker thread on a pooled Thrift1 (happybase) connection of a
-        healthy gateway. ``idempotent``: ``fn`` may run twice (on another gateway after a
-        connection-level failure); otherwise it is retried only when it could not have started."""
-        timeout_s = self.settings.timeout_ms / 1000
-
-        async def use(ep: _Endpoint, sent: _Sent) -> T:
-            def run() -> T:
-                with map_exceptions(table, what), ep.t1.connection(timeout_s=timeout_s) as conn:
-                    sent.sent = True
-                    return fn(conn)
-            return await anyio.to_thread.run_sync(run, limiter=ep.limit1)
-        return await self._on_gateway(use, idempotent=idempotent, table=table, what=what, server=server)
-
-    async def call2(self, fn: Callable[[Any], T], *, table: str | None = None, what: str = "HBase call",
-                    idempotent: bool = False, server: str | None = None) -> T:
-        """Run ``fn(client)`` in a worker thread on a pooled Thrift2 client (``idempotent``: as in
-        :meth:`call`)."""
-        timeout_s = self.settings.timeout_ms / 1000
-
-        async def use(ep: _Endpoint, sent: _Sent) -> T:
-            def run() -> T:
-                with map_exceptions(table, what), ep.t2.connection(timeout_s=timeout_s) as c:
-                    sent.sent = True
-                    return fn(c)
-            return await anyio.to_thread.run_sync(run, limiter=ep.limit2)
-        return await self._on_gateway(use, idempotent=idempotent, table=table, what=what, server=server)
-
-    async def _ddl(self, fn: Callable[[Any, Any], T], table: str, what: str, idempotent: bool = False) -> T:
-        s = self.settings
-
-        async def use(ep: _Endpoint, sent: _Sent) -> T:
-            def run() -> T:
-                with map_exceptions(table, what):
-                    client = open_client(ep.spec.host, ep.spec.thrift2_port, s.ddl_timeout_ms,
-                                         framed=s.transport == "framed", compact=s.protocol == "compact")
-                    sent.sent = True
-                    try:
-                        return fn(client, load_idl())
-                    finally:
-                        client.close()
-            return await anyio.to_thread.run_sync(run, limiter=ep.limit2)
-        return await self._on_gateway(use, idempotent=idempotent, table=table, what=what)
 
     # -- DDL (Thrift2) ---------------------------------------------------------------------------
 

@@ -10,7 +10,8 @@ from typing import Any
 import anyio
 import pytest
 
-from connectors.hbase.client import HBaseClient, _Endpoint, _Sent
+from connectors.hbase.client import HBaseClient
+from connectors.hbase.doorway import _Endpoint, _Sent
 from connectors.hbase.errors import translate
 from pipeline.errors import HBaseRequestError, HBaseUnavailable
 from pipeline.settings import HBaseSettings
