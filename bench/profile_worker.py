@@ -9,11 +9,13 @@ shared with the stack's JVMs and other work, and CPU time is what a core can spe
    design (``generate("logs")``, the events ``bench_worker`` produces) and reported as the median
    with its range:
    ``decode`` (``routing.loads``: orjson plus the big-integer check), ``key`` (the rowkey build),
-   ``cells_and_validate`` (the route's mutation minus its key build: timestamp check, column getters
-   and encoders, size checks, the Mutation), ``route_total`` (``Router.route``: decode + object
+   ``cells_and_validate`` (the route's mutation minus its key build: timestamp check, column reads
+   and encoders, size checks, the Mutation; one generated function, :mod:`pipeline.core.putgen`),
+   ``route_total`` (``Router.route``: decode + object
    check + mutation, the sum of the three above plus dispatch), ``locate`` (region lookup in a
    16-region map), ``batch`` (``RegionBatcher.add`` with ``bench_worker``'s limits, then a drain),
-   ``offsets`` (``OffsetTracker.register`` per event, ``ack_many`` per batch, one ``committable``).
+   ``offsets`` (``OffsetTracker.register_run`` per run of 625 records, the worker's per-partition
+   share of a 5,000-record fetch over 8 partitions; ``ack_many`` per batch; one ``committable``).
 2. **Thrift serialization of the real batches** those stages seal, both ways, in this process:
    ``thriftpy2`` (TPut/TColumnValue objects built as the client built them, then thriftpy2's
    binary protocol writing the call to a memory buffer; the objects' share is given too) and
@@ -35,7 +37,8 @@ The *remainder* (end-to-end minus the sum of the in-process stages, Kafka fetch 
 write path) is what no stage accounts for: the worker's own per-record bookkeeping (origins,
 statistics, in-flight accounting), the event loop and its task switches, commits, timers, the
 collector's passes over the in-flight window, and the interference between them. Topic and table
-names are unique to each run and dropped at the end. Results: ``bench/results/profile.json``.
+names are unique to each run and dropped at the end. Results: ``bench/results/profile.json``;
+``against_previous_run`` sets each median beside the one of the file it replaces.
 
     python -m bench.profile_worker [--events 1000000] [--runs 3] [--sample 100000] [--reps 5]
 """
@@ -78,6 +81,7 @@ from pipeline.settings import Settings
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ENCODERS = ("thriftpy2", "direct")  # the order of the first alternation
+_RUN = 625  # records of one partition in one fetch: max_poll_records 5000 over 8 partitions
 
 
 def _us(cpu_s: float, events: int) -> float:
@@ -145,10 +149,12 @@ def pure_stages(settings: Settings, n: int, reps: int) -> tuple[dict[str, Any], 
 
     batches = batch()
 
+    offs = [o.offset for o in origins]
+
     def offsets() -> None:
         tracker = OffsetTracker()
-        for o in origins:
-            tracker.register(o, 1)
+        for i in range(0, n, _RUN):
+            tracker.register_run(tp, offs[i:i + _RUN], 1)
         for b in batches:
             tracker.ack_many(b.origins())
         tracker.committable()
@@ -285,6 +291,22 @@ async def _drop(settings: Settings, topic: str) -> None:
     await delete_topics(settings.kafka, [topic])
 
 
+def against_previous(previous: dict[str, Any], stages: dict[str, Any], e2e: dict[str, Any]) -> dict[str, Any]:
+    """Each stage's median and the worker's end-to-end median (direct encoder) of the previous results
+    file beside this run's: ``[previous, now]``, with the previous run's start, to show what changed
+    in the code between two runs (both runs' machine load is in their files)."""
+    before = previous.get("stages_in_process", {})
+    out: dict[str, Any] = {"previous_started_utc": previous.get("started_utc")}
+    for name, now in stages.items():
+        if name in before:
+            out[name] = [before[name]["median"], now["median"]]
+    prev_e2e = previous.get("end_to_end", {}).get("by_encoder", {}).get("direct")
+    if prev_e2e:
+        out["worker_end_to_end_direct"] = [prev_e2e["worker_us_per_event"]["median"],
+                                           e2e["direct"]["worker_us_per_event"]["median"]]
+    return out
+
+
 def main(args: argparse.Namespace) -> dict[str, Any]:
     stack = LocalStack()
     stack.up()
@@ -339,6 +361,7 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
                                   e2e["direct"]["worker_us_per_event"]["median"]]},
         "ratio_end_to_end_direct_over_thriftpy2": round(
             e2e["direct"]["worker_us_per_event"]["median"] / e2e["thriftpy2"]["worker_us_per_event"]["median"], 3),
+        "against_previous_run": against_previous(args.previous, stages, e2e),
     }
 
 
@@ -357,6 +380,8 @@ if __name__ == "__main__":
     if ns.child:
         print(json.dumps(_child(ns.topic, ns.table, ns.partitions, ns.encoder)))
     else:
+        previous = RESULTS / "profile.json"
+        ns.previous = json.loads(previous.read_text()) if previous.exists() else {}
         res = main(ns)
         RESULTS.mkdir(exist_ok=True)
         (RESULTS / "profile.json").write_text(json.dumps(res, indent=2) + "\n")
