@@ -16,9 +16,10 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from pipeline.rowkey.codecs import fetch
-from pipeline.rowkey.codegen import BuildFn, CodeGen, DecodeFn
+from pipeline.rowkey.codegen import BuildFn, DecodeFn
 from pipeline.rowkey.compiler import compile_segments
 from pipeline.rowkey.errors import EventFieldError, KeyDecodeError, PlanError
+from pipeline.rowkey.generate import generate_builder, generate_decoder
 from pipeline.rowkey.layout import Layout
 from pipeline.rowkey.planner import ScanPlan, make_plan
 from pipeline.rowkey.segments import RandomLike, Segment
@@ -93,8 +94,8 @@ class RowKey:
         # every leading salt/hash/mod/random/literal segment is fixed-width
         s(self, "_lead_width", sum(seg.width or 0 for seg in segments[: self._lead_end]))
         s(self, "_sort_key", operator.itemgetter(slice(self._lead_width, None)))
-        s(self, "_build", self._generate())
-        s(self, "_decode_fast", self._generate_decoder())
+        s(self, "_build", generate_builder(self.segments, self.layout, self.build_reference, self._rng, self.spec))
+        s(self, "_decode_fast", generate_decoder(self.segments, self.layout, self.max_length, self.decode, self.spec))
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("RowKey is immutable")
@@ -152,32 +153,6 @@ class RowKey:
                 "makes an empty row key (every part of the key is empty), which HBase refuses",
             )
         return key
-
-    def _generate(self) -> BuildFn:
-        g = CodeGen()
-        exprs: list[str] = []
-        for i, seg in enumerate(self.segments):
-            if isinstance(seg, KeySalt):
-                continue
-            expr = seg.emit(g)
-            term = self.layout.terminator[i]
-            if term is not None:
-                if not expr.isidentifier():
-                    x = g.tmp()
-                    g.stmt(f"{x} = {expr}")
-                    expr = x
-                g.guard(f"{g.const(term, 'term')} not in {expr}")
-            exprs.append(expr)
-        joined = " + ".join(exprs) if len(exprs) <= 4 else f"b''.join(({', '.join(exprs)},))"
-        first = self.segments[0]
-        if isinstance(first, KeySalt):
-            g.stmt(f"rest = {joined if exprs else repr(b'')}")
-            joined = f"{first.emit_over(g, 'rest')} + rest"
-        elif all(seg.width is None for seg in self.segments):  # only then can the key be empty
-            g.stmt(f"key = {joined}")
-            g.guard("key")  # the reference path raises the empty_key error
-            joined = "key"
-        return g.finish(joined, self.build_reference, self._rng, self.spec)
 
     # --- reading ------------------------------------------------------------------------------
     @property
@@ -241,52 +216,6 @@ class RowKey:
         """The generated ``decode(key)`` of ``decode(key, verify=False)`` itself (saves a call and
         the keyword on hot loops). Its ``__doc__`` holds the generated source."""
         return self._decode_fast
-
-    def _generate_decoder(self) -> DecodeFn:
-        if not self.layout.decodable:
-            return self.decode  # raises the "cannot decode" KeyDecodeError
-        g = CodeGen(fallback="_slow(key)")
-        layout = self.layout
-
-        def at(base: str | None, off: int) -> str:
-            if base is None:
-                return str(off)
-            return base if off == 0 else f"{base} + {off}"
-
-        fixed = self.max_length
-        if fixed is not None:
-            g.guard(f"len(key) == {fixed}")
-        # spans exactly as Layout.locate finds them: a position is a variable plus a constant
-        base: str | None = None
-        off = 0
-        to_end = False
-        spans: list[tuple[str, str]] = []
-        for i, seg in enumerate(self.segments):
-            start = at(base, off)
-            if seg.width is not None:
-                off += seg.width
-            elif (term := layout.terminator[i]) is not None:
-                base, off = g.tmp(), 0
-                g.stmt(f"{base} = key.find({g.const(term, 'term')}, {start})")
-                g.guard(f"{base} >= 0")
-            else:  # the fixed-width tail_width[i] bytes after it end the key
-                tail = layout.tail_width[i]
-                base, off, to_end = g.tmp(), 0, True
-                g.stmt(f"{base} = len(key) - {tail}" if tail else f"{base} = len(key)")
-                g.guard(f"{base} >= {start}")
-            spans.append((start, at(base, off)))
-        if fixed is None and not to_end:
-            g.guard(f"{at(base, off)} == len(key)")
-        items: list[tuple[str | None, str]] = []
-        done: set[str] = set()
-        for seg, (start, end) in zip(self.segments, spans, strict=True):
-            if seg.fields and all(f in done for f in seg.fields):
-                continue  # a copy of fields decoded already (equal in any valid key)
-            pairs = seg.emit_decode(g, "key", start, end)
-            done.update(f for f, _ in pairs if f is not None)
-            items.extend(pairs)
-        body = ", ".join(f"{f!r}: {x}" if f is not None else f"**{x}" for f, x in items)
-        return g.finish_decoder(f"{{{body}}}", self.decode, self.spec)
 
     def sort_key(self, key: bytes) -> bytes:
         """``key`` without its leading salt/hash/mod/random segments: the logical order used to
