@@ -8,8 +8,8 @@ Tasks (all owned by one task group):
   invalid records go to the dead-letter topic and count as done once Kafka has them. When in-flight
   bytes reach ``max_in_flight_bytes`` every assigned partition is paused and the consume task waits
   for the writers; fetching resumes below half of it.
-- **flush timer**: seals batches that reached ``max_batch_age_ms`` (sleeps exactly until the next
-  deadline) and refreshes region maps periodically.
+- **flush timer** (:mod:`pipeline.runtime.ingest.timer`): seals batches that reached their age, logs
+  the bounded warnings' digests, refreshes region maps every 30 s.
 - **writers** (``concurrency`` of them): write batches with retries (:mod:`pipeline.runtime.ingest.writer`),
   then acknowledge every mutation.
 - **committer**: every ``commit_interval_ms`` commits, per partition, the highest contiguous offset
@@ -20,9 +20,8 @@ the pure :class:`~pipeline.core.progress.Progress`; acknowledgements are the pur
 :class:`~pipeline.core.offsets.OffsetTracker`. Kafka and HBase are reached only through the ports of
 :mod:`pipeline.ports`.
 
-Offsets that Kafka never delivers (deleted by retention before they were read, compacted away,
-transaction markers, aborted transactions) are counted per partition as *skipped*. A large count
-usually means retention deleted data before it was ingested.
+Offsets that Kafka never delivers (retention, compaction, transaction markers) are counted per
+partition as *skipped* (:mod:`pipeline.core.progress`).
 
 Partition revocation and shutdown take the same path: stop fetching, seal and write every open batch,
 wait (bounded by ``shutdown_timeout_s``) for the writes, commit, then forget the partitions / leave
@@ -47,7 +46,7 @@ from pipeline.core.offsets import OffsetTracker
 from pipeline.core.progress import Progress
 from pipeline.core.regions import RegionMap
 from pipeline.core.routing import Router
-from pipeline.errors import ConfigError, EventError, HBaseError
+from pipeline.errors import ConfigError, EventError
 from pipeline.ports import Broker, HBase, KafkaRecord, RecordSource
 from pipeline.runtime.ingest.accounting import CELL_OVERHEAD, MUTATION_OVERHEAD, settle_written
 from pipeline.runtime.ingest.commits import Committer
@@ -55,13 +54,13 @@ from pipeline.runtime.ingest.deadletter import DeadLetters
 from pipeline.runtime.ingest.observer import Observer, WorkerStats
 from pipeline.runtime.ingest.report import EventWarnings, WorkerSummary
 from pipeline.runtime.ingest.startup import check_tables, ensure_dead_letter_topic, until_reachable
+from pipeline.runtime.ingest.timer import flush_timer
 from pipeline.runtime.ingest.writer import BatchWriter
 from pipeline.settings import Settings
 
 __all__ = ["Worker", "WorkerSummary"]  # WorkerSummary: re-exported from pipeline.runtime.ingest.report
 
 log = structlog.get_logger("hbase_ingest.worker")
-_REGION_REFRESH_S = 30.0
 _FINAL_COMMIT_TIMEOUT_S = 10.0  # the last commit when stopping; Kafka unreachable must not hang the exit
 
 
@@ -188,7 +187,8 @@ class Worker:
                     for i in range(concurrency):
                         tg.start_soon(self._write_loop, receive.clone(), name=f"writer-{i}")
                     receive.close()
-                    tg.start_soon(self._flush_loop, name="flush-timer")
+                    tg.start_soon(flush_timer, self.batcher, self._submit, self._writer, self._warnings,
+                                  name="flush-timer")
                     tg.start_soon(self._commit_loop, name="committer")
                     self.ready = True
                     task_status.started()
@@ -366,26 +366,6 @@ class Worker:
                 await self._writer.write(batch)
                 settle_written(batch, self.tracker, self.progress, self.stats, self.observer)
                 self._drained.set()
-
-    async def _flush_loop(self) -> None:
-        last_refresh = time.monotonic()
-        while True:
-            deadline = self.batcher.next_deadline()
-            now = _now_ms()
-            if deadline is not None and deadline <= now:
-                for batch in self.batcher.due(now):
-                    await self._submit(batch)
-                continue
-            wait = 0.05 if deadline is None else min(0.05, (deadline - now) / 1000)
-            await anyio.sleep(max(wait, 0.001))
-            self._warnings.flush()
-            if time.monotonic() - last_refresh > _REGION_REFRESH_S and self._writer is not None:
-                last_refresh = time.monotonic()
-                for table in list(self.maps):
-                    try:
-                        await self._writer.refresh(table)
-                    except HBaseError as exc:
-                        log.warning("region_refresh_failed", table=table, error=str(exc))
 
     # -- commit ----------------------------------------------------------------------------------
 
