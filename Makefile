@@ -4,16 +4,23 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+# promtool checks docs/ops/alerts.yml in the tests: taken from Debian's prometheus package and
+# extracted next to the virtualenv (installing the package would start a Prometheus server)
+PROMTOOL := $(VENV)/prometheus/usr/bin/promtool
 
 .PHONY: demo test install stack-up stack-down lint bench
 
 demo: install
 	$(BIN)/hbase-ingest demo
 
-test: install stack-up
-	$(BIN)/python -m pytest
+test: install stack-up $(PROMTOOL)
+	PROMTOOL=$(PROMTOOL) $(BIN)/python -m pytest
 
 install: $(VENV)/.installed
+
+$(PROMTOOL):
+	rm -rf $(VENV)/prometheus && mkdir -p $(VENV)/prometheus
+	cd $(VENV)/prometheus && apt-get download -q prometheus 2>/dev/null && dpkg-deb -x prometheus_*.deb .
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)

@@ -176,28 +176,29 @@ class GatewayCalls:
         """Run ``fn(connection)`` in a worker thread on a pooled Thrift1 (happybase) connection of a
         healthy gateway. ``idempotent``: ``fn`` may run twice (on another gateway after a
         connection-level failure); otherwise it is retried only when it could not have started."""
-        timeout_s = self.settings.timeout_ms / 1000
-
-        async def use(ep: _Endpoint, sent: _Sent) -> T:
-            def run() -> T:
-                with map_exceptions(table, what), ep.t1.connection(timeout_s=timeout_s) as conn:
-                    sent.sent = True
-                    return fn(conn)
-            return await anyio.to_thread.run_sync(run, limiter=ep.limit1)
-        return await self._on_gateway(use, idempotent=idempotent, table=table, what=what, server=server)
+        return await self._pooled(lambda ep: (ep.t1, ep.limit1), fn, table, what, idempotent, server)
 
     async def call2(self, fn: Callable[[Any], T], *, table: str | None = None, what: str = "HBase call",
                     idempotent: bool = False, server: str | None = None) -> T:
         """Run ``fn(client)`` in a worker thread on a pooled Thrift2 client (``idempotent``: as in
         :meth:`call`)."""
+        return await self._pooled(lambda ep: (ep.t2, ep.limit2), fn, table, what, idempotent, server)
+
+    async def _pooled(self, pick: Callable[[_Endpoint], tuple[ConnectionPool[Any], anyio.CapacityLimiter]],
+                      fn: Callable[[Any], T], table: str | None, what: str, idempotent: bool,
+                      server: str | None) -> T:
+        """``fn(connection)`` in a worker thread on a connection of the pool ``pick`` chooses of a
+        healthy gateway, bounded by that pool's limiter."""
         timeout_s = self.settings.timeout_ms / 1000
 
         async def use(ep: _Endpoint, sent: _Sent) -> T:
+            pool, limiter = pick(ep)
+
             def run() -> T:
-                with map_exceptions(table, what), ep.t2.connection(timeout_s=timeout_s) as c:
+                with map_exceptions(table, what), pool.connection(timeout_s=timeout_s) as conn:
                     sent.sent = True
-                    return fn(c)
-            return await anyio.to_thread.run_sync(run, limiter=ep.limit2)
+                    return fn(conn)
+            return await anyio.to_thread.run_sync(run, limiter=limiter)
         return await self._on_gateway(use, idempotent=idempotent, table=table, what=what, server=server)
 
     async def _ddl(self, fn: Callable[[Any, Any], T], table: str, what: str, idempotent: bool = False) -> T:

@@ -84,9 +84,4 @@ class ConnectionPool(Generic[C]):
 
     def close(self) -> None:
         self._closed = True
-        while True:
-            try:
-                conn = self._idle.get_nowait()
-            except queue.Empty:
-                return
-            self._discard(conn)
+        self.discard_idle()
