@@ -4,6 +4,8 @@ and the reasons a record is refused."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pipeline.core.model import Origin, TopicPartition
 from pipeline.core.routing import Router, decode_value, dumps, loads
@@ -27,6 +29,19 @@ def test_big_integers_are_kept_exact() -> None:
     assert m.cells[b"d:v"] == b"%d" % BIG
     assert m.cells[b"d:j"] == b'{"x":[%d,1.5]}' % BIG
     assert decode_value("json", m.cells[b"d:j"]) == {"x": [BIG, 1.5]}
+
+
+@pytest.mark.parametrize("n", [-2**63 - 1, -9999999999999999999, -2**64, 2**64, -(10**30)])
+def test_integers_just_outside_what_orjson_keeps_exact_are_kept_exact(n: int) -> None:
+    # orjson keeps [-2**63, 2**64 - 1]; -2**63 - 1 has only 19 digits, yet orjson reads it as a float
+    raw = b'{"id": "a", "n": %d, "v": [%d]}' % (n, n)
+    assert loads(raw) == {"id": "a", "n": n, "v": [n]}
+    assert type(loads(raw)["n"]) is int
+
+
+@given(st.integers(min_value=-(2**70), max_value=2**70) | st.sampled_from([-2**63, -2**63 - 1, 2**64 - 1, 2**64]))
+def test_every_integer_comes_back_exact(n: int) -> None:
+    assert loads(b'{"n": %d, "m": [1, %d]}' % (n, n)) == {"n": n, "m": [1, n]}
 
 
 def test_long_digit_runs_that_are_not_big_integers_parse_as_before() -> None:
