@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 # extracted next to the virtualenv (installing the package would start a Prometheus server)
 PROMTOOL := $(VENV)/prometheus/usr/bin/promtool
 
-.PHONY: demo test install stack-up stack-down lint bench
+.PHONY: demo test install stack-up stack-down lint bench bench-scale
 
 demo: install
 	$(BIN)/hbase-ingest demo
@@ -41,3 +41,13 @@ lint: install
 
 bench: install stack-up
 	$(BIN)/python -m bench
+
+# scale-out with 1, 2 and 3 worker processes: needs the local cluster (2 region servers, 2 gateways),
+# which runs in a state folder of its own (the default stack's data stays as it is) on the default
+# ports, so the default stack is stopped first; `make stack-up` brings it back
+BENCH_CLUSTER := HBASE_INGEST_STACK__STATE_DIR=$(HOME)/.local/state/hbase-ingest/bench-cluster
+bench-scale: install
+	$(BIN)/hbase-ingest stack down
+	$(BENCH_CLUSTER) $(BIN)/hbase-ingest stack up --region-servers 2 --gateways 2
+	$(BENCH_CLUSTER) $(BIN)/python -m bench.bench_scale_out
+	$(BENCH_CLUSTER) $(BIN)/hbase-ingest stack down

@@ -83,7 +83,7 @@ async def _run(settings: Settings, hbase: HBaseClient, args: SliceArgs, rate: fl
 
 
 async def main(ns: argparse.Namespace) -> dict[str, Any]:
-    LocalStack().up()
+    LocalStack.recorded(load_settings(None).stack).up()  # the running shape: one JVM or a cluster
     settings = bench_settings()
     await delete_topics(settings.kafka, [TOPIC])
     await anyio.sleep(1)

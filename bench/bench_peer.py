@@ -35,7 +35,7 @@ from typing import Any
 
 import orjson
 
-from bench.cpu import cpu_seconds
+from bench.cpu import hbase_cpu_seconds
 from connectors.hbase import HBaseClient
 from connectors.kafka import KafkaBroker, create_topics, delete_topics
 from connectors.stack import HBASE_VERSION, KAFKA_VERSION, LocalStack
@@ -44,7 +44,7 @@ from pipeline.core.model import Origin, TopicPartition
 from pipeline.core.routing import Router
 from pipeline.runtime.admin.tables import count_rows, create_tables
 from pipeline.runtime.produce import produce_events
-from pipeline.settings import FamilySpec, Settings
+from pipeline.settings import FamilySpec, Settings, load_settings
 
 from .peer_flume import FLUME_VERSION, FlumeAgent, agent_properties, row_key, split_keys
 from .peer_ingest import child_command, ingest_settings
@@ -109,14 +109,17 @@ class PeerBench:
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
-        self.stack = LocalStack()
+        self.stack = LocalStack.recorded(load_settings(None).stack)  # the running shape, one JVM or a cluster
         self.tag = f"{time.strftime('%H%M%S')}_{os.getpid()}"
         self.topic = f"bench-peer-{self.tag}"
         self.dlq = f"{self.topic}-dlq"
         self.work = Path(tempfile.mkdtemp(prefix="bench-peer-"))
         self.settings = ingest_settings(self.topic, f"bench_peer_{self.tag}", self.dlq, args.partitions)
-        self.hbase_pid = self.stack.hbase.pid()
         self.tables: list[str] = []
+
+    def hbase_cpu(self) -> float:
+        """CPU seconds so far of every HBase-side JVM of the stack."""
+        return hbase_cpu_seconds(self.stack)
 
     def table(self, system: str, run: int) -> str:
         name = f"bench_peer_{system.replace('-', '_')}_{self.tag}_{run}"
@@ -161,12 +164,12 @@ class PeerBench:
                "--no-reload-conf", "-f", str(conf), "-n", "agent"]
         log = self.work / f"flume-{run}.log"
         with open(log, "wb") as out:
-            hbase0 = cpu_seconds(self.hbase_pid)
+            hbase0 = self.hbase_cpu()
             started = time.perf_counter()
             proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     start_new_session=True)
         try:
-            figs = watch(proc, flume_probe(port), self.args.events, started, self.hbase_pid, hbase0)
+            figs = watch(proc, flume_probe(port), self.args.events, started, self.hbase_cpu, hbase0)
         except RunFailed as exc:
             raise RunFailed(f"Flume run {run}: {exc}; see {log}") from exc
         finally:
@@ -182,13 +185,13 @@ class PeerBench:
         cmd = child_command(sys.executable, self.topic, table, f"bench-peer-ingest-{self.tag}-{run}", self.dlq)
         log = self.work / f"ingest-{run}.log"
         with open(log, "wb") as err:
-            hbase0 = cpu_seconds(self.hbase_pid)
+            hbase0 = self.hbase_cpu()
             started = time.perf_counter()
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL,
                                     start_new_session=True)
         progress = ChildProgress(proc)
         try:
-            figs = watch(proc, progress.probe, self.args.events, started, self.hbase_pid, hbase0)
+            figs = watch(proc, progress.probe, self.args.events, started, self.hbase_cpu, hbase0)
             status = proc.wait(120)  # it commits its offsets and exits once everything is written
         except (RunFailed, subprocess.TimeoutExpired) as exc:
             raise RunFailed(f"hbase-ingest run {run}: {exc}; see {log}") from exc
@@ -210,8 +213,8 @@ class PeerBench:
                              self.stack.settings.zookeeper_port, table, rows_file)
         marks: dict[str, float] = {}
         out = run_loader(cmd, self.work / f"loader-{run}.log",
-                         on_ready=lambda: marks.__setitem__("ready", cpu_seconds(self.hbase_pid)),
-                         on_done=lambda: marks.__setitem__("done", cpu_seconds(self.hbase_pid)))
+                         on_ready=lambda: marks.__setitem__("ready", self.hbase_cpu()),
+                         on_done=lambda: marks.__setitem__("done", self.hbase_cpu()))
         rows = _check_rows(self.settings, "the loader", table, self.args.events)
         asyncio.run(_drop(self.settings, table))
         return {"system": "loader", "run": run, "table": table, "rows": rows, "seconds": out["seconds"],
@@ -229,8 +232,9 @@ class PeerBench:
 def main(args: argparse.Namespace) -> dict[str, Any]:
     bench = PeerBench(args)
     bench.stack.check_ready()  # the shared stack is started with `hbase-ingest stack up`, never here
-    if bench.hbase_pid is None:
-        raise SystemExit("this benchmark needs the local stack's HBase JVM (for its CPU): run `hbase-ingest stack up`")
+    if not any(bench.stack.hbase_pids().values()):
+        raise SystemExit("this benchmark needs the local stack's HBase JVMs (for their CPU): "
+                         "run `hbase-ingest stack up`")
     load_start = load_average()
     ensure_flume_lib(bench.stack.layout)
     classpath = ":".join(str(p) for p in flume_classpath(bench.stack.layout))

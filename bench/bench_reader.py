@@ -83,7 +83,7 @@ from typing import Any
 
 import anyio
 
-from bench.cpu import children_cpu_seconds, cpu_seconds
+from bench.cpu import children_cpu_seconds, hbase_cpu_seconds
 from connectors.hbase import HBaseClient
 from connectors.stack import LocalStack
 from pipeline.core.model import Mutation, MutationKind, Origin, TopicPartition
@@ -218,14 +218,17 @@ class FullScan:
     """One full scan's figures: wall, client CPU and HBase JVM CPU seconds, rows, pages, first and
     last key."""
 
-    hbase_pid: int | None = None  # the local stack's HBase JVM, set by main()
+    stack: LocalStack | None = None  # the local stack (its HBase-side JVMs' CPU), set by main()
 
     def __init__(self) -> None:
         self.n = self.pages = 0
         self.first = self.last = b""
-        self.h0, self.w0 = cpu_seconds(self.hbase_pid), children_cpu_seconds()
+        self.h0, self.w0 = self._hbase_cpu(), children_cpu_seconds()
         self.t0, self.c0 = time.perf_counter(), time.process_time()
         self.wall = self.cpu = self.hbase_cpu = self.workers_cpu = 0.0
+
+    def _hbase_cpu(self) -> float:
+        return 0.0 if self.stack is None else hbase_cpu_seconds(self.stack)
 
     def row(self, row: ReadRow) -> None:
         if not self.n:
@@ -236,7 +239,7 @@ class FullScan:
     def stop(self) -> FullScan:
         self.wall = time.perf_counter() - self.t0
         self.cpu = time.process_time() - self.c0
-        self.hbase_cpu = cpu_seconds(self.hbase_pid) - self.h0
+        self.hbase_cpu = self._hbase_cpu() - self.h0
         self.workers_cpu = children_cpu_seconds() - self.w0
         return self
 
@@ -298,7 +301,7 @@ async def single_scanner(hb: HBaseClient, table: str) -> tuple[float, int]:
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     settings = load_settings(args.config)
     tune_process(settings.runtime)  # as `hbase-ingest scan` does; HBASE_INGEST_RUNTIME__CPU_AFFINITY='[1]' pins
-    FullScan.hbase_pid = LocalStack(settings.stack).hbase.pid()
+    FullScan.stack = LocalStack.recorded(settings.stack)
     table = f"bench_reader_{args.rows}"
     route = route_for(table)
     out: dict[str, Any] = {

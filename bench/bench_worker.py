@@ -178,7 +178,7 @@ async def _child(partitions: int) -> dict[str, Any]:
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
-    stack = LocalStack()
+    stack = LocalStack.recorded(load_settings(None).stack)  # the running shape: one JVM or a cluster
     stack.up()
     cpu: dict[str, dict[str, float]] = {}
     settings = bench_settings(args.partitions)

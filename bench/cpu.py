@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from connectors.stack import LocalStack
 
-__all__ = ["CpuMeter", "children_cpu_seconds", "cpu_seconds"]
+__all__ = ["CpuMeter", "children_cpu_seconds", "cpu_seconds", "hbase_cpu_seconds"]
 
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -34,6 +35,14 @@ def cpu_seconds(pid: int | None) -> float:
     return 0.0 if pid is None else _cpu(_stat(pid))
 
 
+def hbase_cpu_seconds(stack: LocalStack) -> float:
+    """User + system CPU seconds so far of every HBase-side process of ``stack``: the one JVM of the
+    standalone stack, or ZooKeeper, the master, the region servers and the gateways of a cluster.
+    A process that is not running counts 0, so compare two readings only over a run in which none
+    of them restarted."""
+    return sum(cpu_seconds(pid) for pid in stack.hbase_pids().values())
+
+
 def children_cpu_seconds() -> float:
     """User + system CPU seconds so far of this process's live child processes (such as the
     reader's scan worker processes)."""
@@ -45,16 +54,20 @@ def children_cpu_seconds() -> float:
 
 
 class CpuMeter:
-    """CPU seconds used by the HBase and Kafka JVMs and by this process between two points
-    (the JVMs count 0 when the stack is not the local one)."""
+    """CPU seconds used by the HBase side (``hbase_jvm``: every HBase-side JVM, see
+    :func:`hbase_cpu_seconds`), the Kafka JVM and this process between two points (the JVMs count 0
+    when the stack is not the local one)."""
 
     def __init__(self, stack: LocalStack) -> None:
-        self.pids = {"hbase_jvm": stack.hbase.pid(), "kafka_jvm": stack.kafka.pid(), "bench": os.getpid()}
-        self.start = {k: cpu_seconds(p) for k, p in self.pids.items()}
+        kafka, me = stack.kafka.pid(), os.getpid()
+        self.readers: dict[str, Callable[[], float]] = {
+            "hbase_jvm": lambda: hbase_cpu_seconds(stack), "kafka_jvm": lambda: cpu_seconds(kafka),
+            "bench": lambda: cpu_seconds(me)}
+        self.start = {k: read() for k, read in self.readers.items()}
         self.t0 = time.perf_counter()
 
     def stop(self, extra: dict[str, float] | None = None) -> dict[str, float]:
-        out = {k: round(cpu_seconds(p) - self.start[k], 1) for k, p in self.pids.items()}
+        out = {k: round(read() - self.start[k], 1) for k, read in self.readers.items()}
         out.update(extra or {})
         out["wall"] = round(time.perf_counter() - self.t0, 1)
         return out

@@ -110,7 +110,7 @@ class RunFigures:
     peak_rss_mb: float
 
 
-def watch(proc: subprocess.Popen[bytes], probe: Probe, total: int, started: float, hbase_pid: int | None,
+def watch(proc: subprocess.Popen[bytes], probe: Probe, total: int, started: float, hbase_cpu: Callable[[], float],
           hbase_cpu0: float, *, tick_s: float = 0.1, stall_s: float = 120.0, timeout_s: float = 3600.0) -> RunFigures:
     """Poll ``probe`` until it reports ``total`` rows; ``started`` is the ``perf_counter`` of the
     process's start and ``hbase_cpu0`` the HBase JVM's CPU seconds then. Raises :class:`RunFailed`
@@ -122,10 +122,10 @@ def watch(proc: subprocess.Popen[bytes], probe: Probe, total: int, started: floa
         n, seen = probe()
         now = time.perf_counter()
         if n > 0 and first is None:
-            first, first_rows, hbase_at_first = seen, n, cpu_seconds(hbase_pid)
+            first, first_rows, hbase_at_first = seen, n, hbase_cpu()
         if n >= total:
             cpu = cpu_seconds(proc.pid)
-            hbase = cpu_seconds(hbase_pid)
+            hbase = hbase_cpu()
             hwm = vm_hwm_mb(proc.pid) or 0.0
             assert first is not None
             return RunFigures(n, first_rows, first - started, seen - started, cpu, hbase - hbase_cpu0,

@@ -64,7 +64,7 @@ import anyio
 import orjson
 
 import bench.bench_worker as bw
-from bench.cpu import CpuMeter, cpu_seconds
+from bench.cpu import CpuMeter, hbase_cpu_seconds
 from connectors.hbase import HBaseClient
 from connectors.hbase.putwire import encode_put_multiple, thriftpy2_message, tputs, use_encoder
 from connectors.hbase.thrift2 import load_idl
@@ -77,7 +77,7 @@ from pipeline.core.regions import Region, RegionMap
 from pipeline.core.routing import Router, loads
 from pipeline.rowkey.splits import split_points
 from pipeline.runtime.process.proctune import tune_process
-from pipeline.settings import Settings
+from pipeline.settings import Settings, load_settings
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ENCODERS = ("thriftpy2", "direct")  # the order of the first alternation
@@ -201,7 +201,6 @@ async def write_path(settings: Settings, stack: LocalStack, batches: list[Batch]
                      reps: int) -> dict[str, Any]:
     """``HBaseClient.write`` of the sealed batches, 8 at a time, per encoder, alternating."""
     table = settings.routes[0].table
-    hbase_pid = stack.hbase.pid()
     cpu: dict[str, list[float]] = {e: [] for e in ENCODERS}
     jvm: dict[str, list[float]] = {e: [] for e in ENCODERS}
     for _ in range(reps):
@@ -216,12 +215,12 @@ async def write_path(settings: Settings, stack: LocalStack, batches: list[Batch]
                         b = queue.pop()
                         await hb.write(table, b.mutations)
 
-                j0, t0 = cpu_seconds(hbase_pid), time.process_time()
+                j0, t0 = hbase_cpu_seconds(stack), time.process_time()
                 async with anyio.create_task_group() as tg:
                     for _ in range(settings.writer.concurrency):
                         tg.start_soon(writer)
                 cpu[encoder].append(_us(time.process_time() - t0, n))
-                jvm[encoder].append(_us(cpu_seconds(hbase_pid) - j0, n))
+                jvm[encoder].append(_us(hbase_cpu_seconds(stack) - j0, n))
     use_encoder("direct")
     return {e: {"process": _summary(cpu[e]), "hbase_jvm": _summary(jvm[e])} for e in ENCODERS}
 
@@ -308,7 +307,7 @@ def against_previous(previous: dict[str, Any], stages: dict[str, Any], e2e: dict
 
 
 def main(args: argparse.Namespace) -> dict[str, Any]:
-    stack = LocalStack()
+    stack = LocalStack.recorded(load_settings(None).stack)  # the running shape: one JVM or a cluster
     stack.up()
     topic, table = _names(uuid.uuid4().hex[:8])
     settings = _settings(topic, table, args.partitions)

@@ -288,7 +288,7 @@ def test_watch_times_the_first_and_last_write() -> None:
 
         def probe() -> tuple[int, float]:
             return next(counts), time.perf_counter()
-        figs = watch(proc, probe, 100, started, None, 0.0, tick_s=0.01)
+        figs = watch(proc, probe, 100, started, lambda: 0.0, 0.0, tick_s=0.01)
     finally:
         proc.kill()
         proc.wait()
@@ -306,4 +306,4 @@ def test_watch_fails_when_the_process_exits_first() -> None:
     proc = subprocess.Popen(["true"])
     proc.wait()
     with pytest.raises(RunFailed, match=r"exited \(status 0\) after 5 of 100 rows"):
-        watch(proc, lambda: (5, time.perf_counter()), 100, time.perf_counter(), None, 0.0, tick_s=0.01)
+        watch(proc, lambda: (5, time.perf_counter()), 100, time.perf_counter(), lambda: 0.0, 0.0, tick_s=0.01)
