@@ -12,7 +12,6 @@ from typing import Annotated, TypeVar
 
 import anyio
 import typer
-from rich.console import Console
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -33,7 +32,7 @@ from pipeline.cli.errors import (
     check_state_dir,
     check_topic,
 )
-from pipeline.cli.logsetup import LOG_FORMAT_HELP, check_log_format, configure_logging
+from pipeline.cli.logsetup import LOG_FORMAT_HELP, STDERR, check_log_format, configure_logging, sentences, tell
 from pipeline.cli.metrics_address import METRICS_HOST_HELP, METRICS_PORT_HELP, with_metrics_address
 from pipeline.cli.run import FAIL_FAST_HELP, start_metrics, with_fail_fast
 from pipeline.cli.signals import EXIT_INTERRUPTED, stop_on_signals
@@ -51,7 +50,6 @@ from pipeline.settings import Settings, load_settings
 
 __all__ = ["register", "run_backfill"]
 
-_console = Console(stderr=True)
 T = TypeVar("T")
 
 
@@ -104,24 +102,29 @@ async def run_backfill(
         backfill = Backfill(settings, hbase, KafkaBroker(settings.kafka), args, group=group, rate=rate,
                             state_dir=state_dir, restart=restart)
         async with anyio.create_task_group() as tg:
-            tg.start_soon(stop_on_signals, backfill, tg.cancel_scope, _console,
+            tg.start_soon(stop_on_signals, backfill, tg.cancel_scope,
                           "draining and committing; run the same command again to resume")
             slice_ = await backfill.prepare()
             if not backfill.already_complete:
-                _console.print(
+                tell(
                     f"backfill {args.topic!r} in group {backfill.group!r}: {slice_.total:,} events "
                     f"in {len(slice_.start)} partitions"
                     + (" (resuming)" if backfill.resumed else "")
-                    + (f", at most {rate:,.0f} events/s" if rate else "")
+                    + (f", at most {rate:,.0f} events/s" if rate else ""),
+                    "backfill_started", topic=args.topic, group=backfill.group, events=slice_.total,
+                    partitions=len(slice_.start), resuming=backfill.resumed, max_rate=rate,
                 )
             for p, (first, end) in sorted(backfill.deleted.items()):
-                _console.print(
+                tell(
                     f"warning: partition {p}: offsets {first:,} to {end - 1:,} ({end - first:,} records) left the "
-                    "topic (retention or DeleteRecords) before this backfill read them; they cannot be replayed"
+                    "topic (retention or DeleteRecords) before this backfill read them; they cannot be replayed",
+                    "offsets_left_the_topic", warning=True, partition=p, first=first, last=end - 1,
+                    records=end - first,
                 )
             if metrics and backfill.worker is not None:
                 port = await start_metrics(tg, serve_metrics, settings, backfill.worker)
-                _console.print(f"metrics on http://{settings.metrics.host}:{port}/metrics")
+                tell(f"metrics on http://{settings.metrics.host}:{port}/metrics", "metrics_listening",
+                     host=settings.metrics.host, port=port)
             progress = Progress(
                 TextColumn("{task.description}"),
                 BarColumn(),
@@ -129,8 +132,8 @@ async def run_backfill(
                 TaskProgressColumn(),
                 TextColumn("{task.fields[rate]}"),
                 TimeRemainingColumn(),
-                console=_console,
-                disable=not show_progress or backfill.already_complete,
+                console=STDERR,
+                disable=not show_progress or backfill.already_complete or not sentences(),
             )
             view = _ProgressView(backfill, progress)
             with progress:
@@ -227,31 +230,37 @@ def backfill(
         )
     )
     if summary is None:
-        _console.print("stopped without draining; run the same command again to resume from the last commit")
+        tell("stopped without draining; run the same command again to resume from the last commit",
+             "stopped_without_draining", warning=True)
         sys.exit(EXIT_INTERRUPTED)
     if summary.already_complete:
-        _console.print(
+        tell(
             f"backfill of {summary.slice.total:,} events in group {summary.group!r} is already "
-            "complete (pass --restart to replay it again)"
+            "complete (pass --restart to replay it again)",
+            "backfill_already_complete", events=summary.slice.total, group=summary.group,
         )
         return
     rate_s = summary.events / summary.duration_s if summary.duration_s > 0 else 0.0
-    _console.print(
+    tell(
         f"{'done' if summary.complete else 'stopped'}: {summary.events:,} events, "
         f"{summary.rows_written:,} rows, {summary.dead_lettered:,} dead letters, "
-        f"{summary.retries} retries in {summary.duration_s:.1f} s ({rate_s:,.0f} events/s)"
+        f"{summary.retries} retries in {summary.duration_s:.1f} s ({rate_s:,.0f} events/s)",
+        "backfill_summary", complete=summary.complete, events=summary.events, rows=summary.rows_written,
+        dead_lettered=summary.dead_lettered, retries=summary.retries, duration_s=round(summary.duration_s, 1),
+        events_per_s=round(rate_s),
     )
     if summary.skipped:
-        _console.print(
+        tell(
             f"warning: {summary.skipped:,} offsets of the slice were never delivered by Kafka (deleted by "
-            "retention before they were read, compacted away, or transaction markers); they are not in HBase"
+            "retention before they were read, compacted away, or transaction markers); they are not in HBase",
+            "offsets_never_delivered", warning=True, offsets=summary.skipped,
         )
     if not summary.complete:
         left = summary.slice.total - sum(
             min(max(0, summary.committed.get(p, s) - s), summary.slice.end[p] - s)
             for p, s in summary.slice.start.items()
         )
-        _console.print(f"{left:,} events left; run the same command again to resume")
+        tell(f"{left:,} events left; run the same command again to resume", "backfill_incomplete", events_left=left)
         sys.exit(EXIT_INTERRUPTED)
 
 

@@ -7,6 +7,11 @@ A JSON line holds ``timestamp`` (ISO-8601, UTC), ``level``, ``logger`` (the name
 ``exception`` field (a list of its chained exceptions with their frames, never the frames' local
 variables), so no event spans lines. Records of the standard library's loggers (aiokafka, asyncio)
 go to the same stream in the same format, at WARNING and above.
+
+What the long-running commands tell their operator (a signal received, the closing summary, a
+warning about the input) goes through :func:`tell`: a sentence on stderr in the text format, a log
+event with the same figures as fields in the json format, so that every line on stderr is one JSON
+object there.
 """
 
 from __future__ import annotations
@@ -17,11 +22,13 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 import structlog
+from rich.console import Console
 from structlog.typing import EventDict, Processor, WrappedLogger
 
 from pipeline.errors import ConfigError
 
-__all__ = ["LOG_FORMATS", "LOG_FORMAT_HELP", "check_log_format", "configure_logging", "quiet_reaped_workers"]
+__all__ = ["LOG_FORMATS", "LOG_FORMAT_HELP", "STDERR", "check_log_format", "configure_logging",
+           "quiet_reaped_workers", "sentences", "tell"]
 
 #: ``--log-format`` values (and ``[logging].format``).
 LOG_FORMATS = ("text", "json")
@@ -33,6 +40,27 @@ _FIRST_KEYS = ("timestamp", "level", "logger", "event")
 
 #: the standard library handler this module installed last, replaced by the next configuration
 _installed: list[logging.Handler] = []
+#: the format of the last configuration (what :func:`tell` follows)
+_format: list[str] = ["text"]
+
+#: the console the commands write their sentences (and the backfill its progress bar) to
+STDERR = Console(stderr=True)
+
+
+def sentences() -> bool:
+    """Whether the last configuration is the text format (:func:`tell` writes sentences, and a
+    progress bar may be drawn), not the json format."""
+    return _format[0] != "json"
+
+
+def tell(text: str, event: str, *, warning: bool = False, **fields: Any) -> None:
+    """Tell the operator something: ``text`` on stderr in the text format; in the json format the
+    log event ``event`` with ``fields`` (at WARNING when ``warning``, else INFO) instead."""
+    if not sentences():
+        log = structlog.get_logger("hbase_ingest.cli")
+        (log.warning if warning else log.info)(event, **fields)
+    else:
+        STDERR.print(text, markup=False, highlight=False, soft_wrap=True)
 
 
 def check_log_format(fmt: str | None) -> str | None:
@@ -136,6 +164,7 @@ def configure_logging(level: str = "INFO", fmt: str = "text") -> None:
             else structlog.processors.KeyValueRenderer(key_order=["timestamp", "level", "event"]),
         ]
         _install_stdlib_handler(logging.Formatter(_TEXT_STDLIB_FORMAT), max(lvl, logging.WARNING))
+    _format[0] = fmt
     structlog.configure(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(lvl),

@@ -11,12 +11,11 @@ import anyio
 import anyio.abc
 import orjson
 import typer
-from rich.console import Console
 
 from connectors.hbase import HBaseClient
 from connectors.kafka import KafkaBroker
 from pipeline.cli.errors import LOG_LEVELS, check_log_level, check_not_empty, check_rate, check_topic, error_leaves
-from pipeline.cli.logsetup import LOG_FORMAT_HELP, check_log_format, configure_logging
+from pipeline.cli.logsetup import LOG_FORMAT_HELP, STDERR, check_log_format, configure_logging, tell
 from pipeline.cli.metrics_address import METRICS_HOST_HELP, METRICS_PORT_HELP, with_metrics_address
 from pipeline.cli.signals import EXIT_INTERRUPTED, stop_on_signals
 from pipeline.core.examples import EXAMPLES, generate
@@ -29,8 +28,6 @@ from pipeline.settings import Settings, load_settings
 
 __all__ = ["FAIL_FAST_HELP", "register", "run_worker", "start_metrics", "with_fail_fast"]
 
-_console = Console(stderr=True)
-
 
 async def run_worker(settings: Settings, *, group: str | None = None,
                      metrics: bool | None = None) -> WorkerSummary | None:
@@ -41,7 +38,7 @@ async def run_worker(settings: Settings, *, group: str | None = None,
     async with HBaseClient(settings.hbase) as hbase:
         worker = Worker(settings, hbase, KafkaBroker(settings.kafka), group_id=group)
         async with anyio.create_task_group() as tg:
-            tg.start_soon(stop_on_signals, worker, tg.cancel_scope, _console,
+            tg.start_soon(stop_on_signals, worker, tg.cancel_scope,
                           "draining, committing, leaving the group (again: stop now)")
             if metrics if metrics is not None else settings.metrics.enabled:
                 await start_metrics(tg, serve_metrics, settings, worker)
@@ -93,16 +90,19 @@ def run(config: Path = typer.Option(..., "--config", "-c", help="TOML profile wi
     tune_process(settings.runtime)
     summary = anyio.run(lambda: run_worker(settings, group=group, metrics=metrics))
     if summary is None:
-        _console.print("stopped without draining: what HBase acknowledged is committed, the rest is read again "
-                       "by the next run")
+        tell("stopped without draining: what HBase acknowledged is committed, the rest is read again by the "
+             "next run", "stopped_without_draining", warning=True)
         sys.exit(EXIT_INTERRUPTED)
-    _console.print(f"consumed {summary.consumed} events, wrote {summary.rows_written} rows in "
-                   f"{summary.batches_written} batches, dead-lettered {summary.dead_lettered}, "
-                   f"retries {summary.retries}, {summary.elapsed_s:.1f} s")
+    tell(f"consumed {summary.consumed} events, wrote {summary.rows_written} rows in "
+         f"{summary.batches_written} batches, dead-lettered {summary.dead_lettered}, "
+         f"retries {summary.retries}, {summary.elapsed_s:.1f} s", "run_summary",
+         consumed=summary.consumed, rows=summary.rows_written, batches=summary.batches_written,
+         dead_lettered=summary.dead_lettered, retries=summary.retries, elapsed_s=round(summary.elapsed_s, 1))
     skipped = sum(summary.skipped.values())
     if skipped:
-        _console.print(f"warning: {skipped} offsets were never delivered by Kafka (deleted by retention before "
-                       "they were read, compacted away, or transaction markers)")
+        tell(f"warning: {skipped} offsets were never delivered by Kafka (deleted by retention before "
+             "they were read, compacted away, or transaction markers)", "offsets_never_delivered",
+             warning=True, offsets=skipped)
 
 
 def produce(example: str = typer.Option(..., "--example", "-e", help=f"one of: {', '.join(EXAMPLES)}"),
@@ -126,7 +126,7 @@ def produce(example: str = typer.Option(..., "--example", "-e", help=f"one of: {
                                                          f"the folder {str(out.parent)!r} does not exist"))
         with out.open("wb") as f:
             f.writelines(orjson.dumps(event) + b"\n" for _, event in events)
-        _console.print(f"wrote {count} {example} events to {str(out)!r}")
+        STDERR.print(f"wrote {count} {example} events to {str(out)!r}")
         return
     check_rate(rate)
     check_topic(topic)
@@ -134,7 +134,7 @@ def produce(example: str = typer.Option(..., "--example", "-e", help=f"one of: {
     target = EXAMPLES[example][0] if topic is None else topic
     kafka = KafkaBroker(settings.kafka)
     sent = anyio.run(lambda: produce_events(kafka, target, events, partitions=partitions, rate=rate))
-    _console.print(f"produced {sent} {example} events to {target!r}")
+    STDERR.print(f"produced {sent} {example} events to {target!r}")
 
 
 def register(app: typer.Typer) -> None:

@@ -11,7 +11,8 @@ import signal
 from typing import Protocol
 
 import anyio
-from rich.console import Console
+
+from pipeline.cli.logsetup import tell
 
 __all__ = ["EXIT_INTERRUPTED", "Stoppable", "stop_on_signals"]
 
@@ -26,15 +27,16 @@ class Stoppable(Protocol):
     def request_stop(self) -> None: ...
 
 
-async def stop_on_signals(target: Stoppable, scope: anyio.CancelScope, console: Console, graceful: str) -> None:
-    """Until cancelled: the first SIGINT/SIGTERM prints ``received <SIG>: <graceful>`` and calls
-    ``target.request_stop()``; the next one prints that it stops now and cancels ``scope``."""
+async def stop_on_signals(target: Stoppable, scope: anyio.CancelScope, graceful: str) -> None:
+    """Until cancelled: the first SIGINT/SIGTERM tells ``received <SIG>: <graceful>`` (the event
+    ``signal_received``, :func:`~pipeline.cli.logsetup.tell`) and calls ``target.request_stop()``;
+    the next one tells that it stops now and cancels ``scope``."""
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async for sig in signals:
             name = signal.Signals(sig).name
             if target.stop_requested:
-                console.print(f"received {name} again: stopping now")
+                tell(f"received {name} again: stopping now", "signal_received", signal=name, action="stopping now")
                 scope.cancel()
                 return
-            console.print(f"received {name}: {graceful}")
+            tell(f"received {name}: {graceful}", "signal_received", signal=name, action=graceful)
             target.request_stop()

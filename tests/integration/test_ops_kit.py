@@ -106,7 +106,12 @@ async def test_every_series_of_the_dashboard_and_alerts_is_exported(hbase: HBase
     assert totals["hbase_ingest_dead_lettered_total"] == len(bad)
     assert totals["hbase_ingest_rows_written_total"] == 3 * len(good)
 
-    events = [json.loads(line) for line in log_path.read_text().splitlines() if line.startswith("{")]
+    lines = log_path.read_text().splitlines()
+    assert [line for line in lines if not line.startswith("{")] == []  # json: every line on stderr is an event
+    events = [json.loads(line) for line in lines]
+    assert [e["signal"] for e in events if e["event"] == "signal_received"] == ["SIGTERM"]
+    (summary,) = [e for e in events if e["event"] == "run_summary"]
+    assert (summary["consumed"], summary["dead_lettered"]) == (len(good) + len(bad), len(bad))
     listening = [e for e in events if e["event"] == "metrics_listening"]
     assert listening and listening[0]["host"] == "127.0.0.1" and listening[0]["port"] == port
     assert all({"timestamp", "level", "logger", "event"} <= set(e) for e in events)

@@ -81,6 +81,23 @@ def test_json_is_one_object_per_event_with_its_fields(configure: _Logging,
     assert events[1]["event"] == "with\nnewline" and events[1]["note"] == "line one\nline two"
 
 
+def test_what_a_command_tells_is_a_sentence_in_text_and_an_event_in_json(
+        configure: _Logging, capsys: pytest.CaptureFixture[str]) -> None:
+    long = "x" * 300  # a sentence is never wrapped at the console's width
+    configure("INFO", "text")
+    assert logsetup.sentences()
+    logsetup.tell(f"received SIGTERM: draining [now] {long}", "signal_received", signal="SIGTERM")
+    assert capsys.readouterr().err == f"received SIGTERM: draining [now] {long}\n"
+    configure("INFO", "json")
+    assert not logsetup.sentences()
+    logsetup.tell("consumed 5 events", "run_summary", consumed=5, elapsed_s=0.5)
+    logsetup.tell("warning: 3 offsets were never delivered", "offsets_never_delivered", warning=True, offsets=3)
+    summary, warning = _lines(capsys.readouterr().err)
+    assert summary == {"timestamp": summary["timestamp"], "level": "info", "logger": "hbase_ingest.cli",
+                       "event": "run_summary", "consumed": 5, "elapsed_s": 0.5}
+    assert (warning["level"], warning["event"], warning["offsets"]) == ("warning", "offsets_never_delivered", 3)
+
+
 def test_json_renders_an_exception_as_one_field(configure: _Logging, capsys: pytest.CaptureFixture[str]) -> None:
     configure("INFO", "json")
     log = structlog.get_logger("hbase_ingest.writer")
