@@ -30,7 +30,7 @@ import anyio
 import happybase
 import orjson
 
-from bench.cpu import CpuMeter
+from bench.cpu import CpuMeter, status_mb
 from connectors.hbase import HBaseClient
 from connectors.kafka import KafkaBroker, create_topics, delete_topics, end_offsets, make_consumer
 from connectors.kafka import TopicPartition as KafkaTP
@@ -153,8 +153,7 @@ async def _child(partitions: int) -> dict[str, Any]:
 
     async def sample(worker: Worker, t0: float) -> None:
         while True:
-            rss = next(int(line.split()[1]) / 1024 for line in Path("/proc/self/status").read_text().splitlines()
-                       if line.startswith("VmRSS:"))
+            rss = status_mb("self", "VmRSS") or 0.0
             timeline.append((round(time.perf_counter() - t0, 1), round(rss), worker.in_flight, worker.stats.consumed))
             await anyio.sleep(1.0)
 
@@ -169,8 +168,7 @@ async def _child(partitions: int) -> dict[str, Any]:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     # VmHWM belongs to this process's own address space; ru_maxrss is not used because Linux carries
     # it over fork+exec, so it would report the parent's peak (the parent holds 1M prebuilt rows)
-    hwm = next(int(line.split()[1]) / 1024 for line in Path("/proc/self/status").read_text().splitlines()
-               if line.startswith("VmHWM:"))
+    hwm = status_mb("self", "VmHWM")
     return {"events": summary.consumed, "rows": summary.rows_written, "wall_s": wall,
             "events_per_s": summary.consumed / wall, "batches": summary.batches_written,
             "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),

@@ -1,4 +1,5 @@
-"""CPU time of the local stack's JVMs and of the benchmark process, read from ``/proc``.
+"""CPU time of the local stack's JVMs and of the benchmark process, and a process's memory figures,
+read from ``/proc``.
 
 The benchmarks run on the machine that also runs Kafka and HBase, so a figure of wall time means
 little without the CPU each side spent: these meters put both in the results.
@@ -13,7 +14,7 @@ from pathlib import Path
 
 from connectors.stack import LocalStack
 
-__all__ = ["CpuMeter", "children_cpu_seconds", "cpu_seconds", "hbase_cpu_seconds"]
+__all__ = ["CpuMeter", "children_cpu_seconds", "cpu_seconds", "hbase_cpu_seconds", "status_mb"]
 
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -28,6 +29,18 @@ def _stat(pid: int | str) -> list[str]:
 
 def _cpu(fields: list[str]) -> float:
     return (int(fields[11]) + int(fields[12])) / _TICK if fields else 0.0
+
+
+def status_mb(pid: int | str, field: str) -> float | None:
+    """A memory figure of ``/proc/PID/status`` in MB (``field`` such as ``VmRSS`` or ``VmHWM``, the
+    peak resident set; ``pid`` may be ``"self"``); None when the process is gone or has no such field."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(f"{field}:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
 
 
 def cpu_seconds(pid: int | None) -> float:

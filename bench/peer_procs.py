@@ -20,9 +20,8 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
-from bench.cpu import cpu_seconds
+from bench.cpu import cpu_seconds, status_mb
 
 from .peer_flume import drained
 from .peer_ingest import parse_progress
@@ -38,13 +37,7 @@ class RunFailed(RuntimeError):
 
 def vm_hwm_mb(pid: int) -> float | None:
     """Peak resident set of ``pid`` in MB (``VmHWM``), None when it is gone."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        return None
-    return None
+    return status_mb(pid, "VmHWM")
 
 
 def load_average() -> tuple[float, float, float]:
