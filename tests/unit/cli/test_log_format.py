@@ -37,6 +37,7 @@ class _Logging:
         configure_logging(level, fmt)
 
     def restore(self) -> None:
+        logsetup._format[0] = "text"  # what tell() follows, as in a process that never configured
         for handler in list(logsetup._installed):
             self.root.removeHandler(handler)
         logsetup._installed.clear()
