@@ -187,6 +187,25 @@ def _settings(whole: LocalStack, unique: str, **writer: Any) -> Settings:
     return with_cluster(order_settings(unique, **writer), whole)
 
 
+def _started(workers: MakeWorker, tmp_path: Path, settings: Settings, *names: str) -> list[WorkerProcess]:
+    """Workers named ``names`` on one profile written for ``settings``, started."""
+    config = write_config(tmp_path / "w.toml", settings)
+    crew = [workers(config, name) for name in names]
+    for w in crew:
+        w.start()
+    return crew
+
+
+async def _writing(*crew: WorkerProcess, ready: bool = False) -> float:
+    """Wait (at most 120 s) until the workers wrote 3,000 rows between them, and with ``ready`` until
+    the first one's /readyz answers 200; returns the seconds it took."""
+    async def started() -> bool:
+        rows = sum([await _metric(w, ROWS) for w in crew])
+        return rows >= 3000 and (not ready or (await run_sync(crew[0].readyz))[0] == 200)
+
+    return await _poll(started, 120, "the workers writing" + (" and ready" if ready else ""))
+
+
 async def test_a_killed_region_server_s_regions_are_reassigned_and_nothing_is_lost(
         whole: LocalStack, hbase: HBaseClient, workers: MakeWorker, tmp_path: Path, unique: str,
         report: Report) -> None:
@@ -195,15 +214,10 @@ async def test_a_killed_region_server_s_regions_are_reassigned_and_nothing_is_lo
     topic = await setup(settings, hbase, partitions=partitions)
     tables = [r.table for r in settings.routes]
     events = [order_event(i) for i in range(total)]
-    w = workers(write_config(tmp_path / "w.toml", settings), "worker")
-    w.start()
+    (w,) = _started(workers, tmp_path, settings, "worker")
     async with anyio.create_task_group() as tg:
         tg.start_soon(produce_to_partitions, settings, topic, events, 0, partitions, 1500.0)
-
-        async def started() -> bool:
-            return await _metric(w, ROWS) >= 3000
-
-        await _poll(started, 120, "the worker writing")
+        await _writing(w)
         # the region server holding most of the tables' regions (both, if one holds them all)
         placed = await run_sync(lambda: region_admin(whole, *(f"regions:{t}" for t in tables)))
         by_port: dict[int, list[str]] = {}
@@ -234,15 +248,10 @@ async def test_regions_split_and_moved_while_writing_lose_nothing_and_the_map_fo
     topic = await setup(settings, hbase, partitions=partitions)
     seller, buyer, index = (r.table for r in settings.routes)
     events = [order_event(i) for i in range(total)]
-    w = workers(write_config(tmp_path / "w.toml", settings), "worker")
-    w.start()
+    (w,) = _started(workers, tmp_path, settings, "worker")
     async with anyio.create_task_group() as tg:
         tg.start_soon(produce_to_partitions, settings, topic, events, 0, partitions, 1500.0)
-
-        async def started() -> bool:
-            return await _metric(w, ROWS) >= 3000
-
-        await _poll(started, 120, "the worker writing")
+        await _writing(w)
         t0 = time.monotonic()
         # each table split in two (the index table ahead of the writes: both daughters get rows), then
         # every region moved to the other region server
@@ -274,17 +283,12 @@ async def test_hbase_stopped_for_a_minute_then_started(
     partitions, total, rate = 4, 60_000, 500.0
     topic = await setup(settings, hbase, partitions=partitions)
     events = [order_event(i) for i in range(total)]
-    w = workers(write_config(tmp_path / "w.toml", settings), "worker")
-    w.start()
+    (w,) = _started(workers, tmp_path, settings, "worker")
     rss: list[float] = []
     ready_codes: list[int] = []
     async with anyio.create_task_group() as tg:
         tg.start_soon(produce_to_partitions, settings, topic, events, 0, partitions, rate)  # 120 s of events
-
-        async def started() -> bool:
-            return await _metric(w, ROWS) >= 3000 and (await run_sync(w.readyz))[0] == 200
-
-        await _poll(started, 120, "the worker writing and ready")
+        await _writing(w, ready=True)
         rss_before = w.rss_mb()
         t_stop = time.monotonic()
         await run_sync(stop_hbase, whole)
@@ -325,13 +329,8 @@ async def test_kafka_broker_killed_mid_stream_and_started_again(
     topic = await setup(settings, hbase, partitions=partitions)
     events = [order_event(i) for i in range(total)]
     await produce_to_partitions(settings, topic, events[:first], 0, partitions)
-    w = workers(write_config(tmp_path / "w.toml", settings), "worker")
-    w.start()
-
-    async def started() -> bool:
-        return await _metric(w, ROWS) >= 3000
-
-    await _poll(started, 120, "the worker writing")
+    (w,) = _started(workers, tmp_path, settings, "worker")
+    await _writing(w)
     assert not await _all_committed(settings, topic, first, partitions), "the worker was done before the kill"
     await run_sync(kill_9, whole, "kafka")
     t_kill = time.monotonic()
@@ -357,15 +356,8 @@ async def test_workers_killed_and_restarted_while_hbase_is_down_wait_then_finish
     topic = await setup(settings, hbase, partitions=partitions)
     events = [order_event(i) for i in range(total)]
     await produce_to_partitions(settings, topic, events, 0, partitions)
-    config = write_config(tmp_path / "w.toml", settings)
-    a, b = workers(config, "worker-a"), workers(config, "worker-b")
-    a.start()
-    b.start()
-
-    async def started() -> bool:
-        return await _metric(a, ROWS) + await _metric(b, ROWS) >= 3000
-
-    await _poll(started, 120, "the workers writing")
+    a, b = _started(workers, tmp_path, settings, "worker-a", "worker-b")
+    await _writing(a, b)
     await run_sync(stop_hbase, whole)
     t_down = time.monotonic()
     assert not await _all_committed(settings, topic, total, partitions), "HBase stopped after the last commit"
@@ -421,10 +413,7 @@ async def test_three_workers_killed_at_random_over_200k_events_lose_nothing(
     table = settings.routes[0].table
     events = [order_event(i) for i in range(total)]
     await produce_to_partitions(settings, topic, events, 0, partitions)
-    config = write_config(tmp_path / "w.toml", settings)
-    crew = [workers(config, f"worker-{n}") for n in range(3)]
-    for w in crew:
-        w.start()
+    crew = _started(workers, tmp_path, settings, *(f"worker-{n}" for n in range(3)))
     rng = random.Random(200_000)
     consumed: list[float] = []  # each run's events_consumed_total, read just before it ended
     kills, t0 = 0, time.monotonic()
