@@ -11,11 +11,13 @@ shared with the stack's JVMs and other work, and CPU time is what a core can spe
    ``decode`` (``routing.loads``: orjson plus the big-integer check), ``key`` (the rowkey build),
    ``cells_and_validate`` (the route's mutation minus its key build: timestamp check, column reads
    and encoders, size checks, the Mutation; one generated function, :mod:`pipeline.core.putgen`),
-   ``route_total`` (``Router.route``: decode + object
-   check + mutation, the sum of the three above plus dispatch), ``locate`` (region lookup in a
-   16-region map), ``batch`` (``RegionBatcher.add`` with ``bench_worker``'s limits, then a drain),
-   ``offsets`` (``OffsetTracker.register_run`` per run of 625 records, the worker's per-partition
-   share of a 5,000-record fetch over 8 partitions; ``ack_many`` per batch; one ``committable``).
+   ``route_total`` (``Router.route_run`` over runs of 625 records, the worker's per-partition share
+   of a 5,000-record fetch over 8 partitions: decode + object check + mutation per record, the sum of
+   the three above plus the loop), ``route_each`` (``Router.route`` called per record, for
+   comparison: not summed), ``locate`` (region lookup in a 16-region map: part of ``batch``, not
+   summed), ``batch`` (``RegionBatcher.add_many`` per run with ``bench_worker``'s limits, locating
+   included, then a drain), ``offsets`` (``OffsetTracker.register_run`` per run; ``ack_many`` per
+   batch; one ``committable``).
 2. **Thrift serialization of the real batches** those stages seal, both ways, in this process:
    ``thriftpy2`` (TPut/TColumnValue objects built as the client built them, then thriftpy2's
    binary protocol writing the call to a memory buffer; the objects' share is given too) and
@@ -116,6 +118,15 @@ def _settings(topic: str, table: str, partitions: int) -> Settings:
 # -- 1 and 2: in-process stages ----------------------------------------------------------------------
 
 
+class _Record:
+    """What the router reads of a consumed record (aiokafka's records are plain attribute objects too)."""
+
+    __slots__ = ("offset", "value")
+
+    def __init__(self, offset: int, value: bytes) -> None:
+        self.offset, self.value = offset, value
+
+
 def pure_stages(settings: Settings, n: int, reps: int) -> tuple[dict[str, Any], list[Batch]]:
     router = Router(settings.routes, settings.writer.max_key_bytes, settings.writer.max_cell_bytes)
     route = router.routes[0]
@@ -124,6 +135,7 @@ def pure_stages(settings: Settings, n: int, reps: int) -> tuple[dict[str, Any], 
     origins = [Origin(tp, i) for i in range(n)]
     values = [orjson.dumps(e) for _, e in generate("logs", n)]
     events = [loads(v) for v in values]
+    records = [_Record(o.offset, v) for o, v in zip(origins, values, strict=True)]
     build, mutation = route.rowkey.build, route.mutation
     rows = [build(e) for e in events]
     muts: list[Mutation] = [m for v, o in zip(values, origins, strict=True) for m in router.route(topic, v, o)]
@@ -132,18 +144,20 @@ def pure_stages(settings: Settings, n: int, reps: int) -> tuple[dict[str, Any], 
     ends = [*splits, b""]
     rmap = RegionMap(Region(route.table, s, e, "rs:16020", f"r{i}", i)
                      for i, (s, e) in enumerate(zip(starts, ends, strict=True)))
-    regions = [rmap.locate(m.row) for m in muts]
     w = settings.writer
     # the sample is long-lived here, not in the worker (which holds a bounded in-flight window):
     # frozen, the collector does not walk it on every full pass the stages' allocations trigger
     gc.collect()
     gc.freeze()
 
+    runs = [records[i:i + _RUN] for i in range(0, n, _RUN)]
+    maps = {route.table: rmap}
+
     def batch() -> list[Batch]:
         batcher = RegionBatcher(w.max_batch_rows, w.max_batch_bytes, w.max_batch_age_ms)
         out = []
-        for m, r in zip(muts, regions, strict=True):
-            out.extend(batcher.add(m, r, 0))
+        for i in range(0, n, _RUN):
+            out.extend(batcher.add_many(muts[i:i + _RUN], maps, 0))
         out.extend(batcher.drain())
         return out
 
@@ -163,9 +177,10 @@ def pure_stages(settings: Settings, n: int, reps: int) -> tuple[dict[str, Any], 
         "decode": _timed(lambda: [loads(v) for v in values], n, reps),
         "key": _timed(lambda: [build(e) for e in events], n, reps),
         "mutation": _timed(lambda: [mutation(e, o) for e, o in zip(events, origins, strict=True)], n, reps),
-        "route_total": _timed(lambda: [router.route(topic, v, o) for v, o in zip(values, origins, strict=True)],
-                              n, reps),
-        "locate": _timed(lambda: [rmap.locate(m.row) for m in muts], n, reps),
+        "route_total": _timed(lambda: [router.route_run(tp, run, 0, len(run)) for run in runs], n, reps),
+        "route_each": _timed(lambda: [router.route(topic, v, o) for v, o in zip(values, origins, strict=True)],
+                             n, reps),
+        "locate": _timed(lambda: rmap.locate_many([m.row for m in muts]), n, reps),
         "batch": _timed(batch, n, reps),
         "offsets": _timed(offsets, n, reps),
     }
@@ -239,13 +254,17 @@ async def kafka_fetch(settings: Settings, total: int) -> dict[str, Any]:
 # -- 5: end to end -------------------------------------------------------------------------------------
 
 
-def end_to_end(stack: LocalStack, topic: str, table: str, partitions: int, encoder: str) -> dict[str, Any]:
-    """One ``bench_worker`` worker child with ``encoder``, on a freshly recreated table."""
+def end_to_end(stack: LocalStack, topic: str, table: str, partitions: int, encoder: str,
+               tree: Path | None = None) -> dict[str, Any]:
+    """One ``bench_worker`` worker child with ``encoder``, on a freshly recreated table; run from the
+    source tree ``tree`` (another checkout of this repository) when given, else from this one."""
     settings = _settings(topic, table, partitions)
     asyncio.run(bw._recreate_table(settings))
     meter = CpuMeter(stack)
+    env = None if tree is None else {**os.environ, "PYTHONPATH": str(tree)}
     out = subprocess.run([sys.executable, "-m", "bench.profile_worker", "--child", "--topic", topic, "--table", table,
-                          "--partitions", str(partitions), "--encoder", encoder], capture_output=True, text=True)
+                          "--partitions", str(partitions), "--encoder", encoder], capture_output=True, text=True,
+                         cwd=tree, env=env)
     if out.returncode:
         raise RuntimeError(f"the worker child ({encoder}) failed with exit {out.returncode}: {out.stderr[-3000:]}")
     cpu = meter.stop()
@@ -338,7 +357,7 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
     load["end"] = os.getloadavg()
     e2e = {e: {k: _summary([r[k] for r in runs if r["encoder"] == e])
                for k in ("worker_us_per_event", "hbase_jvm_us_per_event", "events_per_s")} for e in ENCODERS}
-    in_process = sum(stages[k]["median"] for k in ("route_total", "locate", "batch", "offsets"))
+    in_process = sum(stages[k]["median"] for k in ("route_total", "batch", "offsets"))
     remainder = {}
     for e in ENCODERS:
         accounted = in_process + writes[e]["process"]["median"] + fetch["process"]

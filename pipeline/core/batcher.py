@@ -29,14 +29,18 @@ seen before is treated as the latest value seen.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
+from operator import attrgetter
 
 from pipeline.core.model import Mutation, MutationKind, Origin
 from pipeline.core.regions import Region, RegionMap
 
 __all__ = ["Batch", "BatcherStatistics", "RegionBatcher", "SealReason"]
+
+
+_ORIGIN = attrgetter("origin")
 
 
 class SealReason(Enum):
@@ -79,7 +83,7 @@ class Batch:
 
     def origins(self) -> Iterator[Origin]:
         """The origin of each mutation, one per mutation (feed it to ``OffsetTracker.ack_many``)."""
-        return (m.origin for m in self.mutations)
+        return map(_ORIGIN, self.mutations)
 
     def __repr__(self) -> str:
         return (
@@ -101,16 +105,29 @@ class BatcherStatistics:
 
 
 class _Open:
-    __slots__ = ("cells", "created_ms", "id", "kinds", "mutations", "region", "size")
+    """An open batch. ``kind`` is the kind of all its mutations while they share one (no same-row
+    conflict is then possible); ``kinds`` (row -> kind) is kept only once they do not."""
 
-    def __init__(self, batch_id: int, region: Region, created_ms: int) -> None:
+    __slots__ = ("cells", "created_ms", "id", "kind", "kinds", "mutations", "region", "size")
+
+    def __init__(self, batch_id: int, region: Region, created_ms: int, kind: MutationKind) -> None:
         self.id = batch_id
         self.region = region
         self.created_ms = created_ms
         self.mutations: list[Mutation] = []
+        self.kind: MutationKind | None = kind
         self.kinds: dict[bytes, MutationKind] = {}
         self.size = 0
         self.cells = 0
+
+    def conflicts(self, mutation: Mutation) -> bool:
+        """True when the batch holds ``mutation``'s row with another kind. Called only when
+        ``mutation``'s kind is not the batch's one kind: from then on the batch keeps ``kinds``."""
+        if self.kind is not None:
+            self.kinds = {m.row: m.kind for m in self.mutations}
+            self.kind = None
+        held = self.kinds.get(mutation.row)
+        return held is not None and held is not mutation.kind
 
 
 class RegionBatcher:
@@ -164,36 +181,69 @@ class RegionBatcher:
             raise ValueError(
                 f"{mutation.table}:{mutation.row!r} does not belong to region {region}"
             )
+        return self._add((mutation,), (region,), now_ms)
+
+    def add_many(self, mutations: Sequence[Mutation], maps: Mapping[str, RegionMap], now_ms: int) -> list[Batch]:
+        """:meth:`add` each of ``mutations`` in turn, in the region ``maps[mutation.table]`` locates
+        for its row, all at ``now_ms``; return every batch that became ready, in the order they must
+        be written. Raises ``KeyError`` naming a table that ``maps`` lacks, before adding anything.
+        """
+        if not mutations:
+            return []
+        table = mutations[0].table
+        rmap = maps[table]
+        if all(m.table == table for m in mutations):
+            regions = rmap.locate_many([m.row for m in mutations])
+        else:
+            regions = [maps[m.table].locate(m.row) for m in mutations]
+        return self._add(mutations, regions, now_ms)
+
+    def _add(self, mutations: Sequence[Mutation], regions: Sequence[Region], now_ms: int) -> list[Batch]:
+        """The one implementation of :meth:`add`: ``regions[i]`` holds ``mutations[i]``'s row."""
         now = self._clock(now_ms)
-        size = mutation.size
-        key = (region.table, region.start_key)
+        max_rows, max_bytes, opened, seal = self.max_rows, self.max_bytes, self._open, self._seal
         ready: list[Batch] = []
-        batch = self._open.get(key)
-        if batch is not None:
-            reason: SealReason | None = None
-            if batch.region is not region and batch.region != region:
-                reason = SealReason.REGION_CHANGED
+        rows = added = 0
+        for mutation, region in zip(mutations, regions, strict=True):
+            size = mutation.size
+            key = (region.table, region.start_key)
+            batch = opened.get(key)
+            if batch is not None:
+                reason: SealReason | None = None
+                if batch.region is not region and batch.region != region:
+                    reason = SealReason.REGION_CHANGED
+                else:
+                    if batch.kind is not mutation.kind and batch.conflicts(mutation):
+                        reason = SealReason.CONFLICT
+                    elif batch.size + size > max_bytes:
+                        reason = SealReason.BYTES
+                if reason is not None:
+                    self._pending_rows += rows
+                    self._pending_bytes += added
+                    rows = added = 0
+                    ready.append(seal(key, reason))
+                    batch = None
+            if batch is None:
+                batch = opened[key] = _Open(self._new_id(), region, now, mutation.kind)
+            batch.mutations.append(mutation)
+            if batch.kind is None:
+                batch.kinds[mutation.row] = mutation.kind
+            batch.size += size
+            batch.cells += len(mutation.cells)
+            rows += 1
+            added += size
+            if len(batch.mutations) >= max_rows:
+                reason = SealReason.ROWS
+            elif batch.size >= max_bytes:
+                reason = SealReason.BYTES
             else:
-                kind = batch.kinds.get(mutation.row)
-                if kind is not None and kind is not mutation.kind:
-                    reason = SealReason.CONFLICT
-                elif batch.size + size > self.max_bytes:
-                    reason = SealReason.BYTES
-            if reason is not None:
-                ready.append(self._seal(key, reason))
-                batch = None
-        if batch is None:
-            batch = self._open[key] = _Open(self._new_id(), region, now)
-        batch.mutations.append(mutation)
-        batch.kinds[mutation.row] = mutation.kind
-        batch.size += size
-        batch.cells += len(mutation.cells)
-        self._pending_rows += 1
-        self._pending_bytes += size
-        if len(batch.mutations) >= self.max_rows:
-            ready.append(self._seal(key, SealReason.ROWS))
-        elif batch.size >= self.max_bytes:
-            ready.append(self._seal(key, SealReason.BYTES))
+                continue
+            self._pending_rows += rows
+            self._pending_bytes += added
+            rows = added = 0
+            ready.append(seal(key, reason))
+        self._pending_rows += rows
+        self._pending_bytes += added
         return ready
 
     def due(self, now_ms: int) -> list[Batch]:

@@ -7,7 +7,8 @@ per-column closures, no loop and no type dispatch chain. For ``bench_worker``'s 
     def mutation(event, origin):
         try:
             row = _build(event)
-            if not (len(row) <= 32767):
+            n = len(row)
+            if not (n <= 32767):
                 return _slow(event, origin)
             ts = event['timestamp']
             if not (ts.__class__ is int and ts >= 0):
@@ -22,11 +23,11 @@ per-column closures, no loop and no type dispatch chain. For ``bench_worker``'s 
                 r0 = str(v0).encode()
             else:
                 r0 = _text(v0)
-            if not (len(r0) <= 10485760):
+            n0 = len(r0)
+            if not (n0 <= 10485760):
                 return _slow(event, origin)
             ...
-            return _Mutation(_table, row, _PUT, {b'l:v': r0, ...}, ts, origin, 0,
-                             len(row) + 46 + len(r0) + ...)
+            return _Mutation(_table, row, _PUT, {b'l:v': r0, ...}, ts, origin, 0, n + 50 + n0 + ...)
         except _EventError:
             raise
         except Exception:
@@ -71,20 +72,20 @@ def generate_put(*, route: str, table: str, build: Callable[..., bytes], columns
                           "_PUT": MutationKind.PUT, "_table": table, "_EventError": EventError,
                           "_pack_q": struct.Struct(">q").pack}
     slow_call = "return _slow(event, origin)"
-    lines = ["row = _build(event)", f"if not (len(row) <= {max_key_bytes}):", f"    {slow_call}"]
+    lines = ["row = _build(event)", "n = len(row)", f"if not (n <= {max_key_bytes}):", f"    {slow_call}"]
     if timestamp_field is not None:
         lines += [f"ts = {_lookup(timestamp_field)}", "if not (ts.__class__ is int and ts >= 0):", f"    {slow_call}"]
     else:
         lines.append("ts = None")
     fixed = 16  # the size estimate of Mutation.size: row + 16, and per cell name + value + 8
-    cells: list[tuple[bytes, str]] = []
+    cells: list[tuple[bytes, str, str]] = []  # name, value variable, length variable
     all_required = all(spec.required for spec in columns.values())
     if not all_required:
         lines.append("cells = {}")
         lines.append("size = 0")
     for i, (column, spec) in enumerate(columns.items()):
         name = column.encode()
-        v, r = f"v{i}", f"r{i}"
+        v, r, n = f"v{i}", f"r{i}", f"n{i}"
         body: list[str] = []
         if spec.encoding == "long":
             body += [f"if {v}.__class__ is int and {_LONG_MIN} <= {v} <= {_LONG_MAX}:", f"    {r} = _pack_q({v})",
@@ -94,13 +95,13 @@ def generate_put(*, route: str, table: str, build: Callable[..., bytes], columns
         else:
             body += [f"c = {v}.__class__", "if c is str:", f"    {r} = {v}.encode()",
                      "elif c is int or c is float:", f"    {r} = str({v}).encode()", "else:", f"    {r} = _text({v})"]
-        body += [f"if not (len({r}) <= {max_cell_bytes}):", f"    {slow_call}"]
+        body += [f"{n} = len({r})", f"if not ({n} <= {max_cell_bytes}):", f"    {slow_call}"]
         if all_required:  # one dict literal at the end, its size partly constant
             lines += [f"{v} = {_lookup(spec.field)}", f"if {v} is None:", f"    {slow_call}", *body]
-            cells.append((name, r))
+            cells.append((name, r, n))
             fixed += len(name) + 8
             continue
-        body += [f"cells[{name!r}] = {r}", f"size += {len(name) + 8} + len({r})"]
+        body += [f"cells[{name!r}] = {r}", f"size += {len(name) + 8} + {n}"]
         if spec.required:
             lines += [f"{v} = {_lookup(spec.field)}", f"if {v} is None:", f"    {slow_call}", *body]
         else:
@@ -110,10 +111,10 @@ def generate_put(*, route: str, table: str, build: Callable[..., bytes], columns
             lines += [f"{v} = {parent}.get({parts[-1]!r})", f"if {v} is not None:",
                       *(f"    {line}" for line in body)]
     if all_required:
-        literal = "{" + ", ".join(f"{name!r}: {r}" for name, r in cells) + "}"
-        size = " + ".join(["len(row)", str(fixed), *(f"len({r})" for _, r in cells)])
+        literal = "{" + ", ".join(f"{name!r}: {r}" for name, r, _ in cells) + "}"
+        size = " + ".join(["n", str(fixed), *(n for _, _, n in cells)])
     else:
-        literal, size = "cells", f"len(row) + {fixed} + size"
+        literal, size = "cells", f"n + {fixed} + size"
     lines.append(f"return _Mutation(_table, row, _PUT, {literal}, ts, origin, 0, {size})")
     src = ["def mutation(event, origin):", "    try:", *(f"        {line}" for line in lines),
            "    except _EventError:", "        raise", "    except Exception:", "        return _slow(event, origin)"]

@@ -105,6 +105,11 @@ class RegionMap:
         # The first start key is b"" <= any row, so the index is never -1.
         return self._regions[bisect_right(self._starts, row) - 1]
 
+    def locate_many(self, rows: Iterable[bytes]) -> list[Region]:
+        """:meth:`locate` of each row, in order."""
+        starts, regions = self._starts, self._regions
+        return [regions[bisect_right(starts, row) - 1] for row in rows]
+
     def by_server(self) -> dict[str, tuple[Region, ...]]:
         """The regions grouped by server, each group in start-key order, servers sorted."""
         groups: dict[str, list[Region]] = {}

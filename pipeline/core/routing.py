@@ -26,19 +26,19 @@ from __future__ import annotations
 import functools
 import json
 import struct
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
-from pipeline.core.model import Mutation, MutationKind, Origin
+from pipeline.core.model import Mutation, MutationKind, Origin, TopicPartition
 from pipeline.core.putgen import MutationFn, generate_put
 from pipeline.errors import ConfigError, EventError
 from pipeline.rowkey import EventFieldError, RowKey, RowKeyError, compile_rowkey
 from pipeline.settings import ColumnSpec, RouteSpec
 
-__all__ = ["CompiledRoute", "Router", "compile_route", "decode_value", "encode_long", "getter"]
+__all__ = ["CompiledRoute", "Record", "RoutedRun", "Router", "compile_route", "decode_value", "encode_long", "getter"]
 
 _LONG = struct.Struct(">q")
 _MISSING = object()
@@ -290,15 +290,79 @@ class Router:
 
     def route(self, topic: str, value: bytes | None, origin: Origin) -> list[Mutation]:
         """The mutations for one record; raises :class:`EventError` when the record cannot be written."""
-        if value is None:
-            raise EventError("undecodable", "record has no value (tombstone)")
-        try:
-            event = loads(value)
-        except orjson.JSONDecodeError as exc:
-            raise EventError("undecodable", f"value is not valid JSON: {exc}") from exc
-        if not isinstance(event, dict):
-            raise EventError("not_an_object", f"value is JSON {type(event).__name__}, expected an object")
+        event = _event(value)
         builders = self._builders.get(topic, ())
         if len(builders) == 1:
             return [builders[0](event, origin)]
         return [build(event, origin) for build in builders]
+
+    def route_run(self, tp: TopicPartition, records: Sequence[Record], start: int, stop: int) -> RoutedRun:
+        """Route ``records[start:stop]`` (records of ``tp``, in offset order) up to the first one that
+        cannot be written: what :meth:`route` does for each in turn, in one call.
+
+        The result's ``mutations`` are those of ``records[start:result.stop]``, in record order and,
+        per record, in route order (exactly one per route of the topic: a record is routed whole or
+        not at all). When ``result.stop < stop``, ``records[result.stop]`` was refused and
+        ``result.error`` says why; nothing of it is in ``mutations``.
+        """
+        builders = self._builders.get(tp.topic, ())
+        mutations: list[Mutation] = []
+        append, extend = mutations.append, mutations.extend
+        single = builders[0] if len(builders) == 1 else None
+        decode, long_run, digits, exact = orjson.loads, _LONG_RUN, _DIGITS, json.loads  # loads(), inline
+        for i in range(start, stop):
+            rec = records[i]
+            value = rec.value
+            try:
+                event = decode(value)  # type: ignore[arg-type]  # None: TypeError, diagnosed by _event
+                if long_run in value.translate(digits):  # type: ignore[union-attr]
+                    event = exact(value)  # type: ignore[arg-type]
+            except (orjson.JSONDecodeError, TypeError):
+                event = None
+            if event.__class__ is not dict:
+                try:
+                    event = _event(value)
+                except EventError as exc:
+                    return RoutedRun(i, mutations, exc)
+            origin = Origin(tp, rec.offset)
+            try:
+                if single is not None:
+                    append(single(event, origin))
+                else:
+                    extend([build(event, origin) for build in builders])
+            except EventError as exc:
+                return RoutedRun(i, mutations, exc)
+        return RoutedRun(stop, mutations, None)
+
+
+class Record(Protocol):
+    """What :meth:`Router.route_run` reads of a consumed record."""
+
+    @property
+    def offset(self) -> int: ...
+    @property
+    def value(self) -> bytes | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class RoutedRun:
+    """What :meth:`Router.route_run` routed: ``records[start:stop]`` gave ``mutations``; ``error`` is
+    why ``records[stop]`` was refused (None when the run reached the end it was given)."""
+
+    stop: int
+    mutations: list[Mutation]
+    error: EventError | None
+
+
+def _event(value: bytes | None) -> dict[str, Any]:
+    """A record value as a JSON object (:func:`loads`); :class:`EventError` (``undecodable``,
+    ``not_an_object``) when it is none."""
+    if value is None:
+        raise EventError("undecodable", "record has no value (tombstone)")
+    try:
+        event = loads(value)
+    except orjson.JSONDecodeError as exc:
+        raise EventError("undecodable", f"value is not valid JSON: {exc}") from exc
+    if not isinstance(event, dict):
+        raise EventError("not_an_object", f"value is JSON {type(event).__name__}, expected an object")
+    return event

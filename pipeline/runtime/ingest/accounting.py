@@ -14,13 +14,15 @@ mutations a second time.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pipeline.core.batcher import Batch
 from pipeline.core.model import Mutation
 from pipeline.core.offsets import OffsetTracker
 from pipeline.core.progress import Progress
 from pipeline.runtime.ingest.observer import Observer, WorkerStats
 
-__all__ = ["CELL_OVERHEAD", "MUTATION_OVERHEAD", "batch_footprint", "footprint", "settle_written"]
+__all__ = ["CELL_OVERHEAD", "MUTATION_OVERHEAD", "batch_footprint", "footprint", "footprint_of", "settle_written"]
 
 MUTATION_OVERHEAD = 250
 CELL_OVERHEAD = 90
@@ -29,6 +31,12 @@ CELL_OVERHEAD = 90
 def footprint(m: Mutation) -> int:
     """What holding ``m`` counts against the in-flight budget, in bytes."""
     return m.size + MUTATION_OVERHEAD + CELL_OVERHEAD * len(m.cells)
+
+
+def footprint_of(mutations: Sequence[Mutation]) -> int:
+    """The sum of :func:`footprint` over ``mutations``."""
+    return (sum([m.size for m in mutations]) + MUTATION_OVERHEAD * len(mutations)
+            + CELL_OVERHEAD * sum([len(m.cells) for m in mutations]))
 
 
 def batch_footprint(batch: Batch) -> int:

@@ -32,6 +32,7 @@ acknowledged so far and returns at once; the rest is read again by the next run.
 from __future__ import annotations
 
 import time
+from bisect import bisect_left
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
@@ -41,14 +42,14 @@ from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from pipeline.core.batcher import Batch, RegionBatcher
-from pipeline.core.model import Origin, TopicPartition
+from pipeline.core.model import Mutation, Origin, TopicPartition
 from pipeline.core.offsets import OffsetTracker
 from pipeline.core.progress import Progress
 from pipeline.core.regions import RegionMap
 from pipeline.core.routing import Router
-from pipeline.errors import ConfigError, EventError
+from pipeline.errors import ConfigError
 from pipeline.ports import Broker, HBase, KafkaRecord, RecordSource
-from pipeline.runtime.ingest.accounting import CELL_OVERHEAD, MUTATION_OVERHEAD, settle_written
+from pipeline.runtime.ingest.accounting import footprint_of, settle_written
 from pipeline.runtime.ingest.commits import Committer
 from pipeline.runtime.ingest.deadletter import DeadLetters
 from pipeline.runtime.ingest.observer import Observer, WorkerStats
@@ -62,6 +63,10 @@ __all__ = ["Worker", "WorkerSummary"]  # WorkerSummary: re-exported from pipelin
 
 log = structlog.get_logger("hbase_ingest.worker")
 _FINAL_COMMIT_TIMEOUT_S = 10.0  # the last commit when stopping; Kafka unreachable must not hang the exit
+
+
+def _offset(record: KafkaRecord) -> int:
+    return record.offset
 
 
 def _now_ms() -> int:
@@ -249,9 +254,12 @@ class Worker:
     async def _handle(self, source: RecordSource, fetched: Mapping[TopicPartition, Sequence[KafkaRecord]]) -> bool:
         """Route one fetch. False when a stop request abandoned a dead-letter send.
 
-        Routed records are registered with the tracker per run (the offsets between two dead letters,
-        one ack per route of the topic) before the next await, before any batch can reach a writer."""
-        progress, tracker = self.progress, self.tracker
+        Each partition's records are routed in runs (:meth:`Router.route_run`: up to the next record
+        that must go to the dead-letter topic). A run is registered with the tracker (one ack per
+        route of the topic for each record) before the next await, before any batch can reach a
+        writer; its mutations then go to the batcher (sealed batches wait in ``_ready`` for
+        :meth:`_submit_ready`)."""
+        progress, tracker, router, stats = self.progress, self.tracker, self.router, self.stats
         now = _now_ms()
         for tp, records in fetched.items():
             if tp not in progress.assigned:
@@ -260,58 +268,47 @@ class Worker:
             skip = progress.delivered(tp, records[0].offset)
             if skip is not None:
                 self._warnings.skipped(skip)
-            if not self.stats.consumed:
-                self.stats.first_record_s = time.monotonic()
-            processed = counted = 0  # counted: in stats.consumed (brought up to date before each await)
-            fanout = len(self.router.by_topic.get(tp.topic, ()))
-            routed: list[int] = []  # offsets routed, not registered yet
-            for rec in records:
-                if end is not None and rec.offset >= end:
-                    source.pause(tp)
+            if not stats.consumed:
+                stats.first_record_s = time.monotonic()
+            count = len(records)
+            if end is not None and records[-1].offset >= end:
+                count = bisect_left(records, end, key=_offset)
+                source.pause(tp)
+            fanout = len(router.by_topic.get(tp.topic, ()))
+            i = 0
+            while True:
+                run = router.route_run(tp, records, i, count)
+                tracker.register_run(tp, [records[k].offset for k in range(i, run.stop)], fanout)
+                self._queue(run.mutations, now)
+                stats.consumed += run.stop - i
+                if run.error is None:
                     break
-                processed += 1
-                error = self._process(tp, rec, now)
-                if error is None:
-                    routed.append(rec.offset)
-                    continue
-                tracker.register_run(tp, routed, fanout)
-                routed = []
+                rec = records[run.stop]
                 origin = Origin(tp, rec.offset)
                 tracker.register(origin, 1)
-                self.stats.consumed += processed - counted
-                counted = processed
-                if not await self._dead_letter(origin, rec.key, rec.value, error.reason, str(error), rec.headers):
+                stats.consumed += 1
+                i = run.stop + 1
+                if not await self._dead_letter(origin, rec.key, rec.value, run.error.reason, str(run.error),
+                                               rec.headers):
                     return False  # stopping: the record stays unacknowledged (read again next run)
                 tracker.ack(origin)
-            tracker.register_run(tp, routed, fanout)
-            self.stats.consumed += processed - counted
-            if processed:
-                progress.read_up_to(tp, records[processed - 1].offset)
+            if count:
+                progress.read_up_to(tp, records[count - 1].offset)
             await self._submit_ready()
-            self.observer.consumed(tp, processed)
-            if self.rate_limit is not None and processed:
-                await self.rate_limit(processed)
+            self.observer.consumed(tp, count)
+            if self.rate_limit is not None and count:
+                await self.rate_limit(count)
         return True
 
-    def _process(self, tp: TopicPartition, rec: KafkaRecord, now: int) -> EventError | None:
-        """Route one record and queue its mutations, one per route of its topic (synchronous: the
-        hot path creates no coroutine; sealed batches wait in ``_ready`` for :meth:`_submit_ready`).
-        Returns the error when the record must go to the dead-letter topic. The caller registers
-        the record with the tracker either way."""
-        try:
-            mutations = self.router.route(rec.topic, rec.value, Origin(tp, rec.offset))
-        except EventError as exc:
-            return exc
+    def _queue(self, mutations: Sequence[Mutation], now: int) -> None:
+        """Count ``mutations`` against the in-flight budget and hand them to the batcher."""
+        if not mutations:
+            return
         self.stats.mutations += len(mutations)
-        maps, batcher, ready = self.maps, self.batcher, self._ready
-        held = 0  # accounting.footprint of each, inline
-        for m in mutations:
-            held += m.size + MUTATION_OVERHEAD + CELL_OVERHEAD * len(m.cells)
-            sealed = batcher.add(m, maps[m.table].locate(m.row), now)
-            if sealed:
-                ready.extend(sealed)
-        self.progress.in_flight += held
-        return None
+        self.progress.in_flight += footprint_of(mutations)
+        sealed = self.batcher.add_many(mutations, self.maps, now)
+        if sealed:
+            self._ready.extend(sealed)
 
     async def _submit_ready(self) -> None:
         ready, self._ready = self._ready, []

@@ -285,3 +285,52 @@ def test_property_rebucket_partitions_the_batch(
         offsets = [m.origin.offset for m in p.mutations]
         assert offsets == sorted(offsets)
     assert [p.region.start_key for p in parts] == sorted(p.region.start_key for p in parts)
+
+
+def test_add_many_locates_each_row_and_seals_as_add_does() -> None:
+    other = region_map([b"k"], table="u")
+    maps = {"t": RMAP, "u": other}
+    muts = [mut(b"a"), mut(b"z"), mut(b"a", table="u"), mut(b"b", MutationKind.DELETE), mut(b"b"), mut(b"z", table="u")]
+    one, many = RegionBatcher(3, 10**6, 100), RegionBatcher(3, 10**6, 100)
+    expected = [x for m in muts for x in one.add(m, maps[m.table].locate(m.row), 5)] + one.drain()
+    got = many.add_many(muts, maps, 5) + many.drain()
+    assert [(x.id, x.region, x.reason, x.mutations) for x in got] == \
+        [(x.id, x.region, x.reason, x.mutations) for x in expected]
+    assert [x.reason for x in got if x.reason is not SealReason.DRAIN] == [SealReason.CONFLICT]
+    with pytest.raises(KeyError):
+        many.add_many([mut(b"a", table="v")], maps, 6)
+    assert many.pending_rows == 0
+
+
+def test_a_second_kind_in_a_batch_conflicts_only_on_a_row_it_holds() -> None:
+    b = RegionBatcher(100, 10**6, 100)
+    assert b.add(mut(b"a"), LEFT, 0) == []
+    assert b.add(mut(b"b", MutationKind.DELETE), LEFT, 0) == []  # another row: same batch
+    assert b.add(mut(b"c", MutationKind.INCREMENT), LEFT, 0) == []
+    (sealed,) = b.add(mut(b"b"), LEFT, 0)  # b is held as a delete
+    assert sealed.reason is SealReason.CONFLICT and [m.row for m in sealed.mutations] == [b"a", b"b", b"c"]
+    assert b.add(mut(b"b"), LEFT, 0) == []  # the new batch holds b as a put
+
+
+@settings(max_examples=100)
+@given(
+    splits=st.lists(st.binary(min_size=1, max_size=2), unique=True, max_size=4),
+    max_rows=st.integers(min_value=1, max_value=6),
+    max_bytes=st.integers(min_value=20, max_value=300),
+    adds=st.lists(st.tuples(st.sampled_from(["t", "u"]), st.binary(max_size=3), st.sampled_from(list(MutationKind)),
+                            st.integers(min_value=0, max_value=60)), max_size=80),
+    cut=st.integers(min_value=0, max_value=80),
+)
+def test_property_add_many_is_add_in_turn(splits: list[bytes], max_rows: int, max_bytes: int,
+                                          adds: list[tuple[str, bytes, MutationKind, int]], cut: int) -> None:
+    maps = {"t": region_map(sorted(splits)), "u": region_map(sorted(splits)[:1], table="u")}
+    muts = [Mutation(table, row, kind, {b"f:q": b"x" * vlen}, None, Origin(TP, i))
+            for i, (table, row, kind, vlen) in enumerate(adds)]
+    one, many = RegionBatcher(max_rows, max_bytes, 10), RegionBatcher(max_rows, max_bytes, 10)
+    expected = [x for m in muts for x in one.add(m, maps[m.table].locate(m.row), 1)]
+    got = many.add_many(muts[:cut], maps, 1) + many.add_many(muts[cut:], maps, 1)
+    assert (many.pending_rows, many.pending_bytes) == (one.pending_rows, one.pending_bytes)
+    got += many.drain()
+    expected += one.drain()
+    assert [(x.id, x.region, x.reason, x.size, x.cells, x.mutations) for x in got] == \
+        [(x.id, x.region, x.reason, x.size, x.cells, x.mutations) for x in expected]

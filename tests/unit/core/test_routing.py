@@ -70,3 +70,41 @@ def test_refused_records_name_their_reason(raw: bytes, reason: str | None) -> No
     with pytest.raises(EventError) as info:
         router().route("t", raw, ORIGIN)
     assert info.value.reason == reason
+
+
+class _Rec:
+    def __init__(self, offset: int, value: bytes | None) -> None:
+        self.offset, self.value = offset, value
+
+
+_VALUES = [b'{"id": "a", "n": 1, "v": "x"}', b'{"id": "b", "n": 2, "v": 3.5, "j": [1]}', b"{not json", b"[1]", None,
+           b'{"n": 1, "v": 1}', b'{"id": "c", "n": %d, "v": 1}' % BIG, b'"s"', b'{"id": "d", "n": -1, "v": null}']
+
+
+@given(st.lists(st.sampled_from(_VALUES), max_size=12), st.integers(min_value=0, max_value=3))
+def test_property_route_run_is_route_in_turn_up_to_the_first_refused_record(values: list[bytes | None],
+                                                                           start: int) -> None:
+    r, tp = router(), TopicPartition("t", 3)
+    records = [_Rec(100 + i, v) for i, v in enumerate(values)]
+    start = min(start, len(records))
+    run = r.route_run(tp, records, start, len(records))
+    expected, error = [], None
+    for rec in records[start:]:
+        try:
+            expected += r.route("t", rec.value, Origin(tp, rec.offset))
+        except EventError as exc:
+            error = exc
+            break
+    assert run.mutations == expected
+    assert run.stop == start + len(expected)
+    assert (run.error is None) == (error is None)
+    if error is not None:
+        assert run.error is not None and (run.error.reason, str(run.error)) == (error.reason, str(error))
+
+
+def test_route_run_gives_every_route_of_the_topic_in_route_order() -> None:
+    specs = [RouteSpec(name=n, topic="t", table=n, rowkey="[id]", columns={"d:v": "v"}) for n in ("r1", "r2")]
+    r, tp = Router(specs), TopicPartition("t", 0)
+    run = r.route_run(tp, [_Rec(5, b'{"id": "a", "v": 1}'), _Rec(6, b'{"id": "b", "v": 2}')], 0, 1)
+    assert run.stop == 1 and run.error is None
+    assert [(m.table, m.row, m.origin.offset) for m in run.mutations] == [("r1", b"a", 5), ("r2", b"a", 5)]
