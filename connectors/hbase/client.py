@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any, TypeVar
 
 import anyio
@@ -59,6 +60,8 @@ Cells = dict[bytes, bytes]
 Row = tuple[bytes, Cells]
 
 log = structlog.get_logger("hbase_ingest.hbase")
+_KIND = attrgetter("kind")
+_ONLY_PUTS = {MutationKind.PUT}
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,9 +176,15 @@ class HBaseClient(GatewayCalls):
         are retried on another gateway after a connection-level failure; increments are not
         idempotent and are retried elsewhere only when they cannot have been sent."""
         name = self._name(table).encode()
-        puts = [m for m in mutations if m.kind is MutationKind.PUT]
-        dels = [m for m in mutations if m.kind is MutationKind.DELETE]
-        incs = [m for m in mutations if m.kind is MutationKind.INCREMENT]
+        puts: Sequence[Mutation]
+        dels: Sequence[Mutation] = ()
+        incs: Sequence[Mutation] = ()
+        if set(map(_KIND, mutations)) == _ONLY_PUTS:  # a worker's batch, but for deletes and counters: one pass
+            puts = mutations
+        else:
+            puts = [m for m in mutations if m.kind is MutationKind.PUT]
+            dels = [m for m in mutations if m.kind is MutationKind.DELETE]
+            incs = [m for m in mutations if m.kind is MutationKind.INCREMENT]
         if puts or dels:
             def send(c: Any) -> None:
                 idl = load_idl()

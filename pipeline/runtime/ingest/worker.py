@@ -46,7 +46,7 @@ from pipeline.core.model import Mutation, Origin, TopicPartition
 from pipeline.core.offsets import OffsetTracker
 from pipeline.core.progress import Progress
 from pipeline.core.regions import RegionMap
-from pipeline.core.routing import Router
+from pipeline.core.routing import Record, Router
 from pipeline.errors import ConfigError
 from pipeline.ports import Broker, HBase, KafkaRecord, RecordSource
 from pipeline.runtime.ingest.accounting import footprint_of, settle_written
@@ -67,6 +67,17 @@ _FINAL_COMMIT_TIMEOUT_S = 10.0  # the last commit when stopping; Kafka unreachab
 
 def _offset(record: KafkaRecord) -> int:
     return record.offset
+
+
+def _offsets(records: Sequence[Record], start: int, stop: int) -> Sequence[int]:
+    """The offsets of ``records[start:stop]`` (increasing): a range when they have no gap, as they
+    do but for compacted topics and transaction markers."""
+    if start >= stop:
+        return ()
+    first, last = records[start].offset, records[stop - 1].offset
+    if last - first == stop - 1 - start:
+        return range(first, last + 1)
+    return [records[k].offset for k in range(start, stop)]
 
 
 def _now_ms() -> int:
@@ -278,7 +289,7 @@ class Worker:
             i = 0
             while True:
                 run = router.route_run(tp, records, i, count)
-                tracker.register_run(tp, [records[k].offset for k in range(i, run.stop)], fanout)
+                tracker.register_run(tp, _offsets(records, i, run.stop), fanout)
                 self._queue(run.mutations, now)
                 stats.consumed += run.stop - i
                 if run.error is None:

@@ -279,3 +279,14 @@ def test_a_run_out_of_order_is_refused_whole() -> None:
     with pytest.raises(ValueError, match="pending must be >= 0"):
         t.register_run(TP, [9], -1)
     assert t.statistics().partitions[TP].registered == 2 and t.statistics().partitions[TP].last_registered == 5
+
+
+def test_register_run_takes_a_range_as_it_takes_a_list() -> None:
+    a, b = OffsetTracker(), OffsetTracker()
+    a.register_run(TP, range(5, 9), 2)
+    b.register_run(TP, [5, 6, 7, 8], 2)
+    for t in (a, b):
+        t.ack_many([Origin(TP, 5), Origin(TP, 5), Origin(TP, 6)])
+    assert a.pending(TP) == b.pending(TP) and a.committable() == b.committable() == {TP: 6}
+    with pytest.raises(ValueError, match="increasing"):
+        a.register_run(TP, range(8, 12), 1)
