@@ -309,14 +309,11 @@ class Router:
         mutations: list[Mutation] = []
         append, extend = mutations.append, mutations.extend
         single = builders[0] if len(builders) == 1 else None
-        decode, long_run, digits, exact = orjson.loads, _LONG_RUN, _DIGITS, json.loads  # loads(), inline
         for i in range(start, stop):
             rec = records[i]
             value = rec.value
             try:
-                event = decode(value)  # type: ignore[arg-type]  # None: TypeError, diagnosed by _event
-                if long_run in value.translate(digits):  # type: ignore[union-attr]
-                    event = exact(value)  # type: ignore[arg-type]
+                event = loads(value)  # type: ignore[arg-type]  # None: TypeError, diagnosed by _event
             except (orjson.JSONDecodeError, TypeError):
                 event = None
             if event.__class__ is not dict:
