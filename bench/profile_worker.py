@@ -121,10 +121,13 @@ def _settings(topic: str, table: str, partitions: int) -> Settings:
 class _Record:
     """What the router reads of a consumed record (aiokafka's records are plain attribute objects too)."""
 
-    __slots__ = ("offset", "value")
+    __slots__ = ("headers", "key", "offset", "timestamp", "value")
 
     def __init__(self, offset: int, value: bytes) -> None:
         self.offset, self.value = offset, value
+        self.key: bytes | None = None
+        self.timestamp = 0
+        self.headers: tuple[tuple[str, bytes], ...] = ()
 
 
 def pure_stages(settings: Settings, n: int, reps: int) -> tuple[dict[str, Any], list[Batch]]:

@@ -206,11 +206,12 @@ class RegionLocator(Protocol):
 
 
 class RowSink(Protocol):
-    async def write(self, table: str, mutations: Sequence[Mutation], *, server: str | None = None) -> None:
+    async def write(self, table: str, mutations: Sequence[Mutation], *, server: str | None = None) -> str | None:
         """Apply every mutation (puts and deletes with their timestamps, increments), or raise. Puts
         and deletes are idempotent (cell timestamps); increments are not. ``server`` (``host:port``)
         names the region server the mutations' region is on: a hint for choosing a gateway that sits
-        with it."""
+        with it. Returns the name of the gateway that acknowledged the write, when the sink has
+        gateways (None otherwise): for the acknowledgement ledger."""
         ...
 
 

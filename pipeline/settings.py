@@ -51,7 +51,7 @@ from pipeline.settings_env import (
     read_environment,
 )
 from pipeline.settings_files import describe_error, read_toml
-from pipeline.settings_specs import ColumnSpec, CounterSpec, FamilySpec, RouteSpec, TableSpec
+from pipeline.settings_specs import ColumnSpec, CounterSpec, FamilySpec, RouteSpec, TableSpec, TopicSpec
 
 __all__ = [
     "ENV_NESTED_DELIMITER",
@@ -70,6 +70,7 @@ __all__ = [
     "Settings",
     "StackSettings",
     "TableSpec",
+    "TopicSpec",
     "WriterSettings",
     "load_settings",
 ]
@@ -192,6 +193,10 @@ class WriterSettings(Section):
     shutdown_timeout_s: float = Field(default=30.0, gt=0, le=MAX_S)
     max_key_bytes: int = Field(default=32767, ge=1, le=32767)
     max_cell_bytes: int = Field(default=10 * 1024 * 1024, ge=1, le=INT32_MAX)
+    ack_ledger_dir: Path | None = Field(
+        default=None,
+        description="diagnostics: append a JSON line per batch HBase acknowledged (gateway, region, server, "
+                    "rows with their offsets) to <dir>/acks-<pid>.jsonl; see pipeline.runtime.ingest.ledger")
 
 
 class RuntimeSettings(Section):
@@ -262,7 +267,6 @@ class StackSettings(Section):
     secure: bool = Field(default=False, description="also a SASL_SSL listener (SCRAM-SHA-512, TLS, ACLs) on Kafka")
     kafka_secure_port: int | None = Field(default=None, ge=1, le=MAX_PORT,
                                           description="the SASL_SSL listener's port; None: kafka_port + 2")
-
     @model_validator(mode="after")
     def _cluster_shape(self) -> StackSettings:
         if (self.region_servers == 0) != (self.gateways == 0):
@@ -284,6 +288,7 @@ class Settings(BaseSettings):
     metrics: MetricsSettings = MetricsSettings()
     logging: LoggingSettings = LoggingSettings()
     stack: StackSettings = StackSettings()
+    topics: list[TopicSpec] = Field(default_factory=list)
     tables: list[TableSpec] = Field(default_factory=list)
     routes: list[RouteSpec] = Field(default_factory=list)
 
@@ -303,7 +308,8 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _cross_check(self) -> Settings:
         problems: list[str] = []
-        for what, names in (("route", [r.name for r in self.routes]), ("table", [t.name for t in self.tables])):
+        for what, names in (("route", [r.name for r in self.routes]), ("table", [t.name for t in self.tables]),
+                            ("topic", [t.name for t in self.topics])):
             dupes = sorted({n for n in names if names.count(n) > 1})
             if dupes:
                 problems.append(f"{what} names must be unique; repeated: {', '.join(dupes)}")
@@ -342,6 +348,13 @@ class Settings(BaseSettings):
             if route.name == name:
                 return route
         raise ConfigError(f"no route named {name!r}; routes: {', '.join(r.name for r in self.routes) or 'none'}")
+
+    def topic(self, name: str) -> TopicSpec:
+        """How topic ``name``'s records are decoded: its ``[[topics]]`` entry, else JSON with text keys."""
+        for topic in self.topics:
+            if topic.name == name:
+                return topic
+        return TopicSpec(name=name)
 
     def table(self, name: str) -> TableSpec:
         """The declared table ``name``, else one with the default families (``ConfigError`` for a name

@@ -52,7 +52,7 @@ NON_SETTING_VARIABLES = frozenset({
 })
 
 #: top-level settings that only the TOML file gives
-FILE_ONLY = ("tables", "routes")
+FILE_ONLY = ("topics", "tables", "routes")
 
 
 @dataclass

@@ -22,7 +22,22 @@ from pipeline.settings_base import (
     TopicName,
 )
 
-__all__ = ["ColumnSpec", "CounterSpec", "FamilySpec", "RouteSpec", "TableSpec"]
+__all__ = ["METADATA_FIELDS", "ColumnSpec", "CounterSpec", "FamilySpec", "RouteSpec", "TableSpec", "TopicSpec",
+           "metadata_root"]
+
+#: what a field name starting with ``$`` may name: the record's metadata, addressable wherever an
+#: event field is (rowkey designs, columns, ``timestamp_field``). ``$key`` is the decoded key (a path
+#: goes on into a JSON key: ``$key.id``), ``$header.NAME`` a header's value as text, ``$timestamp``
+#: the record's timestamp (epoch ms), ``$topic``, ``$partition``, ``$offset`` where it was read. In a
+#: Debezium route also ``$op`` (c, r, u, d) and ``$source`` (the change's source block:
+#: ``$source.lsn``, ``$source.ts_ms``, ``$source.txId``...).
+METADATA_FIELDS = ("$key", "$header", "$timestamp", "$topic", "$partition", "$offset")
+DEBEZIUM_FIELDS = ("$op", "$source")
+
+
+def metadata_root(path: str) -> str | None:
+    """The metadata name a field path starts with (``$key.id`` -> ``$key``), or None for an event field."""
+    return path.split(".", 1)[0] if path.startswith("$") else None
 
 
 class FamilySpec(Section):
@@ -50,13 +65,34 @@ class TableSpec(Section):
         return value
 
 
+class TopicSpec(Section):
+    """How one topic's records become events (``[[topics]]``; a topic not listed is JSON with text keys).
+
+    ``value_format``: how a value is decoded (``json``: a JSON object, or a Kafka Connect
+    ``{"schema": ..., "payload": ...}`` envelope whose payload is one). ``key_format``: how the key
+    behind ``$key`` is decoded: ``text`` (UTF-8), ``json`` (a JSON value, a Connect envelope
+    unwrapped likewise) or ``bytes`` (as is)."""
+
+    name: TopicName
+    value_format: Literal["json"] = "json"
+    key_format: Literal["text", "json", "bytes"] = "text"
+
+
 class ColumnSpec(Section):
-    """One cell of a route: value taken from ``field`` (a dotted path) and encoded as
-    ``text`` (UTF-8; numbers in decimal), ``json`` (orjson of the value) or ``long`` (8-byte big-endian)."""
+    """One cell of a route: value taken from ``field`` (a dotted path, or record metadata such as
+    ``$key.id``: :data:`METADATA_FIELDS`) and encoded as ``text`` (UTF-8; numbers in decimal),
+    ``json`` (orjson of the value) or ``long`` (8-byte big-endian).
+
+    ``required``: a field that is absent is an error (the record goes to the dead-letter topic);
+    otherwise the cell is left out. ``null`` says what a JSON null does: ``error`` (a dead letter),
+    ``skip`` (no cell), ``empty`` (a cell of zero bytes) or ``delete`` (the cell's versions up to the
+    event's timestamp are deleted: a changelog's "this column is now NULL"). Unset: ``error`` for a
+    required column, ``skip`` otherwise, and ``delete`` in a Debezium route."""
 
     field: str
     encoding: Literal["text", "json", "long"] = "text"
     required: bool = True
+    null: Literal["error", "skip", "empty", "delete"] | None = None
 
 
 class CounterSpec(Section):
@@ -86,8 +122,23 @@ class RouteSpec(Section):
     rowkey: str
     columns: dict[str, ColumnSpec] = Field(default_factory=dict)
     timestamp_field: str | None = Field(
-        default=None, description="epoch-ms field used as the cell timestamp (replays rewrite the same cells)")
+        default=None, description="epoch-ms field used as the cell timestamp (replays rewrite the same cells); "
+                                  "a Debezium route defaults to $source.lsn")
     counter: CounterSpec | None = None
+    envelope: Literal["none", "debezium"] = Field(
+        default="none", description="debezium: values are Debezium change events; c/r/u write 'after', d "
+                                    "deletes the row 'before' addresses, an update that moves the row deletes "
+                                    "the old one")
+    on_tombstone: Literal["dead_letter", "skip", "delete"] | None = Field(
+        default=None, description="what a record with no value does: dead_letter (the default), skip (the "
+                                  "default of a Debezium route: its delete event did the delete), or delete "
+                                  "the row its key addresses")
+    deleted_field: str | None = Field(
+        default=None, description="a field that marks a delete when true or 'true' (Debezium's flattened "
+                                  "form: __deleted): the row the event addresses is deleted")
+    delete_versions: Literal["all", "latest"] = Field(
+        default="all", description="a delete removes every version up to the event's timestamp (all), or "
+                                   "only the version at that timestamp (latest)")
 
     @model_validator(mode="before")
     @classmethod
@@ -111,6 +162,51 @@ class RouteSpec(Section):
             problem = family_name_problem(column.split(":", 1)[0])
             if problem is not None:
                 raise ValueError(f"column {column!r}: {problem}")
+        allowed = METADATA_FIELDS + (DEBEZIUM_FIELDS if self.envelope == "debezium" else ())
+        named = [(f"column {c}", spec.field) for c, spec in self.columns.items()]
+        for what, path in [*named, ("timestamp_field", self.timestamp_field), ("deleted_field", self.deleted_field)]:
+            root = metadata_root(path) if path else None
+            if root is not None and root not in allowed:
+                raise ValueError(f"{what}: {path!r} names no record metadata; a field starting with '$' is one of "
+                                 f"{', '.join(allowed)}")
+        changes = self.envelope == "debezium" or self.deleted_field is not None or self.on_tombstone == "delete"
+        if changes and self.counter is not None:
+            raise ValueError("a counter route cannot take deletes (envelope, deleted_field, on_tombstone = 'delete')")
+        if self.envelope == "debezium" and self.deleted_field is not None:
+            raise ValueError("deleted_field is for the flattened form; a Debezium envelope says deletes by its op")
+        if self.on_tombstone == "delete":
+            ts = self.timestamp_field
+            if ts not in ("$timestamp", "$offset"):
+                raise ValueError(
+                    "on_tombstone = 'delete' needs timestamp_field = '$offset' or '$timestamp': a tombstone has "
+                    "no value, so its delete can only be ordered against the puts by the record's own position or "
+                    f"time (timestamp_field is {ts!r})")
+        if self.delete_versions == "latest" and not (changes or any(c.null == "delete" for c in self.columns.values())):
+            raise ValueError("delete_versions is for routes that delete (envelope, deleted_field, on_tombstone, "
+                             "null = 'delete')")
         return self
+
+    @property
+    def tombstones(self) -> Literal["dead_letter", "skip", "delete"]:
+        """What a tombstone does, the default applied."""
+        if self.on_tombstone is not None:
+            return self.on_tombstone
+        return "skip" if self.envelope == "debezium" else "dead_letter"
+
+    @property
+    def cell_timestamp(self) -> str | None:
+        """The field the cell timestamp comes from, the default applied."""
+        if self.timestamp_field is None and self.envelope == "debezium":
+            return "$source.lsn"
+        return self.timestamp_field
+
+    @property
+    def changelog(self) -> bool:
+        """Whether the route reads record metadata, or can delete: it is routed by the general path
+        (:mod:`pipeline.core.changes`), not the generated put builders."""
+        fields = [c.field for c in self.columns.values()] + [self.cell_timestamp or ""]
+        return (self.envelope != "none" or self.deleted_field is not None or self.tombstones != "dead_letter"
+                or any(c.null is not None for c in self.columns.values()) or any(f.startswith("$") for f in fields)
+                or "$" in self.rowkey)
 
 

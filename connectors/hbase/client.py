@@ -62,6 +62,30 @@ Row = tuple[bytes, Cells]
 log = structlog.get_logger("hbase_ingest.hbase")
 _KIND = attrgetter("kind")
 _ONLY_PUTS = {MutationKind.PUT}
+_DELETES = (MutationKind.DELETE, MutationKind.DELETE_VERSION)
+
+
+def tdeletes(idl: Any, m: Mutation) -> list[Any]:
+    """The Thrift2 ``TDelete`` objects of one delete mutation (:class:`~pipeline.core.model.Mutation`'s
+    contract). Thrift2 reads a timestamp per ``TColumn`` (its ``TDelete`` timestamp only when no
+    column is given) and one delete type per ``TDelete``, so columns and whole families go in
+    separate ones: columns as ``DELETE_COLUMNS`` (``DELETE_COLUMN``: the one version), families as
+    ``DELETE_FAMILY`` (``DELETE_FAMILY_VERSION``)."""
+    ts = m.timestamp
+    if not m.cells:
+        return [idl.TDelete(row=m.row, timestamp=ts)]
+    one = m.kind is MutationKind.DELETE_VERSION
+    kinds = idl.TDeleteType
+    columns = [idl.TColumn(*split_column(c), ts) for c in m.cells if b":" in c]
+    families = [idl.TColumn(family=c, timestamp=ts) for c in m.cells if b":" not in c]
+    out = []
+    if columns:
+        out.append(idl.TDelete(row=m.row, columns=columns, timestamp=ts,
+                               deleteType=kinds.DELETE_COLUMN if one else kinds.DELETE_COLUMNS))
+    if families:
+        out.append(idl.TDelete(row=m.row, columns=families, timestamp=ts,
+                               deleteType=kinds.DELETE_FAMILY_VERSION if one else kinds.DELETE_FAMILY))
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,15 +191,17 @@ class HBaseClient(GatewayCalls):
 
     # -- writes ----------------------------------------------------------------------------------
 
-    async def write(self, table: str, mutations: Sequence[Mutation], server: str | None = None) -> None:
+    async def write(self, table: str, mutations: Sequence[Mutation], server: str | None = None) -> str | None:
         """Apply ``mutations`` (one table) in as few round trips as possible: puts in one
         ``putMultiple``, deletes in one ``deleteMultiple``, increments in one ``incrementRows``
         call. ``server`` (``host:port``, optional): the region server the rows live on; the call
         goes to the gateway declared to sit with it when that one is up. Raises on any failure; a
         retry re-applies puts/deletes idempotently when they carry timestamps, and puts and deletes
         are retried on another gateway after a connection-level failure; increments are not
-        idempotent and are retried elsewhere only when they cannot have been sent."""
+        idempotent and are retried elsewhere only when they cannot have been sent. Returns the name
+        of the gateway whose reply acknowledged the puts and deletes (None for increments only)."""
         name = self._name(table).encode()
+        served: list[str] = []
         puts: Sequence[Mutation]
         dels: Sequence[Mutation] = ()
         incs: Sequence[Mutation] = ()
@@ -183,7 +209,7 @@ class HBaseClient(GatewayCalls):
             puts = mutations
         else:
             puts = [m for m in mutations if m.kind is MutationKind.PUT]
-            dels = [m for m in mutations if m.kind is MutationKind.DELETE]
+            dels = [m for m in mutations if m.kind in _DELETES]
             incs = [m for m in mutations if m.kind is MutationKind.INCREMENT]
         if puts or dels:
             def send(c: Any) -> None:
@@ -193,20 +219,18 @@ class HBaseClient(GatewayCalls):
                 elif puts:
                     c.putMultiple(name, tputs(idl, puts))
                 if dels:
-                    tdels = []
-                    for m in dels:
-                        cols = [idl.TColumn(*split_column(col)) for col in m.cells] or None
-                        tdels.append(idl.TDelete(row=m.row, columns=cols, timestamp=m.timestamp))
+                    tdels = [t for m in dels for t in tdeletes(idl, m)]
                     failed = c.deleteMultiple(name, tdels)
                     if failed:
                         raise HBaseRequestError(f"{len(failed)} deletes were not applied", table=table)
-            await self.call2(send, table=table, what="write batch", idempotent=True, server=server)
+            await self.call2(send, table=table, what="write batch", idempotent=True, server=server, served=served)
         if incs:
             def increment(c: happybase.Connection) -> None:
                 # one incrementRows round trip for the whole batch (happybase only exposes single ones)
                 c.client.incrementRows([Hbase_thrift.TIncrement(table=name, row=m.row, column=next(iter(m.cells)),
                                                                 ammount=m.amount) for m in incs])
             await self.call(increment, table=table, what="increment batch", server=server)
+        return served[0] if served else None
 
     async def put(self, table: str, row: bytes, cells: Mapping[bytes, bytes], timestamp: int | None = None) -> None:
         def put(c: happybase.Connection) -> None:

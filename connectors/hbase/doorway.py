@@ -125,10 +125,11 @@ class GatewayCalls:
     # -- the doorways ----------------------------------------------------------------------------
 
     async def _on_gateway(self, use: Callable[[_Endpoint, _Sent], Awaitable[T]], *, idempotent: bool,
-                          table: str | None, what: str, server: str | None = None) -> T:
+                          table: str | None, what: str, server: str | None = None,
+                          served: list[str] | None = None) -> T:
         """``use(endpoint, sent)`` on a healthy gateway (``server``: the region server the call is
         for, for locality), retried once on another after a connection-level failure when safe
-        (module docstring)."""
+        (module docstring). ``served``: the name of the gateway that answered is appended to it."""
         tried: list[int] = []
         while True:
             i = self._board.choose(server, exclude=tried)
@@ -154,6 +155,8 @@ class GatewayCalls:
                 self._board.finished(i, "interrupted")
                 raise
             self._board.finished(i)
+            if served is not None:
+                served.append(self._board.name(i))
             return result
 
     def _mark_down(self, i: int, exc: HBaseError) -> None:
@@ -176,17 +179,17 @@ class GatewayCalls:
         """Run ``fn(connection)`` in a worker thread on a pooled Thrift1 (happybase) connection of a
         healthy gateway. ``idempotent``: ``fn`` may run twice (on another gateway after a
         connection-level failure); otherwise it is retried only when it could not have started."""
-        return await self._pooled(lambda ep: (ep.t1, ep.limit1), fn, table, what, idempotent, server)
+        return await self._pooled(lambda ep: (ep.t1, ep.limit1), fn, table, what, idempotent, server, None)
 
     async def call2(self, fn: Callable[[Any], T], *, table: str | None = None, what: str = "HBase call",
-                    idempotent: bool = False, server: str | None = None) -> T:
+                    idempotent: bool = False, server: str | None = None, served: list[str] | None = None) -> T:
         """Run ``fn(client)`` in a worker thread on a pooled Thrift2 client (``idempotent``: as in
-        :meth:`call`)."""
-        return await self._pooled(lambda ep: (ep.t2, ep.limit2), fn, table, what, idempotent, server)
+        :meth:`call`; ``served``: as in :meth:`_on_gateway`)."""
+        return await self._pooled(lambda ep: (ep.t2, ep.limit2), fn, table, what, idempotent, server, served)
 
     async def _pooled(self, pick: Callable[[_Endpoint], tuple[ConnectionPool[Any], anyio.CapacityLimiter]],
                       fn: Callable[[Any], T], table: str | None, what: str, idempotent: bool,
-                      server: str | None) -> T:
+                      server: str | None, served: list[str] | None) -> T:
         """``fn(connection)`` in a worker thread on a connection of the pool ``pick`` chooses of a
         healthy gateway, bounded by that pool's limiter."""
         timeout_s = self.settings.timeout_ms / 1000
@@ -199,7 +202,8 @@ class GatewayCalls:
                     sent.sent = True
                     return fn(conn)
             return await anyio.to_thread.run_sync(run, limiter=limiter)
-        return await self._on_gateway(use, idempotent=idempotent, table=table, what=what, server=server)
+        return await self._on_gateway(use, idempotent=idempotent, table=table, what=what, server=server,
+                                      served=served)
 
     async def _ddl(self, fn: Callable[[Any, Any], T], table: str, what: str, idempotent: bool = False) -> T:
         s = self.settings

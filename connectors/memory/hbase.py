@@ -5,7 +5,11 @@ It behaves like the gateway where runtime can tell:
 - tables with column families and pre-split regions (``[start, end)``, ``b""`` the open ends);
   :meth:`MemoryHBase.split` and :meth:`MemoryHBase.move` change them while writing, as HBase does;
 - writes apply puts and deletes at their cell timestamps (a re-delivered put rewrites the same
-  version) and increments as 8-byte big-endian counters; a family the table lacks is refused with
+  version) and increments as 8-byte big-endian counters. Deletes leave markers, as HBase's do until a
+  major compaction: a delete of a row, a family or a column at timestamp T hides every version at or
+  below T, also of puts that arrive after it (a replayed older put stays hidden), and never one above
+  T; a delete of one version (``DELETE_VERSION``) hides exactly that version, then and later; a
+  delete without a timestamp takes ``clock()``; a family the table lacks is refused with
   :class:`~pipeline.errors.HBaseRequestError`, a missing table is
   :class:`~pipeline.errors.TableNotFound`, as the real gateway maps them;
 - scans keep the real bounds (start inclusive, stop exclusive; reverse from ``start`` down to
@@ -66,6 +70,32 @@ class _Table:
     rows: dict[bytes, dict[bytes, dict[int, bytes]]] = field(default_factory=dict)  # row -> col -> ts -> value
     keys: list[bytes] = field(default_factory=list)  # sorted row keys
     generation: int = 1
+    #: row -> what a delete named (b"" the row, b"family", b"family:qualifier") -> the highest timestamp
+    markers: dict[bytes, dict[bytes, int]] = field(default_factory=dict)
+    #: row -> (family or column, timestamp) of each one-version delete
+    version_markers: dict[bytes, set[tuple[bytes, int]]] = field(default_factory=dict)
+
+    def masked(self, row: bytes, column: bytes, ts: int) -> bool:
+        """Whether a delete marker hides version ``ts`` of ``column`` in ``row``."""
+        family = column.partition(b":")[0]
+        marks = self.markers.get(row)
+        if marks and max(marks.get(b"", -1), marks.get(family, -1), marks.get(column, -1)) >= ts:
+            return True
+        versions = self.version_markers.get(row)
+        return versions is not None and ((column, ts) in versions or (family, ts) in versions)
+
+    def delete(self, m: Mutation, ts: int) -> None:
+        """Apply the delete mutation ``m`` at ``ts``: leave its markers, drop what they hide."""
+        targets = list(m.cells) or [b""]
+        if m.kind is MutationKind.DELETE_VERSION:
+            self.version_markers.setdefault(m.row, set()).update((target, ts) for target in targets)
+        else:
+            marks = self.markers.setdefault(m.row, {})
+            for target in targets:
+                marks[target] = max(marks.get(target, -1), ts)
+        for column, versions in self.rows.get(m.row, {}).items():
+            for v in [v for v in versions if self.masked(m.row, column, v)]:
+                del versions[v]
 
 
 class MemoryHBase:
@@ -188,7 +218,7 @@ class MemoryHBase:
                                     f"{table},{bounds[i]!r},{t.generation}.{i}."))
         return out
 
-    async def write(self, table: str, mutations: Sequence[Mutation], *, server: str | None = None) -> None:
+    async def write(self, table: str, mutations: Sequence[Mutation], *, server: str | None = None) -> str | None:
         self._enter()
         try:
             await anyio.lowlevel.checkpoint()
@@ -203,20 +233,16 @@ class MemoryHBase:
                         raise HBaseRequestError(f"NoSuchColumnFamilyException: {family} in {table}", table=table)
             for m in mutations:
                 ts = m.timestamp if m.timestamp is not None else self.clock()
-                if m.kind is MutationKind.DELETE:
-                    cells = t.rows.get(m.row)
-                    if cells is not None:
-                        for column in (list(m.cells) or list(cells)):
-                            versions = cells.get(column, {})
-                            for v in [v for v in versions if v <= ts]:
-                                del versions[v]
+                if m.kind is MutationKind.DELETE or m.kind is MutationKind.DELETE_VERSION:
+                    t.delete(m, ts)
                 elif m.kind is MutationKind.INCREMENT:
                     column = next(iter(m.cells))
                     versions = t.rows.get(m.row, {}).get(column, {})
                     total = int.from_bytes(versions[max(versions)], "big", signed=True) if versions else 0
                     self.put(table, m.row, {column: (total + m.amount).to_bytes(8, "big", signed=True)}, ts)
                 else:
-                    self.put(table, m.row, m.cells, ts)
+                    self.put(table, m.row, {c: v for c, v in m.cells.items() if not t.masked(m.row, c, ts)}, ts)
+            return None
         finally:
             self.in_flight -= 1
 

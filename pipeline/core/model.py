@@ -49,6 +49,7 @@ class Origin:
 class MutationKind(Enum):
     PUT = "put"
     DELETE = "delete"
+    DELETE_VERSION = "delete_version"
     INCREMENT = "increment"
 
 
@@ -57,7 +58,10 @@ class Mutation:
 
     - ``PUT``: ``cells`` maps ``b"family:qualifier"`` to the value; every cell gets ``timestamp``
       (milliseconds) when it is not None, so that a replay rewrites the same cell versions.
-    - ``DELETE``: ``cells`` keys name the columns to delete (empty: the whole row).
+    - ``DELETE``: ``cells`` keys name what to delete: ``b"family:qualifier"`` a column, ``b"family"``
+      (no ``:``) a whole family; no cells: the whole row. Every version up to ``timestamp`` goes (all
+      versions when it is None); a put at or below it stays hidden, one above it shows.
+    - ``DELETE_VERSION``: as ``DELETE``, but only the version at exactly ``timestamp`` (not None).
     - ``INCREMENT``: ``cells`` holds exactly one column; ``amount`` is added atomically.
 
     ``size`` is an estimate of the bytes on the wire (row + column names + values), used for the

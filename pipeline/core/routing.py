@@ -24,105 +24,27 @@ holding the 8-byte amount: a replay rewrites the same cell, and the count is the
 from __future__ import annotations
 
 import functools
-import json
 import struct
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import orjson
 
+from pipeline.core.changes import ChangeRoute, ChangeTopic, MetaRecord
+from pipeline.core.decode import dumps, loads
+from pipeline.core.fields import MISSING as _MISSING
+from pipeline.core.fields import encode_long, encoder, getter, text
 from pipeline.core.model import Mutation, MutationKind, Origin, TopicPartition
 from pipeline.core.putgen import MutationFn, generate_put
 from pipeline.errors import ConfigError, EventError
 from pipeline.rowkey import EventFieldError, RowKey, RowKeyError, compile_rowkey
-from pipeline.settings import ColumnSpec, RouteSpec
+from pipeline.settings import RouteSpec, TopicSpec
 
-__all__ = ["CompiledRoute", "Record", "RoutedRun", "Router", "compile_route", "decode_value", "encode_long", "getter"]
+__all__ = ["CompiledRoute", "Record", "RoutedRun", "Router", "compile_route", "decode_value", "dumps", "encode_long",
+           "encoder", "getter", "loads", "text"]
 
 _LONG = struct.Struct(">q")
-_MISSING = object()
-
-
-def encode_long(value: int) -> bytes:
-    return _LONG.pack(value)
-
-
-def getter(path: str) -> Callable[[Mapping[str, Any]], Any]:
-    """A function reading a dotted path (``a.b.c``) from a decoded event; returns a sentinel when absent."""
-    parts = tuple(path.split("."))
-    if len(parts) == 1:
-        key = parts[0]
-        return lambda event: event.get(key, _MISSING)
-
-    def get(event: Mapping[str, Any]) -> Any:
-        cur: Any = event
-        for p in parts:
-            if not isinstance(cur, Mapping):
-                return _MISSING
-            cur = cur.get(p, _MISSING)
-            if cur is _MISSING:
-                return _MISSING
-        return cur
-    return get
-
-
-# digits and "-" -> "0", any other byte -> " " (a C-level translate and substring search: 7x
-# cheaper than a regular expression here). orjson keeps integers in [-2**63, 2**64 - 1] exact and
-# reads any other as a float: a run of 20 digits (2**64 has 20), or a minus sign and 19 digits
-# (-2**63 - 1 has 19), marks an integer that may lie outside that range. A run that is not such an
-# integer (digits in a string, a long fraction) only costs a second, exact parse
-_DIGITS = bytes(0x30 if 0x30 <= b <= 0x39 or b == 0x2D else 0x20 for b in range(256))
-_LONG_RUN = b"0" * 20
-
-
-def loads(value: bytes) -> Any:
-    """Parse a record value: orjson, except that integers outside [-2**63, 2**64 - 1] stay exact
-    (orjson reads them as floats, which would silently change them). orjson validates first, so both
-    parsers accept the same documents; only values with a run of 20+ digits, or of 19 after a minus
-    sign, are parsed a second time, exactly."""
-    event = orjson.loads(value)
-    if _LONG_RUN in value.translate(_DIGITS):
-        event = json.loads(value)
-    return event
-
-
-def dumps(value: Any) -> bytes:
-    """orjson's compact JSON, or the standard library's for an integer beyond 64 bits (same text)."""
-    try:
-        return orjson.dumps(value)
-    except orjson.JSONEncodeError:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
-
-
-def _text(value: Any) -> bytes:
-    if isinstance(value, str):
-        return value.encode()
-    if isinstance(value, bool):
-        return b"true" if value else b"false"
-    if isinstance(value, int | float):
-        return str(value).encode()
-    return dumps(value)
-
-
-def _long(field: str) -> Callable[[Any], bytes]:
-    def enc(value: Any) -> bytes:
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise EventError("bad_type", f"field {field!r}: expected an integer for a long column, "
-                                         f"got {type(value).__name__} {value!r}")
-        try:
-            return _LONG.pack(value)
-        except struct.error as exc:
-            raise EventError("out_of_range", f"field {field!r}: {value} does not fit in 8 bytes") from exc
-    return enc
-
-
-def _encoder(spec: ColumnSpec) -> Callable[[Any], bytes]:
-    if spec.encoding == "long":
-        return _long(spec.field)
-    if spec.encoding == "json":
-        return dumps
-    return _text
 
 
 def decode_value(encoding: str, raw: bytes) -> Any:
@@ -154,7 +76,7 @@ class CompiledRoute:
             self.rowkey: RowKey = compile_rowkey(spec.rowkey)
         except RowKeyError as exc:
             raise ConfigError(f"route {spec.name!r}: rowkey {spec.rowkey!r} is invalid: {exc}") from exc
-        self.columns = [_Column(c.encode(), cs.field, getter(cs.field), _encoder(cs), cs.required)
+        self.columns = [_Column(c.encode(), cs.field, getter(cs.field), encoder(cs), cs.required)
                         for c, cs in spec.columns.items()]
         self.families = sorted({c.split(":", 1)[0] for c in spec.columns}
                                | ({spec.counter.column.split(":", 1)[0]} if spec.counter else set()))
@@ -169,10 +91,14 @@ class CompiledRoute:
         #: ``mutation(event, origin)``: the route's mutation for one event, or :class:`EventError`.
         #: A put route's is generated (:mod:`pipeline.core.putgen`) and returns what
         #: :meth:`mutation_reference` returns; a counter route's is the reference itself.
-        self.mutation: MutationFn = self.mutation_reference if c is not None else generate_put(
+        self.mutation: MutationFn = self.mutation_reference if c is not None or spec.changelog else generate_put(
             route=spec.name, table=spec.table, build=self.rowkey.builder, columns=spec.columns,
             timestamp_field=spec.timestamp_field, max_key_bytes=max_key_bytes, max_cell_bytes=max_cell_bytes,
-            text=_text, dumps=dumps, slow=self.mutation_reference)
+            text=text, dumps=dumps, slow=self.mutation_reference)
+        #: the general path's form of the route (metadata fields, deletes, null rules): None for a
+        #: plain route, which the generated :attr:`mutation` serves
+        self.change: ChangeRoute | None = ChangeRoute(spec, self.rowkey, self.families, max_key_bytes,
+                                                      max_cell_bytes) if spec.changelog else None
 
     def __repr__(self) -> str:
         return f"CompiledRoute({self.name!r} -> {self.table!r}, {self.spec.rowkey!r})"
@@ -239,7 +165,7 @@ class CompiledRoute:
             ident = self._id(event)
             if ident is _MISSING or ident is None:
                 raise EventError("missing_field", f"route {self.name!r}: counter id field {c.id_field!r} is missing")
-            ident_b = _text(ident)
+            ident_b = text(ident)
         else:
             ident_b = f"{origin.tp.topic}/{origin.tp.partition}/{origin.offset}".encode()
         return Mutation(self.table, row, MutationKind.PUT, {self._counter_family + ident_b: encode_long(amount)},
@@ -265,10 +191,14 @@ def _compiled(spec_json: str, max_key_bytes: int, max_cell_bytes: int) -> Compil
 
 
 class Router:
-    """All routes, grouped by topic."""
+    """All routes, grouped by topic. A topic whose routes are all plain (no record metadata, no
+    deletes, no null rules) and whose values are JSON is routed by the generated put builders, one
+    mutation per route and record; any other topic by the general path (:mod:`pipeline.core.changes`),
+    any number per route and record. ``topics``: the ``[[topics]]`` entries (a topic not in it is
+    JSON with text keys)."""
 
     def __init__(self, routes: Iterable[RouteSpec], max_key_bytes: int = _MAX_KEY_BYTES,
-                 max_cell_bytes: int = _MAX_CELL_BYTES) -> None:
+                 max_cell_bytes: int = _MAX_CELL_BYTES, topics: Iterable[TopicSpec] = ()) -> None:
         self.routes = [compile_route(r, max_key_bytes, max_cell_bytes) for r in routes]
         if not self.routes:
             raise ConfigError("the configuration declares no routes")
@@ -276,6 +206,13 @@ class Router:
         for r in self.routes:
             self.by_topic.setdefault(r.spec.topic, []).append(r)
         self._builders = {topic: tuple(r.mutation for r in routes) for topic, routes in self.by_topic.items()}
+        specs = {t.name: t for t in topics}
+        self.general: dict[str, ChangeTopic] = {}
+        for topic, rs in self.by_topic.items():
+            spec = specs.get(topic) or TopicSpec(name=topic)
+            if spec.value_format != "json" or spec.key_format != "text" or any(r.change for r in rs):
+                self.general[topic] = ChangeTopic(spec, [r.change or _as_change(r, max_key_bytes, max_cell_bytes)
+                                                         for r in rs])
 
     def __repr__(self) -> str:
         return f"Router({len(self.routes)} routes over topics {sorted(self.by_topic)})"
@@ -289,7 +226,8 @@ class Router:
         return sorted({r.table for r in self.routes})
 
     def route(self, topic: str, value: bytes | None, origin: Origin) -> list[Mutation]:
-        """The mutations for one record; raises :class:`EventError` when the record cannot be written."""
+        """The mutations for one record of a plain topic; raises :class:`EventError` when the record
+        cannot be written (a topic on the general path: :meth:`route_record`)."""
         event = _event(value)
         builders = self._builders.get(topic, ())
         if len(builders) == 1:
@@ -301,10 +239,14 @@ class Router:
         cannot be written: what :meth:`route` does for each in turn, in one call.
 
         The result's ``mutations`` are those of ``records[start:result.stop]``, in record order and,
-        per record, in route order (exactly one per route of the topic: a record is routed whole or
-        not at all). When ``result.stop < stop``, ``records[result.stop]`` was refused and
-        ``result.error`` says why; nothing of it is in ``mutations``.
+        per record, in route order (a record is routed whole or not at all): exactly one per route of
+        the topic when ``result.counts`` is None (a plain topic), else ``counts[j]`` for record
+        ``start + j`` (the general path). When ``result.stop < stop``, ``records[result.stop]`` was
+        refused and ``result.error`` says why; nothing of it is in ``mutations``.
         """
+        general = self.general.get(tp.topic)
+        if general is not None:
+            return _route_general(general, tp, records, start, stop)
         builders = self._builders.get(tp.topic, ())
         mutations: list[Mutation] = []
         append, extend = mutations.append, mutations.extend
@@ -332,23 +274,38 @@ class Router:
         return RoutedRun(stop, mutations, None)
 
 
-class Record(Protocol):
-    """What :meth:`Router.route_run` reads of a consumed record."""
-
-    @property
-    def offset(self) -> int: ...
-    @property
-    def value(self) -> bytes | None: ...
+Record = MetaRecord  # what Router.route_run reads of a consumed record (the plain path: offset, value)
 
 
 @dataclass(frozen=True, slots=True)
 class RoutedRun:
     """What :meth:`Router.route_run` routed: ``records[start:stop]`` gave ``mutations``; ``error`` is
-    why ``records[stop]`` was refused (None when the run reached the end it was given)."""
+    why ``records[stop]`` was refused (None when the run reached the end it was given); ``counts``:
+    the mutations of each record routed, when they are not one per route (the general path)."""
 
     stop: int
     mutations: list[Mutation]
     error: EventError | None
+    counts: list[int] | None = None
+
+
+def _route_general(topic: ChangeTopic, tp: TopicPartition, records: Sequence[Record], start: int,
+                   stop: int) -> RoutedRun:
+    mutations: list[Mutation] = []
+    counts: list[int] = []
+    for i in range(start, stop):
+        try:
+            got = topic.mutations(tp, records[i])
+        except EventError as exc:
+            return RoutedRun(i, mutations, exc, counts)
+        mutations += got
+        counts.append(len(got))
+    return RoutedRun(stop, mutations, None, counts)
+
+
+def _as_change(route: CompiledRoute, max_key_bytes: int, max_cell_bytes: int) -> ChangeRoute:
+    """A plain route sharing a topic with general ones, in its general form (the same puts)."""
+    return ChangeRoute(route.spec, route.rowkey, route.families, max_key_bytes, max_cell_bytes)
 
 
 def _event(value: bytes | None) -> dict[str, Any]:

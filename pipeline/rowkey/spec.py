@@ -29,7 +29,7 @@ from pipeline.rowkey.errors import SpecSyntaxError
 
 __all__ = ["Arg", "Node", "parse_spec"]
 
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:[-.][A-Za-z0-9_]+)*")
+_NAME = re.compile(r"\$?[A-Za-z_][A-Za-z0-9_]*(?:[-.][A-Za-z0-9_]+)*")
 _WORD = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
 _NUMBER = re.compile(r"\d+[A-Za-z]*")
 _MAXVAL = re.compile(r"(?i)long\.max_value(?:-(.+))?$")

@@ -88,16 +88,21 @@ class WorkerProcess:
     metrics_port: int = 0
     proc: subprocess.Popen[bytes] | None = None
     runs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    #: more environment for the worker; ``gateway_env`` False leaves the gateways to the profile
+    env: dict[str, str] = field(default_factory=dict)
+    gateway_env: bool = True
 
     def start(self) -> None:
         """Start a new run (a fresh metrics port each time: a killed run's port may linger)."""
         self.metrics_port = free_port()
         gw = self.stack.gateways[0]
         env = {**os.environ, "HBASE_INGEST_KAFKA__BOOTSTRAP_SERVERS": self.stack.bootstrap,
-               "HBASE_INGEST_HBASE__HOST": gw.host, "HBASE_INGEST_HBASE__PORT": str(gw.thrift_port),
-               "HBASE_INGEST_HBASE__THRIFT2_PORT": str(gw.thrift2_port),
                # a killed worker's partitions go to the others after 6 s, not 30
-               "HBASE_INGEST_KAFKA__SESSION_TIMEOUT_MS": "6000", "HBASE_INGEST_KAFKA__HEARTBEAT_INTERVAL_MS": "1000"}
+               "HBASE_INGEST_KAFKA__SESSION_TIMEOUT_MS": "6000", "HBASE_INGEST_KAFKA__HEARTBEAT_INTERVAL_MS": "1000",
+               **self.env}
+        if self.gateway_env:
+            env |= {"HBASE_INGEST_HBASE__HOST": gw.host, "HBASE_INGEST_HBASE__PORT": str(gw.thrift_port),
+                    "HBASE_INGEST_HBASE__THRIFT2_PORT": str(gw.thrift2_port)}
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "pipeline", "run", "--config", str(self.config), "--log-level", "INFO",

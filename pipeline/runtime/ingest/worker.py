@@ -52,6 +52,7 @@ from pipeline.ports import Broker, HBase, KafkaRecord, RecordSource
 from pipeline.runtime.ingest.accounting import footprint_of, settle_written
 from pipeline.runtime.ingest.commits import Committer
 from pipeline.runtime.ingest.deadletter import DeadLetters
+from pipeline.runtime.ingest.ledger import AckLedger
 from pipeline.runtime.ingest.observer import Observer, WorkerStats
 from pipeline.runtime.ingest.report import EventWarnings, WorkerSummary
 from pipeline.runtime.ingest.startup import check_tables, ensure_dead_letter_topic, until_reachable
@@ -97,7 +98,8 @@ class Worker:
         self.settings = settings
         self.hbase = hbase
         self.kafka = kafka
-        self.router = Router(settings.routes, settings.writer.max_key_bytes, settings.writer.max_cell_bytes)
+        self.router = Router(settings.routes, settings.writer.max_key_bytes, settings.writer.max_cell_bytes,
+                             settings.topics)
         self.topics = topics or self.router.topics
         unknown = set(self.topics) - set(self.router.topics)
         if unknown:
@@ -188,8 +190,9 @@ class Worker:
         self._committer = Committer(source, self.tracker, self.progress, self.observer, self.stats,
                                     self._warnings.skipped)
         self._dead = DeadLetters(producer, self.settings.kafka.dead_letter_topic, self.stats, self._warnings)
+        ledger_dir = self.settings.writer.ack_ledger_dir
         self._writer = BatchWriter(self.hbase, self.settings.writer, self.maps, self.observer,
-                                   self._dead.send_mutation)
+                                   self._dead.send_mutation, AckLedger(ledger_dir) if ledger_dir else None)
         await producer.start()
         try:
             source.subscribe(self.topics, self)
@@ -289,7 +292,11 @@ class Worker:
             i = 0
             while True:
                 run = router.route_run(tp, records, i, count)
-                tracker.register_run(tp, _offsets(records, i, run.stop), fanout)
+                if run.counts is None:  # one mutation per route and record
+                    tracker.register_run(tp, _offsets(records, i, run.stop), fanout)
+                else:
+                    for rec, n in zip(records[i:run.stop], run.counts, strict=True):
+                        tracker.register(Origin(tp, rec.offset), n)
                 self._queue(run.mutations, now)
                 stats.consumed += run.stop - i
                 if run.error is None:

@@ -24,6 +24,7 @@ from pipeline.core.model import Mutation
 from pipeline.core.regions import Region, RegionMap
 from pipeline.errors import HBaseError, HBaseIngestError, HBaseRequestError, RegionMapStale
 from pipeline.ports import RegionLocator, RowSink
+from pipeline.runtime.ingest.ledger import AckLedger, now_ms
 from pipeline.runtime.ingest.observer import Observer
 from pipeline.settings import WriterSettings
 
@@ -48,8 +49,10 @@ async def load_region_map(hbase: RegionLocator, table: str) -> RegionMap:
 
 class BatchWriter:
     def __init__(self, hbase: _Writable, settings: WriterSettings, maps: dict[str, RegionMap],
-                 observer: Observer, reject: Callable[[Mutation, str], Awaitable[None]]) -> None:
+                 observer: Observer, reject: Callable[[Mutation, str], Awaitable[None]],
+                 ledger: AckLedger | None = None) -> None:
         self.hbase = hbase
+        self.ledger = ledger
         self.settings = settings
         self.maps = maps
         self.observer = observer
@@ -89,12 +92,17 @@ class BatchWriter:
         started = time.monotonic()
         while True:
             t0 = time.monotonic()
+            sent_ms = now_ms() if self.ledger is not None else 0
             try:
-                await self.hbase.write(batch.table, batch.mutations, server=batch.region.server)
+                gateway = await self.hbase.write(batch.table, batch.mutations, server=batch.region.server)
             except HBaseRequestError as exc:
+                if self.ledger is not None:
+                    self.ledger.failed(batch, sent_ms, attempt, str(exc), refused=True)
                 await self._isolate(batch, exc)
                 return
             except HBaseError as exc:
+                if self.ledger is not None:
+                    self.ledger.failed(batch, sent_ms, attempt, f"{type(exc).__name__}: {exc}")
                 if not exc.retryable:
                     raise
                 if isinstance(exc, RegionMapStale):
@@ -114,6 +122,8 @@ class BatchWriter:
                 attempt += 1
                 await anyio.sleep(delay / 1000)
             else:
+                if self.ledger is not None:
+                    self.ledger.acknowledged(batch, sent_ms, gateway, attempt)
                 self.observer.batch_written(batch.table, batch.region.name, batch.region.server, batch.rows,
                                             batch.size, time.monotonic() - t0)
                 return

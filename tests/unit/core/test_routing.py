@@ -75,6 +75,9 @@ def test_refused_records_name_their_reason(raw: bytes, reason: str | None) -> No
 class _Rec:
     def __init__(self, offset: int, value: bytes | None) -> None:
         self.offset, self.value = offset, value
+        self.key: bytes | None = None
+        self.timestamp = 0
+        self.headers: tuple[tuple[str, bytes], ...] = ()
 
 
 _VALUES = [b'{"id": "a", "n": 1, "v": "x"}', b'{"id": "b", "n": 2, "v": 3.5, "j": [1]}', b"{not json", b"[1]", None,

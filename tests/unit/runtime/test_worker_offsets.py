@@ -11,6 +11,9 @@ from pipeline.runtime.ingest.worker import _offsets
 class _Rec:
     offset: int
     value: bytes | None = None
+    key: bytes | None = None
+    timestamp: int = 0
+    headers: tuple[tuple[str, bytes], ...] = ()
 
 
 def test_offsets_of_a_run_are_a_range_without_gaps_and_a_list_with_them() -> None:
