@@ -227,7 +227,11 @@ class Router:
 
     def route(self, topic: str, value: bytes | None, origin: Origin) -> list[Mutation]:
         """The mutations for one record of a plain topic; raises :class:`EventError` when the record
-        cannot be written (a topic on the general path: :meth:`route_record`)."""
+        cannot be written. A topic on the general path needs the whole record (key, headers,
+        timestamp): :meth:`route_run`; here it is a ``ValueError``."""
+        if topic in self.general:
+            raise ValueError(f"topic {topic!r} is routed by the general path (record metadata, deletes or its "
+                             "format): route whole records with route_run")
         event = _event(value)
         builders = self._builders.get(topic, ())
         if len(builders) == 1:

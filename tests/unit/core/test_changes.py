@@ -34,7 +34,7 @@ def route(**kw: Any) -> RouteSpec:
 
 
 def router(*routes: RouteSpec, key_format: str = "text") -> Router:
-    return Router(list(routes), topics=[TopicSpec(name="t", key_format=key_format)])  # type: ignore[arg-type]
+    return Router(list(routes), topics=[TopicSpec(name="t", key_format=key_format)])
 
 
 def muts(r: Router, *recs: Rec) -> tuple[list[Any], list[int] | None, EventError | None]:
