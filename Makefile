@@ -8,12 +8,13 @@ BIN := $(VENV)/bin
 # extracted next to the virtualenv (installing the package would start a Prometheus server)
 PROMTOOL := $(VENV)/prometheus/usr/bin/promtool
 
-.PHONY: demo test install stack-up stack-down lint bench bench-scale
+.PHONY: demo test install stack-up stack-up-cdc stack-down lint bench bench-scale
 
 demo: install
 	$(BIN)/hbase-ingest demo
 
-test: install stack-up $(PROMTOOL)
+# the tests need the CDC part too (PostgreSQL 15 from the distribution, Kafka Connect with Debezium)
+test: install stack-up-cdc $(PROMTOOL)
 	PROMTOOL=$(PROMTOOL) $(BIN)/python -m pytest
 
 install: $(VENV)/.installed
@@ -30,6 +31,9 @@ $(VENV)/.installed: pyproject.toml
 
 stack-up: install
 	$(BIN)/hbase-ingest stack up --secure
+
+stack-up-cdc: install
+	$(BIN)/hbase-ingest stack up --secure --cdc
 
 stack-down:
 	$(BIN)/hbase-ingest stack down

@@ -267,6 +267,23 @@ class StackSettings(Section):
     secure: bool = Field(default=False, description="also a SASL_SSL listener (SCRAM-SHA-512, TLS, ACLs) on Kafka")
     kafka_secure_port: int | None = Field(default=None, ge=1, le=MAX_PORT,
                                           description="the SASL_SSL listener's port; None: kafka_port + 2")
+    cdc: bool = Field(default=False,
+                      description="also PostgreSQL and Kafka Connect with Debezium (connectors.stack.cdc)")
+    postgres_port: int = Field(default=5433, ge=1, le=MAX_PORT,
+                               description="the CDC PostgreSQL's loopback port (5433: clear of a system one on 5432)")
+    postgres_bin_dir: Path | None = Field(default=None,
+                                          description="PostgreSQL 15's initdb, postgres, psql; None: Debian's")
+    connect_port: int = Field(default=8083, ge=1, le=MAX_PORT, description="Kafka Connect's REST port")
+    connect_heap_mb: int = Field(default=512, ge=128, le=1024 * 1024)
+    cdc_tables: list[Annotated[str, Field(pattern=r"^[a-z_][a-z0-9_]*\.[a-z_][a-z0-9_]*$")]] = Field(
+        default_factory=lambda: ["public.orders"], min_length=1,
+        description="schema.table names Debezium captures (the stack adds its probe table)")
+    cdc_topic_prefix: str = Field(default="shop", pattern=r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,100}$",
+                                  description="Debezium's topic.prefix: topics are <prefix>.<schema>.<table>")
+    cdc_topic_partitions: int = Field(default=4, ge=1, le=1000,
+                                      description="partitions of the captured tables' topics, made before Connect "
+                                                  "starts (Debezium keys by primary key: a key keeps one partition)")
+
     @model_validator(mode="after")
     def _cluster_shape(self) -> StackSettings:
         if (self.region_servers == 0) != (self.gateways == 0):

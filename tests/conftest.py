@@ -29,6 +29,15 @@ def secure_listener(stack: LocalStack) -> SecureListener:
     return secured.secure_listener
 
 
+@pytest.fixture(scope="session")
+def cdc_stack(stack: LocalStack) -> LocalStack:
+    """The stack with its CDC part (``stack up --cdc``, as ``make test`` starts it): PostgreSQL and Kafka
+    Connect with Debezium (``.cdc``). When the stack runs without them, this adds them (nothing else restarts)."""
+    with_cdc = LocalStack(StackSettings(cdc=True))
+    with_cdc.up()
+    return with_cdc
+
+
 @pytest.fixture
 def unique() -> str:
     return uuid.uuid4().hex[:10]

@@ -4,6 +4,8 @@
   ``$HBASE_INGEST_CACHE``, else ``$XDG_CACHE_HOME/hbase-ingest``, else ``~/.cache/hbase-ingest``.
 - **state** (server data, rendered configs, logs, pid files): ``$HBASE_INGEST_STATE``, else
   ``$XDG_STATE_HOME/hbase-ingest/stack``, else ``~/.local/state/hbase-ingest/stack``.
+  The CDC processes (``stack up --cdc``) keep PostgreSQL's data directory and socket folder in
+  ``postgres/``, Kafka Connect's offsets file and the password file of the CDC user in ``connect/``.
 - **infra** (the project's poms, config templates and the HBase launcher): ``$HBASE_INGEST_INFRA``,
   else ``infra/`` of the checkout the package runs from, else the copy an installed wheel carries
   (``connectors/stack/infra``, mapped from ``infra/`` by pyproject.toml).
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
+    "DEBEZIUM_VERSION",
     "HBASE_THRIFT_VERSION",
     "HBASE_VERSION",
     "KAFKA_VERSION",
@@ -30,6 +33,8 @@ __all__ = [
 KAFKA_VERSION = "4.2.1"
 HBASE_VERSION = "2.6.1-hadoop3"
 HBASE_THRIFT_VERSION = "2.6.1"
+#: the Debezium PostgreSQL connector Kafka Connect runs (``stack up --cdc``; infra/connect/)
+DEBEZIUM_VERSION = "3.6.1.Final"
 
 
 def default_cache_dir() -> Path:
@@ -78,6 +83,30 @@ class StackLayout:
     @property
     def hbase_lib(self) -> Path:
         return self.cache / f"hbase-{HBASE_VERSION}" / "lib"
+
+    @property
+    def connect_lib(self) -> Path:
+        """Kafka Connect's runtime classpath (same Kafka version as the broker)."""
+        return self.cache / f"connect-{KAFKA_VERSION}" / "lib"
+
+    @property
+    def connect_plugins(self) -> Path:
+        """Kafka Connect's ``plugin.path``: one folder per plugin (``debezium-connector-postgres``)."""
+        return self.cache / f"debezium-{DEBEZIUM_VERSION}" / "plugins"
+
+    @property
+    def debezium_plugin(self) -> Path:
+        return self.connect_plugins / "debezium-connector-postgres"
+
+    @property
+    def postgres(self) -> Path:
+        """PostgreSQL's folder: ``data`` (its data directory) and ``run`` (its Unix socket)."""
+        return self.state / "postgres"
+
+    @property
+    def connect_state(self) -> Path:
+        """Kafka Connect's folder: its offsets file, the CDC user's password, the slot record."""
+        return self.state / "connect"
 
     @property
     def thrift2_idl(self) -> Path:

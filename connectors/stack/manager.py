@@ -9,14 +9,20 @@ Thrift1 and Thrift2 gateways, run from Maven Central jars on loopback, in one of
   ``regionserver-i`` and ``gateway-j`` (Thrift1 + Thrift2 in one JVM each), HBase in distributed mode
   on the local filesystem.
 
+With ``cdc`` (``stack up --cdc``), either shape also runs ``postgres`` and ``connect``: PostgreSQL 15
+and Kafka Connect with the Debezium PostgreSQL connector (:mod:`.cdc`). An ``up`` without ``--cdc``
+never stops them: a stack whose state folder holds their pid files keeps them (as ``secure`` keeps the
+SASL_SSL listener), and without ``--cdc`` nothing of theirs is provisioned.
+
 The one-JVM stack stays the default (``make demo``, ``make test``): on a 2-core machine it was ready in
 24-35 s where a 2+2 cluster took 39-59 s, with 2 JVMs (~0.75 GB RSS) instead of 7 (~1.7 GB).
 
 Every process has a pid file and a log in the state folder. ``up`` is idempotent: it starts what is
 not running (reporting first any server that died, with the log lines that say why) and returns once
 real round trips succeed (Kafka produce/consume; put/get through Thrift1 and Thrift2 of every gateway;
-every region server registered in ZooKeeper). ``down`` signals only the pids it started (SIGTERM,
-then SIGKILL after a grace period), gateways first and Kafka last.
+every region server registered in ZooKeeper; a PostgreSQL row back as its change event on Kafka).
+``down`` signals only the pids it started (SIGTERM, SIGINT for PostgreSQL's fast shutdown, then
+SIGKILL after a grace period): Connect and PostgreSQL first, then gateways, Kafka last.
 ``up`` and ``down`` hold an exclusive lock beside the state folder (``LocalStack.exclusive``), so
 an ``up`` started while a ``down`` is still stopping the servers waits for it instead of racing it
 (and the other way round); a wait longer than ``lock_timeout_s`` fails with a StackError.
@@ -37,9 +43,11 @@ from typing import Literal
 from pipeline.errors import StackError
 from pipeline.settings import StackSettings
 
+from .cdc import CdcServers
 from .health import START_MARKER, DiedProcess
 from .launch import kafka_format_argv, server_argv
 from .layout import HBASE_VERSION, KAFKA_VERSION, StackLayout, default_cache_dir, default_state_dir, infra_dir
+from .pgserver import STOP_SIGNAL
 from .processes import OwnedProcess, port_in_use, tail, tail_lines
 from .provision import ensure_classpaths, ensure_launcher, ensure_tools, render_configs
 from .readiness import hbase_round_trip, kafka_round_trip, registered_region_servers, serving_as, wait_until
@@ -51,6 +59,7 @@ from .secure import (
     setup_users_and_acls,
 )
 from .topology import (
+    CDC_ROLES,
     HOST,
     SETTING_OF_LABEL,
     Gateway,
@@ -111,10 +120,13 @@ class LocalStack:
 
     def __init__(self, settings: StackSettings | None = None, topology: StackTopology | None = None) -> None:
         """``topology``: the processes to manage; by default those ``settings`` plan (:func:`plan_topology`)."""
-        self.settings = settings or StackSettings()
-        s = self.settings
+        s = settings or StackSettings()
         self.layout = StackLayout(s.cache_dir or default_cache_dir(), s.state_dir or default_state_dir(),
                                   infra_dir())
+        recorded_cdc = topology is not None and any(p.role in CDC_ROLES for p in topology.processes)
+        if not s.cdc and (recorded_cdc or any(self.layout.pid_file(n).exists() for n in CDC_ROLES)):
+            s = s.model_copy(update={"cdc": True})  # started by an earlier `up --cdc`: kept, never taken away
+        self.settings = s
         self._topology = topology or plan_topology(s)
         self.procs = {p.name: self._owned(p.name) for p in self._topology.processes}
         #: the Kafka JVM, and the standalone HBase JVM (in a cluster its pid is None: see ``procs``)
@@ -123,6 +135,9 @@ class LocalStack:
         self._launcher: Path | None = None
         #: the SASL_SSL listener (``--secure``; see :mod:`.secure`): where it is, whether or not it runs
         self.secure_listener = SecureListener.of(s, self.layout)
+        #: PostgreSQL and Kafka Connect (``--cdc``; see :mod:`.cdc`), None when this stack has no CDC part
+        self.cdc = (CdcServers(s, self.layout, self.procs["postgres"], self.procs["connect"])
+                    if "connect" in self.procs else None)
 
     def __repr__(self) -> str:
         running = {name: p.pid() for name, p in self.procs.items()}
@@ -137,6 +152,8 @@ class LocalStack:
         return cls(settings, topology_from_json(path.read_text())) if path.is_file() else plain
 
     def _owned(self, name: str) -> OwnedProcess:
+        if name == "postgres":
+            return OwnedProcess(name, self.layout.pid_file(name), self.layout.log_file(name), STOP_SIGNAL, forks=True)
         return OwnedProcess(name, self.layout.pid_file(name), self.layout.log_file(name))
 
     @property
@@ -152,14 +169,18 @@ class LocalStack:
         return self._topology.gateways
 
     def hbase_pids(self) -> dict[str, int | None]:
-        """Every HBase-side process (not Kafka) -> its pid, or None when it is not running."""
-        return {name: p.pid() for name, p in self.procs.items() if name != "kafka"}
+        """Every HBase-side process (not Kafka, not the CDC ones) -> its pid, or None when it is not running."""
+        return {p.name: self.procs[p.name].pid() for p in self._hbase_side()}
+
+    def _hbase_side(self) -> list[ServerProcess]:
+        return [p for p in self._topology.processes if p.role != "kafka" and p.role not in CDC_ROLES]
 
     def _ports(self) -> dict[str, int]:
         out: dict[str, int] = {}
         for proc in self._topology.processes:
             for label, port in proc.ports.items():
-                key = label if proc.role in ("kafka", "hbase", "zookeeper", "master") else f"{proc.name} {label}"
+                named = proc.role in ("kafka", "hbase", "zookeeper", "master", *CDC_ROLES)
+                key = label if named else f"{proc.name} {label}"
                 out[key] = port
         return out
 
@@ -195,6 +216,8 @@ class LocalStack:
         if self.secure:
             secure_round_trip(self.secure_listener, timeout_s)
         self._check_hbase(timeout_s)
+        if self.cdc is not None:
+            self.cdc.check_ready(timeout_s)
 
     def _check_hbase(self, timeout_s: float) -> None:
         if self._topology.mode == "cluster":
@@ -259,6 +282,9 @@ class LocalStack:
         self._check_other_shape()
         ensure_tools()
         downloaded = ensure_classpaths(self.layout)
+        if self.cdc is not None:
+            downloaded = self.cdc.provision() or downloaded
+            self.cdc.restart_failed()
         t_prov = time.monotonic()
         self._launcher = ensure_launcher(self.layout)
         secure = self.secure
@@ -276,9 +302,9 @@ class LocalStack:
                         timings_s={"provision": t_prov - t0, "start": t_end - t_prov, "total": t_end - t0})
 
     def down(self, wipe: bool = False) -> list[str]:
-        """Stop the processes this stack started (gateways and HBase first, Kafka last), and those of
-        the other shape if a pid file of it is there. ``wipe`` also deletes the state folder (data,
-        logs). Returns the names of the processes stopped."""
+        """Stop the processes this stack started (Kafka Connect and PostgreSQL first, then gateways and
+        HBase, Kafka last), and those of the other shape if a pid file of it is there. ``wipe`` also
+        deletes the state folder (data, logs). Returns the names of the processes stopped."""
         with self.exclusive():
             names = [p.name for p in reversed(self._topology.processes)]
             names += [n for n in self._pid_file_names() if n not in names]
@@ -329,6 +355,9 @@ class LocalStack:
 
     def _start(self, proc: ServerProcess, deadline: float) -> None:
         lay = self.layout
+        if self.cdc is not None and proc.role in CDC_ROLES:
+            (self.cdc.start_postgres if proc.role == "postgres" else self.cdc.start_connect)(deadline)
+            return
         if proc.role == "kafka":
             data = lay.state / "kafka" / "data"
             data.mkdir(parents=True, exist_ok=True)
@@ -363,7 +392,7 @@ class LocalStack:
         self._wait(self.kafka, lambda: kafka_round_trip(self.bootstrap, 10.0), deadline)
         if self.secure:
             self._wait_secure(deadline)
-        hbase_side = [p for n, p in self.procs.items() if n != "kafka"]
+        hbase_side = [self.procs[p.name] for p in self._hbase_side()]
 
         def hbase() -> None:
             for p in hbase_side:
@@ -373,6 +402,8 @@ class LocalStack:
         # the log to point at when HBase never answers: the standalone JVM, or the master of a cluster
         main = self.procs.get("hbase") or self.procs["master"]
         self._wait(main, hbase, deadline)
+        if self.cdc is not None:
+            self.cdc.wait_ready(deadline)
 
 
     def _wait_secure(self, deadline: float) -> None:

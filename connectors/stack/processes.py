@@ -3,7 +3,8 @@
 A pid file holds ``<pid> <start time in clock ticks>`` (field 22 of ``/proc/<pid>/stat``), so a
 recycled pid that now belongs to another program is never mistaken for ours and never signalled.
 Only :meth:`OwnedProcess.stop` removes a pid file: a pid file whose process is gone means the server
-died (:meth:`OwnedProcess.died`).
+died (:meth:`OwnedProcess.died`). A server that forks a process per connection and helper (PostgreSQL)
+is owned with ``forks=True``: its memory is that of the whole family (:meth:`OwnedProcess.rss_mb`).
 """
 
 from __future__ import annotations
@@ -62,10 +63,14 @@ def tail(path: Path, lines: int = 30) -> str:
 class OwnedProcess:
     """A server process started by the stack, identified by its pid file."""
 
-    def __init__(self, name: str, pid_file: Path, log_file: Path) -> None:
+    def __init__(self, name: str, pid_file: Path, log_file: Path, stop_signal: int = signal.SIGTERM,
+                 forks: bool = False) -> None:
+        """``stop_signal``: what :meth:`stop` sends first; ``forks``: the server's children are part of it."""
         self.name = name
         self.pid_file = pid_file
         self.log_file = log_file
+        self.stop_signal = stop_signal
+        self.forks = forks
 
     def __repr__(self) -> str:
         return f"OwnedProcess({self.name!r}, pid={self.pid()})"
@@ -95,9 +100,14 @@ class OwnedProcess:
         return DiedProcess(self.name, recorded[0], self.log_file, death_cause(tail_lines(self.log_file)))
 
     def rss_mb(self) -> float | None:
+        """Resident memory in MiB (None when not running). With ``forks``: the sum of the proportional set
+        sizes (Pss) of the process and its children, which counts memory they share (PostgreSQL's
+        shared buffers) once, where a sum of their RSS would count it in every process."""
         pid = self.pid()
         if pid is None:
             return None
+        if self.forks:
+            return sum(_pss_kb(p) for p in (pid, *_children(pid))) / 1024
         try:
             for line in Path(f"/proc/{pid}/status").read_text().splitlines():
                 if line.startswith("VmRSS:"):
@@ -128,14 +138,14 @@ class OwnedProcess:
                              f"{tail(self.log_file)}")
 
     def stop(self, timeout_s: float = 30.0) -> bool:
-        """SIGTERM (runs the server's shutdown hooks), then SIGKILL after ``timeout_s``.
-        Returns True if a process was stopped."""
+        """``stop_signal`` (SIGTERM by default: runs the server's shutdown hooks), then SIGKILL after
+        ``timeout_s``. Returns True if a process was stopped."""
         pid = self.pid()
         if pid is None:
             self.pid_file.unlink(missing_ok=True)
             return False
         with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
+            os.kill(pid, self.stop_signal)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline and self.pid() is not None:
             _reap(pid)
@@ -148,6 +158,31 @@ class OwnedProcess:
                 time.sleep(0.1)
         self.pid_file.unlink(missing_ok=True)
         return True
+
+
+def _children(pid: int) -> list[int]:
+    """The pids whose parent is ``pid`` (from /proc)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            out.append(int(entry.name))
+    return out
+
+
+def _pss_kb(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    except (OSError, ValueError):
+        return 0
+    return 0
 
 
 def _reap(pid: int) -> None:

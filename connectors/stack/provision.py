@@ -1,6 +1,7 @@
 """Provisioning: check the tool chain, resolve the server classpaths from Maven Central into the
 user cache (once), extract the Thrift2 IDL, compile the HBase launcher (once per version of its
-source), and render configuration files into the state folder.
+source), and render configuration files into the state folder. The CDC stack's classpaths (Kafka
+Connect, the Debezium plugin: :func:`ensure_cdc_classpaths`) are resolved only when it is asked for.
 
 Each classpath directory is complete only when its ``.complete`` marker exists, so an interrupted
 download is redone rather than half-used.
@@ -19,9 +20,9 @@ from string import Template
 from connectors.hbase.thrift2_idl import extract_idl
 from pipeline.errors import StackError
 
-from .layout import HBASE_THRIFT_VERSION, HBASE_VERSION, KAFKA_VERSION, StackLayout
+from .layout import DEBEZIUM_VERSION, HBASE_THRIFT_VERSION, HBASE_VERSION, KAFKA_VERSION, StackLayout
 
-__all__ = ["ensure_classpaths", "ensure_launcher", "ensure_tools", "render_configs"]
+__all__ = ["ensure_cdc_classpaths", "ensure_classpaths", "ensure_launcher", "ensure_tools", "render_configs"]
 
 _DEP_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
 # slf4j 1.7 picks an arbitrary binding when several are present; HBase's own build excludes these.
@@ -82,6 +83,20 @@ def ensure_classpaths(layout: StackLayout) -> bool:
     _copy_dependencies(layout, layout.infra / "hbase" / "pom.xml", layout.hbase_lib,
                        [f"-Dhbase.version={HBASE_VERSION}", f"-Dhbase.thrift.version={HBASE_THRIFT_VERSION}"])
     extract_idl(layout.hbase_lib / f"hbase-thrift-{HBASE_THRIFT_VERSION}.jar", layout.thrift2_idl)
+    return True
+
+
+def ensure_cdc_classpaths(layout: StackLayout) -> bool:
+    """Make sure Kafka Connect's classpath (``infra/connect/pom.xml``) and the Debezium PostgreSQL plugin
+    (``infra/connect/debezium-postgres/pom.xml``) are in the cache. Returns True if anything was
+    downloaded."""
+    if (layout.connect_lib / ".complete").exists() and (layout.debezium_plugin / ".complete").exists():
+        return False
+    ensure_tools()
+    _copy_dependencies(layout, layout.infra / "connect" / "pom.xml", layout.connect_lib,
+                       [f"-Dkafka.version={KAFKA_VERSION}"])
+    _copy_dependencies(layout, layout.infra / "connect" / "debezium-postgres" / "pom.xml", layout.debezium_plugin,
+                       [f"-Ddebezium.version={DEBEZIUM_VERSION}"])
     return True
 
 

@@ -7,6 +7,8 @@
   reach the master and the region server that holds the probe's region.
 - ZooKeeper (cluster only): its ``dump`` command lists the ephemeral node of every live region server
   (``/hbase/rs/<host>,<port>,<startcode>``), so ``up`` waits until each region server has registered.
+- CDC (``--cdc``): a row written in PostgreSQL must come back as its change event on the row's topic
+  (:func:`change_event_round_trip`; :mod:`.cdc` writes the row and recognises the event).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 import happybase
@@ -29,8 +31,9 @@ from aiokafka.errors import TopicAlreadyExistsError
 
 from connectors.hbase.thrift2 import load_idl, open_client
 
-__all__ = ["PROBE_TABLE", "PROBE_TOPIC", "hbase_round_trip", "kafka_round_trip", "parse_region_servers",
-           "registered_region_servers", "run_in_new_loop", "serving_as", "wait_until"]
+__all__ = ["PROBE_TABLE", "PROBE_TOPIC", "change_event_round_trip", "ensure_topics", "hbase_round_trip",
+           "kafka_round_trip",
+           "parse_region_servers", "registered_region_servers", "run_in_new_loop", "serving_as", "wait_until"]
 
 PROBE_TOPIC = "hbase-ingest.ready"
 PROBE_TABLE = "hbase_ingest_ready"
@@ -95,6 +98,61 @@ def kafka_round_trip(bootstrap: str, timeout_s: float = 10.0, topic: str = PROBE
     log.setLevel(logging.CRITICAL)
     try:
         run_in_new_loop(asyncio.wait_for(_kafka_once(bootstrap, timeout_s, topic, options or {}), timeout_s * 2))
+    finally:
+        log.setLevel(level)
+
+
+async def _change_event_once(bootstrap: str, topic: str, write: Callable[[], None],
+                             match: Callable[[bytes | None], bool], timeout_s: float) -> None:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                                request_timeout_ms=int(timeout_s * 1000), metadata_max_age_ms=1000)
+    await consumer.start()
+    try:
+        tp = TopicPartition(topic, 0)
+        # the topic appears with the table's first change event: before that, every event is new
+        start = (await consumer.end_offsets([tp]))[tp] if topic in await consumer.topics() else 0
+        await asyncio.to_thread(write)
+        consumer.assign([tp])
+        consumer.seek(tp, start)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while loop.time() < deadline:
+            batch = await consumer.getmany(tp, timeout_ms=200)
+            if any(match(msg.value) for msg in batch.get(tp, ())):
+                return
+        raise TimeoutError(f"the change event did not reach topic {topic} within {timeout_s:.0f} s")
+    finally:
+        await consumer.stop()
+
+
+def ensure_topics(bootstrap: str, topics: dict[str, int], timeout_s: float = 30.0) -> None:
+    """Create each ``topic -> partitions`` that does not exist yet (one replica); an existing topic is
+    left as it is."""
+    async def make() -> None:
+        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=int(timeout_s * 1000))
+        await admin.start()
+        try:
+            existing = set(await admin.list_topics())
+            missing = [NewTopic(t, n, 1) for t, n in topics.items() if t not in existing]
+            if missing:
+                with contextlib.suppress(TopicAlreadyExistsError):
+                    await admin.create_topics(missing)
+        finally:
+            await admin.close()
+    run_in_new_loop(asyncio.wait_for(make(), timeout_s))
+
+
+def change_event_round_trip(bootstrap: str, topic: str, write: Callable[[], None],
+                            match: Callable[[bytes | None], bool], timeout_s: float = 10.0) -> None:
+    """Note ``topic``'s end (partition 0: the CDC topics have one), call ``write`` (which changes a row
+    in the database), then read ``topic`` from that point until a record whose value ``match``es;
+    raises TimeoutError when none comes within ``timeout_s``."""
+    log = logging.getLogger("aiokafka")
+    level = log.level
+    log.setLevel(logging.CRITICAL)
+    try:
+        run_in_new_loop(asyncio.wait_for(_change_event_once(bootstrap, topic, write, match, timeout_s),
+                                         timeout_s * 2))
     finally:
         log.setLevel(level)
 

@@ -9,6 +9,9 @@ Two shapes, chosen by ``[stack] region_servers`` / ``gateways``:
   ``regionserver_port + i - 1``; gateway ``j`` (from 1) serves Thrift1 on ``thrift_port + 10 * (j - 1)``
   and Thrift2 on ``thrift2_port + 10 * (j - 1)`` (a step of 10 keeps the defaults 9090/9091 clear of
   Kafka's 9092/9093).
+- **cdc** (``[stack] cdc``, on top of either shape): ``postgres`` (PostgreSQL on ``postgres_port``)
+  and ``connect`` (Kafka Connect with Debezium, REST on ``connect_port``), after the HBase processes,
+  so that ``stack down`` (reverse order) stops Connect first, then PostgreSQL.
 
 :func:`plan_topology` refuses a plan in which two listeners share a port, naming both.
 :class:`Gateway` is the typed description other code reads (``LocalStack.topology().gateways``, and
@@ -24,8 +27,8 @@ from typing import Literal
 from pipeline.errors import StackError
 from pipeline.settings import StackSettings
 
-__all__ = ["GATEWAY_PORT_STEP", "HOST", "SETTING_OF_LABEL", "Gateway", "ServerProcess", "StackTopology",
-           "plan_topology", "topology_from_json"]
+__all__ = ["CDC_ROLES", "GATEWAY_PORT_STEP", "HOST", "SETTING_OF_LABEL", "Gateway", "ServerProcess",
+           "StackTopology", "plan_topology", "topology_from_json"]
 
 HOST = "127.0.0.1"
 GATEWAY_PORT_STEP = 10
@@ -33,10 +36,13 @@ GATEWAY_PORT_STEP = 10
 SETTING_OF_LABEL = {"kafka": "kafka_port", "kafka controller": "kafka_controller_port",
                     "zookeeper": "zookeeper_port", "hbase master": "master_port", "master": "master_port",
                     "hbase regionserver": "regionserver_port", "regionserver": "regionserver_port",
-                    "thrift1": "thrift_port", "thrift2": "thrift2_port"}
+                    "thrift1": "thrift_port", "thrift2": "thrift2_port", "postgres": "postgres_port",
+                    "connect": "connect_port"}
 
-Role = Literal["kafka", "hbase", "zookeeper", "master", "regionserver", "gateway"]
-_ROLES = ("kafka", "hbase", "zookeeper", "master", "regionserver", "gateway")
+Role = Literal["kafka", "hbase", "zookeeper", "master", "regionserver", "gateway", "postgres", "connect"]
+_ROLES = ("kafka", "hbase", "zookeeper", "master", "regionserver", "gateway", "postgres", "connect")
+#: the roles of the CDC processes (``[stack] cdc``): neither Kafka nor HBase
+CDC_ROLES = ("postgres", "connect")
 
 
 @dataclass(frozen=True)
@@ -65,7 +71,7 @@ class ServerProcess:
 
 @dataclass(frozen=True)
 class StackTopology:
-    """The processes of one stack, in start order (Kafka first, gateways last)."""
+    """The processes of one stack, in start order (Kafka first, then HBase, then the CDC processes)."""
 
     mode: Literal["standalone", "cluster"]
     processes: tuple[ServerProcess, ...]
@@ -134,6 +140,9 @@ def plan_topology(s: StackSettings) -> StackTopology:
                  *(ServerProcess(g.name, "gateway", {"thrift1": g.thrift_port, "thrift2": g.thrift2_port})
                    for g in gateways))
         mode = "cluster"
+    if s.cdc:
+        procs = (*procs, ServerProcess("postgres", "postgres", {"postgres": s.postgres_port}),
+                 ServerProcess("connect", "connect", {"connect": s.connect_port}))
     _check_ports(procs)
     return StackTopology(mode, procs, gateways, s.zookeeper_port)
 

@@ -11,6 +11,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from connectors.stack import LocalStack
+from connectors.stack.connect import CONNECTOR_NAME
+from connectors.stack.layout import DEBEZIUM_VERSION
+from connectors.stack.pgserver import CDC_USER, DATABASE, POSTGRES_MAJOR, captured_tables
 from connectors.stack.secure import GROUP_PREFIX, OTHER_USER, TOPIC_PREFIX, WORKER_USER
 from pipeline.errors import ConfigError
 from pipeline.settings import StackSettings, load_settings
@@ -35,13 +38,21 @@ SecureOpt = typer.Option(
          "[stack] secure); restarts a running Kafka that lacks it")
 
 
+CdcOpt = typer.Option(
+    False, "--cdc",
+    help="also PostgreSQL 15 (wal_level=logical) and Kafka Connect running Debezium's PostgreSQL connector "
+         "([stack] cdc); added to a running stack without restarting it")
+
+
 def _settings(config: Path | None, region_servers: int | None, gateways: int | None,
-              secure: bool = False) -> StackSettings:
+              secure: bool = False, cdc: bool = False) -> StackSettings:
     base = load_settings(config).stack
     shape: dict[str, object] = {
         k: v for k, v in (("region_servers", region_servers), ("gateways", gateways)) if v is not None}
     if secure:
         shape["secure"] = True
+    if cdc:
+        shape["cdc"] = True
     if not shape:
         return base
     try:
@@ -62,11 +73,12 @@ def _print_deaths(stack_dead: list[str]) -> None:
 
 @stack_app.command()
 def up(config: Path | None = ConfigOpt, region_servers: int | None = RegionServersOpt,
-       gateways: int | None = GatewaysOpt, secure: bool = SecureOpt) -> None:
+       gateways: int | None = GatewaysOpt, secure: bool = SecureOpt, cdc: bool = CdcOpt) -> None:
     """Provision (first run downloads jars into the user cache) and start Kafka + HBase + Thrift; wait
     until real round trips succeed. Returns at once when the stack already runs. With --region-servers
-    N --gateways M: ZooKeeper, a master, N region servers and M gateways, each its own JVM."""
-    stack = LocalStack(_settings(config, region_servers, gateways, secure))
+    N --gateways M: ZooKeeper, a master, N region servers and M gateways, each its own JVM. With --cdc:
+    also PostgreSQL and Kafka Connect with Debezium, ready once a row comes back from Kafka."""
+    stack = LocalStack(_settings(config, region_servers, gateways, secure, cdc))
     report = stack.up()
     _print_deaths([d.describe() + "\n  (restarted by this `stack up`)" for d in report.died])
     t = report.timings_s
@@ -74,6 +86,7 @@ def up(config: Path | None = ConfigOpt, region_servers: int | None = RegionServe
         _console.print(f"stack already running (reused; checked in {t['total']:.2f} s); state: {stack.layout.state}")
         if stack.secure:
             _print_secure(stack)
+        _print_cdc(stack)
         return
     src = "downloaded into" if report.downloaded else "reused from"
     _console.print(f"jars {src} {stack.layout.cache} ({t['provision']:.1f} s)")
@@ -81,6 +94,7 @@ def up(config: Path | None = ConfigOpt, region_servers: int | None = RegionServe
     _print_gateways(stack)
     if stack.secure:
         _print_secure(stack)
+    _print_cdc(stack)
 
 
 def _print_gateways(stack: LocalStack) -> None:
@@ -104,6 +118,21 @@ def _print_secure(stack: LocalStack) -> None:
                    f"{OTHER_USER} has none", soft_wrap=True)
 
 
+def _print_cdc(stack: LocalStack) -> None:
+    """Where PostgreSQL and Kafka Connect listen, who logs in (a password file's path, never its
+    contents), and which table goes to which topic."""
+    cdc = stack.cdc
+    if cdc is None:
+        return
+    s = stack.settings
+    _console.print(f"CDC: PostgreSQL {POSTGRES_MAJOR} on 127.0.0.1:{s.postgres_port} (database {DATABASE}, "
+                   f"user {CDC_USER}, password file {cdc.pg.password_file}; wal_level=logical)", soft_wrap=True)
+    _console.print(f"  Kafka Connect {cdc.rest_url}: connector {CONNECTOR_NAME} (Debezium {DEBEZIUM_VERSION}, "
+                   "pgoutput; JSON without schemas)", soft_wrap=True)
+    for table in captured_tables(s):
+        _console.print(f"  {table} -> topic {cdc.topic(table)}", soft_wrap=True)
+
+
 @stack_app.command()
 def status(config: Path | None = ConfigOpt) -> None:
     """Show the state folder, every process (state, pid, memory, ports, log), any server that died and
@@ -111,7 +140,8 @@ def status(config: Path | None = ConfigOpt) -> None:
     stack = _recorded(config)
     st = stack.status()
     _console.print(f"state folder: {st.state_dir}\njar cache:    {st.cache_dir}")
-    _console.print(f"versions:     Kafka {st.kafka_version}, HBase {st.hbase_version}; shape: {st.mode}")
+    cdc = f", PostgreSQL {POSTGRES_MAJOR}, Debezium {DEBEZIUM_VERSION}" if stack.cdc is not None else ""
+    _console.print(f"versions:     Kafka {st.kafka_version}, HBase {st.hbase_version}{cdc}; shape: {st.mode}")
     table = Table("process", "state", "pid", "RSS MB", "ports", "log")
     for p in st.processes:
         table.add_row(p.name, p.state, str(p.pid or "-"), f"{p.rss_mb:.0f}" if p.rss_mb else "-",
@@ -120,11 +150,13 @@ def status(config: Path | None = ConfigOpt) -> None:
     _console.print("ports: " + ", ".join(f"{k} {v}" for k, v in st.ports.items()))
     _print_gateways(stack)
     _print_secure(stack)
+    _print_cdc(stack)
     _print_deaths([d.describe() + "\n  (`hbase-ingest stack up` restarts it)" for d in st.died])
     if st.running:
         try:
             stack.check_ready(timeout_s=5.0)
-            _console.print("[green]ready[/green]: Kafka and HBase round trips succeeded")
+            what = "Kafka, HBase and CDC" if stack.cdc is not None else "Kafka and HBase"
+            _console.print(f"[green]ready[/green]: {what} round trips succeeded")
         except Exception as exc:
             _console.print(f"[yellow]running but not answering[/yellow]: {escape(repr(exc))}")
             raise typer.Exit(1) from exc

@@ -130,9 +130,10 @@ class SourceTable:
                     self.reinsert(oid)
 
 
-def cdc_settings(unique: str, **writer: Any) -> Settings:
-    """Orders into a main table and two index tables, from Debezium's change events."""
-    topic = f"shop.public.orders-{unique}"
+def cdc_settings(unique: str, topic: str | None = None, **writer: Any) -> Settings:
+    """Orders into a main table and two index tables, from Debezium's change events on ``topic``
+    (default: a topic of the test's own)."""
+    topic = topic or f"shop.public.orders-{unique}"
     fam = {"o": {"versions": 5}}
     main = {"name": "orders", "topic": topic, "table": f"orders_{unique}", "envelope": "debezium",
             "rowkey": "[long(order_id)]",
@@ -150,6 +151,21 @@ def cdc_settings(unique: str, **writer: Any) -> Settings:
                          tables=[{"name": r["table"], "families": fam} for r in routes], writer=w,
                          kafka={"group_id": f"g-{unique}", "dead_letter_topic": f"dlq-{unique}",
                                 "max_poll_records": 500})
+
+
+def profile_toml(settings: Settings) -> str:
+    """A TOML profile equivalent to ``settings`` from :func:`cdc_settings` (for worker subprocesses)."""
+    k, w = settings.kafka, settings.writer
+    out = [f'[kafka]\ngroup_id = "{k.group_id}"\ndead_letter_topic = "{k.dead_letter_topic}"\n'
+           f"max_poll_records = {k.max_poll_records}\n",
+           "[writer]\n" + "".join(f"{key} = {value}\n" for key, value in w.model_dump().items() if value is not None)]
+    out += [f'[[topics]]\nname = "{t.name}"\nkey_format = "{t.key_format}"\n' for t in settings.topics]
+    out += [f'[[tables]]\nname = "{t.name}"\nfamilies = {{ o = {{ versions = 5 }} }}\n' for t in settings.tables]
+    for r in settings.routes:
+        cols = ", ".join(f'"{c}" = {{ field = "{s.field}", encoding = "{s.encoding}" }}' for c, s in r.columns.items())
+        out.append(f'[[routes]]\nname = "{r.name}"\ntopic = "{r.topic}"\ntable = "{r.table}"\n'
+                   f'envelope = "{r.envelope}"\nrowkey = "{r.rowkey}"\ncolumns = {{ {cols} }}\n')
+    return "\n".join(out)
 
 
 def expected_tables(settings: Settings, rows: dict[int, Row]) -> dict[str, dict[bytes, dict[bytes, bytes]]]:
