@@ -1,0 +1,261 @@
+"""A database's changes into HBase, end to end, through the real servers: random DML on the local
+stack's PostgreSQL (inserts, updates of plain and of indexed columns, primary-key changes and swaps,
+deletes, deletes and re-inserts of one key in one transaction, multi-row transactions), captured by
+Debezium in Kafka Connect, ingested by three workers that are SIGKILLed and restarted at random while
+Kafka Connect itself is SIGKILLed and restarted once (it re-sends what it had not flushed); then the
+whole topic replayed by a backfill on top. The main table and both index tables must equal what
+PostgreSQL holds, compared row by row directly and through the project's reader."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from anyio.to_thread import run_sync
+
+from connectors.hbase import HBaseClient
+from connectors.kafka import end_offsets
+from connectors.stack import LocalStack
+from pipeline.runtime.admin.tables import create_tables
+from pipeline.runtime.read.reader import Reader
+from pipeline.settings import Settings, load_settings
+
+from .changelog_support import cdc_settings, expected_tables, profile_toml
+from .fault_support import WorkerProcess, committed_offsets
+from .worker_support import drop_tables
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+
+OPERATIONS = 50_000
+KEYS = 3_000
+TOPIC = "shop.public.orders"
+SENTINEL = 2_000_000_000  # written last: once it is in HBase, every change before it was captured
+
+
+class Workload:
+    """Random DML in transactions of 1-8 operations, as SQL text; a model of the live keys only
+    chooses valid targets (PostgreSQL holds the truth)."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.live: set[int] = set()
+        self.next_id = 1
+        self.counts: dict[str, int] = {}
+
+    def _values(self, oid: int) -> str:
+        r = self.rng
+        status = r.choice(["'new'", "'paid'", "'sent'", "NULL"])
+        return f"({oid}, 's{r.randrange(40):02d}', 'b{r.randrange(200):03d}', {r.randrange(1, 10**7)}, {status}, now())"
+
+    def _count(self, what: str) -> None:
+        self.counts[what] = self.counts.get(what, 0) + 1
+
+    def transaction(self) -> str:
+        r = self.rng
+        sql = ["BEGIN;"]
+        for _ in range(r.randrange(1, 9)):
+            pick = r.random()
+            if not self.live or (pick < 0.22 and len(self.live) < KEYS):
+                oid = self.next_id
+                self.next_id += 1
+                self.live.add(oid)
+                sql.append(f"INSERT INTO orders VALUES {self._values(oid)};")
+                self._count("insert")
+                continue
+            oid = r.choice(sorted(self.live)) if len(self.live) < 64 else r.choice(tuple(self.live))
+            if pick < 0.50:
+                status = r.choice(["'new'", "'paid'", "'sent'", "NULL"])
+                sql.append(f"UPDATE orders SET status = {status}, amount_cents = {r.randrange(1, 10**7)}, "
+                           f"updated_at = now() WHERE order_id = {oid};")
+                self._count("update_plain")
+            elif pick < 0.66:
+                sql.append(f"UPDATE orders SET seller_id = 's{r.randrange(40):02d}', "
+                           f"buyer_id = 'b{r.randrange(200):03d}' WHERE order_id = {oid};")
+                self._count("update_indexed")
+            elif pick < 0.72:
+                new = self.next_id
+                self.next_id += 1
+                self.live.discard(oid)
+                self.live.add(new)
+                sql.append(f"UPDATE orders SET order_id = {new} WHERE order_id = {oid};")
+                self._count("update_key")
+            elif pick < 0.76 and len(self.live) > 1:
+                other = r.choice(tuple(self.live - {oid}))
+                sql += [f"UPDATE orders SET order_id = -1 WHERE order_id = {oid};",
+                        f"UPDATE orders SET order_id = {oid} WHERE order_id = {other};",
+                        f"UPDATE orders SET order_id = {other} WHERE order_id = -1;"]
+                self._count("swap_keys")
+            elif pick < 0.88:
+                self.live.discard(oid)
+                sql.append(f"DELETE FROM orders WHERE order_id = {oid};")
+                self._count("delete")
+            else:
+                sql += [f"DELETE FROM orders WHERE order_id = {oid};",
+                        f"INSERT INTO orders VALUES {self._values(oid)};"]
+                self._count("delete_and_reinsert")
+        sql.append("COMMIT;")
+        return "\n".join(sql)
+
+    def script(self, operations: int) -> list[str]:
+        out = []
+        while sum(self.counts.values()) < operations:
+            out.append(self.transaction())
+        return out
+
+
+def _pg_rows(stack: LocalStack) -> dict[int, dict[str, Any]]:
+    assert stack.cdc is not None
+    rows = stack.cdc.pg.sql("SELECT order_id, seller_id, buyer_id, amount_cents, coalesce(status, '\\N') FROM orders;")
+    return {int(o): {"order_id": int(o), "seller_id": s, "buyer_id": b, "amount_cents": int(a),
+                     "status": None if t == "\\N" else t} for o, s, b, a, t in rows}
+
+
+async def _hbase_tables(hbase: HBaseClient, settings: Settings) -> dict[str, dict[bytes, dict[bytes, bytes]]]:
+    out = {}
+    for r in settings.routes:
+        got: dict[bytes, dict[bytes, bytes]] = {}
+        start = b""
+        while True:
+            page = await hbase.scan_page(r.table, start=start, limit=5000)
+            got.update(page)
+            if len(page) < 5000:
+                break
+            start = page[-1][0] + b"\x00"
+        out[r.table] = got
+    return out
+
+
+def _diff(want: dict[str, dict[bytes, dict[bytes, bytes]]], got: dict[str, dict[bytes, dict[bytes, bytes]]]) -> str:
+    problems = []
+    for table, rows in want.items():
+        have = got[table]
+        missing = [k for k in rows if k not in have]
+        stale = [k for k in have if k not in rows]
+        wrong = [k for k in rows if k in have and have[k] != rows[k]]
+        if missing or stale or wrong:
+            example = [(k, have[k], rows[k]) for k in wrong[:1]]
+            problems.append(f"{table}: {len(missing)} missing (e.g. {missing[:2]}), {len(stale)} stale "
+                            f"(e.g. {stale[:2]}), {len(wrong)} differ (e.g. {example})")
+    return "; ".join(problems)
+
+
+def _restart(stack: LocalStack) -> None:
+    deadline = time.monotonic() + 240
+    while True:
+        try:
+            stack.up()
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(2)
+        else:
+            return
+
+
+async def test_random_dml_reaches_main_and_index_tables_through_kills_and_a_replay(
+        cdc_stack: LocalStack, hbase: HBaseClient, tmp_path: Path, unique: str) -> None:
+    stack = cdc_stack
+    assert stack.cdc is not None
+    settings = cdc_settings(unique, topic=TOPIC, max_batch_rows=500, concurrency=2)
+    settings = settings.model_copy(update={"kafka": settings.kafka.model_copy(update={"max_poll_records": 2000})})
+    config = tmp_path / "cdc.toml"
+    config.write_text(profile_toml(settings))
+    assert load_settings(config).routes == settings.routes
+    await create_tables(hbase, settings, recreate=True)
+    await run_sync(stack.cdc.pg.sql, "DELETE FROM orders;")
+    workload = Workload(seed=33)
+    script = workload.script(OPERATIONS)
+    crew = [WorkerProcess(config, tmp_path / f"worker-{n}.log", stack) for n in range(3)]
+    rng = random.Random(7)
+    kills = {"workers": 0, "connect": 0}
+    try:
+        for w in crew:
+            w.start()
+        done = threading.Event()
+
+        def run_dml() -> None:
+            assert stack.cdc is not None
+            for start in range(0, len(script), 200):
+                stack.cdc.pg.sql("\n".join(script[start:start + 200]), timeout_s=120)
+                time.sleep(0.05)
+            stack.cdc.pg.sql(f"INSERT INTO orders VALUES ({SENTINEL}, 's00', 'b000', 1, 'last', now());")
+            done.set()
+
+        dml = threading.Thread(target=run_dml, daemon=True)
+        t0 = time.monotonic()
+        dml.start()
+        connect_killed = False
+        while not done.is_set():
+            await anyio.sleep(rng.uniform(2.0, 5.0))
+            if not connect_killed and time.monotonic() - t0 > 8:
+                pid = stack.procs["connect"].pid()
+                assert pid is not None
+                os.kill(pid, signal.SIGKILL)
+                connect_killed = True
+                kills["connect"] += 1
+                await run_sync(_restart, stack)
+                continue
+            victim = rng.choice(crew)
+            victim.kill()
+            kills["workers"] += 1
+            await anyio.sleep(rng.uniform(0.3, 1.5))
+            victim.start()
+        await run_sync(dml.join)
+        assert connect_killed, "the DML ended before Connect could be killed"
+        dml_s = time.monotonic() - t0
+
+        # every change captured (the sentinel is in Kafka) and committed by the workers
+        main = settings.routes[0].table
+
+        async def caught_up() -> bool:
+            ends = await end_offsets(settings.kafka, TOPIC)
+            committed = await committed_offsets(settings, TOPIC, len(ends))
+            sentinel = await hbase.get(main, SENTINEL.to_bytes(8, "big"))
+            return bool(sentinel) and committed == {p: e for p, e in ends.items()}
+
+        t1 = time.monotonic()
+        while not await caught_up():
+            assert time.monotonic() - t1 < 300, "the workers did not commit every change within 300 s"
+            await anyio.sleep(1)
+        for w in crew:
+            assert await run_sync(w.stop) == 0, w.output()[-3000:]
+        pg = await run_sync(_pg_rows, stack)
+        want = expected_tables(settings, pg)
+        problems = _diff(want, await _hbase_tables(hbase, settings))
+        assert not problems, f"after the stream: {problems}"
+
+        # through the project's reader: the main table's rows, decoded
+        async with Reader(hbase) as reader:
+            read = [r async for r in reader.scan(settings.routes[0])]
+        assert {r.fields["order_id"] for r in read} == set(pg)
+        for r in read:
+            row = pg[r.fields["order_id"]]
+            assert r.columns.get("o:s") == row["seller_id"] and r.columns.get("o:a") == row["amount_cents"]
+            assert r.columns.get("o:t") == row["status"], (r.key, r.columns, row)
+
+        # the whole topic replayed on top by a backfill: nothing changes
+        ends = await end_offsets(settings.kafka, TOPIC)
+        spec = ",".join(f"{p}:0" for p in sorted(ends))
+        out = await run_sync(lambda: subprocess.run(
+            [sys.executable, "-m", "pipeline", "backfill", "-c", str(config), "-t", TOPIC, "--from-offset", spec,
+             "--no-progress", "--no-metrics"], capture_output=True, text=True, timeout=600))
+        assert out.returncode == 0, out.stderr[-3000:]
+        problems = _diff(want, await _hbase_tables(hbase, settings))
+        assert not problems, f"after the backfill: {problems}"
+        rows = sum(len(v) for v in want.values())
+        sys.stdout.write(f"\n[cdc figures] operations={sum(workload.counts.values())} {workload.counts} "
+                         f"kills={kills} dml_s={dml_s:.1f} rows_compared={rows} per_table="
+                         f"{ {t: len(v) for t, v in want.items()} } changes={sum(ends.values())}\n")
+    finally:
+        for w in crew:
+            w.kill()
+        await drop_tables(hbase, settings)
