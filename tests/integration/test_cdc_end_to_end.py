@@ -8,6 +8,8 @@ PostgreSQL holds, compared row by row directly and through the project's reader.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import random
 import signal
@@ -15,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +26,9 @@ import pytest
 from anyio.to_thread import run_sync
 
 from connectors.hbase import HBaseClient
-from connectors.kafka import end_offsets
+from connectors.kafka import end_offsets, make_consumer
 from connectors.stack import LocalStack
+from connectors.stack.connect import connector_properties
 from pipeline.runtime.admin.tables import create_tables
 from pipeline.runtime.read.reader import Reader
 from pipeline.settings import Settings, load_settings
@@ -258,4 +262,160 @@ async def test_random_dml_reaches_main_and_index_tables_through_kills_and_a_repl
     finally:
         for w in crew:
             w.kill()
+        await drop_tables(hbase, settings)
+
+
+# -- the flattened form on a compacted topic ----------------------------------------------------------
+
+
+def _rest(stack: LocalStack, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    req = urllib.request.Request(f"http://127.0.0.1:{stack.settings.connect_port}{path}", method=method,
+                                 data=None if body is None else json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        text = resp.read()
+    return json.loads(text) if text else None
+
+
+async def _compacted(settings: Settings, topic: str) -> None:
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # the project's helper makes plain topics
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka.bootstrap_servers)
+    await admin.start()
+    try:
+        # segments roll every second and the cleaner takes any dirty segment: compaction within the test
+        await admin.create_topics([NewTopic(topic, 4, 1, topic_configs={
+            "cleanup.policy": "compact", "segment.ms": "1000", "min.cleanable.dirty.ratio": "0.001",
+            "min.compaction.lag.ms": "0", "delete.retention.ms": "86400000"})])
+    finally:
+        await admin.close()
+
+
+async def _readable(settings: Settings, topic: str, since: dict[int, int]) -> tuple[int, int]:
+    """Of the records at or after ``since`` (partition -> offset) a consumer reads now: (all of them,
+    tombstones whose delete record (``__deleted`` true, same key) compaction has removed)."""
+    ends = await end_offsets(settings.kafka, topic)
+    consumer = make_consumer(settings.kafka, group_id=None, topics=[topic], auto_offset_reset="earliest")
+    await consumer.start()
+    count = 0
+    deleted: dict[bytes, int] = {}
+    alone = 0
+    try:
+        last: dict[int, int] = {}
+        while any(last.get(p, -1) + 1 < e for p, e in ends.items() if e):
+            for tp, msgs in (await consumer.getmany(timeout_ms=1000)).items():
+                last[tp.partition] = msgs[-1].offset
+                for m in msgs:
+                    if m.offset < since.get(tp.partition, 0) or m.key is None:
+                        continue
+                    count += 1
+                    if m.value is None:
+                        alone += deleted.pop(m.key, 0) == 0
+                    elif b'"__deleted":"true"' in m.value:
+                        deleted[m.key] = 1
+    finally:
+        await consumer.stop()
+    return count, alone
+
+
+async def test_the_flattened_form_on_a_compacted_topic_converges_by_key(
+        cdc_stack: LocalStack, hbase: HBaseClient, tmp_path: Path, unique: str) -> None:
+    stack = cdc_stack
+    assert stack.cdc is not None
+    prefix, slot = f"flat{unique}", f"flat_{unique}"
+    topic = f"{prefix}.public.orders"
+    table = f"flat_orders_{unique}"
+    settings = load_settings(
+        None, topics=[{"name": topic, "key_format": "json"}],
+        tables=[{"name": table, "families": {"o": {"versions": 5}}}],
+        routes=[{"name": "orders", "topic": topic, "table": table, "rowkey": "[long($key.order_id)]",
+                 "timestamp_field": "$offset", "on_tombstone": "delete", "deleted_field": "__deleted",
+                 "columns": {"o:s": "seller_id", "o:b": "buyer_id",
+                             "o:a": {"field": "amount_cents", "encoding": "long"},
+                             "o:t": {"field": "status", "null": "delete"}}}],
+        kafka={"group_id": f"g-{unique}", "dead_letter_topic": f"dlq-{unique}", "max_poll_records": 2000},
+        writer={"max_batch_rows": 500, "concurrency": 2, "commit_interval_ms": 200})
+    config = tmp_path / "flat.toml"
+    config.write_text(
+        f'[kafka]\ngroup_id = "g-{unique}"\ndead_letter_topic = "dlq-{unique}"\nmax_poll_records = 2000\n\n'
+        f'[[topics]]\nname = "{topic}"\nkey_format = "json"\n\n'
+        f'[[tables]]\nname = "{table}"\nfamilies = {{ o = {{ versions = 5 }} }}\n\n'
+        f'[[routes]]\nname = "orders"\ntopic = "{topic}"\ntable = "{table}"\nrowkey = "[long($key.order_id)]"\n'
+        'timestamp_field = "$offset"\non_tombstone = "delete"\ndeleted_field = "__deleted"\n'
+        'columns = { "o:s" = "seller_id", "o:b" = "buyer_id", "o:a" = { field = "amount_cents", encoding = "long" }, '
+        '"o:t" = { field = "status", null = "delete" } }\n')
+    assert load_settings(config).routes == settings.routes
+    await create_tables(hbase, settings, recreate=True)
+    await _compacted(settings, topic)
+    await run_sync(stack.cdc.pg.sql, "DELETE FROM orders;")
+    props = connector_properties(stack.settings, stack.cdc.pg.password_file)
+    props |= {"name": prefix, "topic.prefix": prefix, "slot.name": slot, "table.include.list": "public.orders",
+              "transforms": "unwrap", "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
+              "transforms.unwrap.delete.tombstone.handling.mode": "rewrite-with-tombstone",
+              "transforms.unwrap.add.fields": "lsn"}
+    await run_sync(_rest, stack, "POST", "/connectors", {"name": prefix, "config": props})
+    worker = WorkerProcess(config, tmp_path / "worker.log", stack)
+    try:
+        workload = Workload(seed=34)
+        script = workload.script(OPERATIONS // 5)
+        half = len(script) // 2
+        # the first half with the worker running: it writes rows as they change
+        worker.start()
+        for start in range(0, half, 200):
+            await run_sync(stack.cdc.pg.sql, "\n".join(script[start:min(half, start + 200)]), "shop", 120.0)
+        await anyio.sleep(5)
+        worker.kill()
+        # the second half while it is away, deleting many of those rows; the log cleaner then compacts
+        # each such key down to its tombstone, so the worker learns of those deletes from tombstones alone
+        for start in range(half, len(script), 200):
+            await run_sync(stack.cdc.pg.sql, "\n".join(script[start:start + 200]), "shop", 120.0)
+        await run_sync(stack.cdc.pg.sql, f"INSERT INTO orders VALUES ({SENTINEL}, 's00', 'b000', 1, 'last', now());")
+        resume = await committed_offsets(settings, topic, 4)
+        t0 = time.monotonic()
+        while True:
+            total = sum((await end_offsets(settings.kafka, topic)).values()) - sum(resume.values())
+            readable, alone = await _readable(settings, topic, resume)
+            if alone >= 100:
+                break
+            assert time.monotonic() - t0 < 240, f"compaction left only {alone} tombstones alone within 240 s"
+            await anyio.sleep(5)
+        worker.start()
+
+        async def caught_up() -> bool:
+            ends = await end_offsets(settings.kafka, topic)
+            committed = await committed_offsets(settings, topic, len(ends))
+            return bool(await hbase.get(table, SENTINEL.to_bytes(8, "big"))) and committed == dict(ends)
+
+        t1 = time.monotonic()
+        while not await caught_up():
+            assert time.monotonic() - t1 < 300, "the worker did not commit every change within 300 s"
+            await anyio.sleep(1)
+        assert await run_sync(worker.stop) == 0, worker.output()[-3000:]
+        pg = await run_sync(_pg_rows, stack)
+        want = {table: expected_tables(cdc_settings(unique), pg)[f"orders_{unique}"]}
+        got = await _hbase_tables(hbase, settings)
+        problems = _diff(want, got)
+        assert not problems, f"after the compacted topic: {problems}"
+        out = await run_sync(lambda: subprocess.run(
+            [sys.executable, "-m", "pipeline", "backfill", "-c", str(config), "-t", topic, "--from-offset",
+             ",".join(f"{p}:0" for p in range(4)), "--no-progress", "--no-metrics"],
+            capture_output=True, text=True, timeout=600))
+        assert out.returncode == 0, out.stderr[-3000:]
+        problems = _diff(want, await _hbase_tables(hbase, settings))
+        assert not problems, f"after the backfill: {problems}"
+        sys.stdout.write(f"\n[cdc figures] flattened+compacted: operations={sum(workload.counts.values())} "
+                         f"records after the worker's stop={total}, readable after compaction={readable}, of them "
+                         f"tombstones whose delete record was compacted away={alone}; "
+                         f"rows compared={len(want[table])}\n")
+    finally:
+        worker.kill()
+        with contextlib.suppress(Exception):  # a test that failed before registering it
+            await run_sync(_rest, stack, "DELETE", f"/connectors/{prefix}")
+        for _ in range(20):  # the slot is free once the connector's task has stopped
+            try:
+                await run_sync(stack.cdc.pg.sql, f"SELECT pg_drop_replication_slot('{slot}') FROM pg_replication_slots "
+                                                 f"WHERE slot_name = '{slot}';")
+                break
+            except Exception:
+                await anyio.sleep(1)
         await drop_tables(hbase, settings)
