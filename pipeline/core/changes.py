@@ -56,7 +56,7 @@ from pipeline.errors import ConfigError, EventError
 from pipeline.rowkey import EventFieldError, RowKey
 from pipeline.settings import RouteSpec, TopicSpec
 
-__all__ = ["ChangeRoute", "ChangeTopic", "MetaRecord"]
+__all__ = ["ChangeRoute", "ChangeTopic", "MetaRecord", "build_row"]
 
 _UPSERT_OPS = frozenset(("c", "r", "u"))
 
@@ -83,6 +83,19 @@ class _Column:
                  encode: Callable[[Any], bytes], required: bool, null: str) -> None:
         self.name, self.field, self.get, self.encode = name, field, get, encode
         self.required, self.null = required, null
+
+
+def build_row(rowkey: RowKey, event: Mapping[str, Any], route: str, max_key_bytes: int) -> bytes:
+    """The rowkey of ``event``, or :class:`EventError` naming ``route``: a field the design cannot
+    use (its reason), a key over ``max_key_bytes`` (``key_too_long``)."""
+    try:
+        row = rowkey.build(event)
+    except EventFieldError as exc:
+        raise EventError(exc.reason, f"route {route!r}: {exc}") from exc
+    if len(row) > max_key_bytes:
+        raise EventError("key_too_long", f"route {route!r}: rowkey is {len(row)} bytes; "
+                                         f"HBase allows at most {max_key_bytes}")
+    return row
 
 
 class ChangeRoute:
@@ -124,14 +137,7 @@ class ChangeRoute:
         return f"ChangeRoute({self.name!r} -> {self.table!r})"
 
     def row(self, event: Mapping[str, Any]) -> bytes:
-        try:
-            row = self.rowkey.build(event)
-        except EventFieldError as exc:
-            raise EventError(exc.reason, f"route {self.name!r}: {exc}") from exc
-        if len(row) > self._max_key:
-            raise EventError("key_too_long", f"route {self.name!r}: rowkey is {len(row)} bytes; "
-                                             f"HBase allows at most {self._max_key}")
-        return row
+        return build_row(self.rowkey, event, self.name, self._max_key)
 
     def timestamp(self, event: Mapping[str, Any]) -> int | None:
         if self._ts is None:

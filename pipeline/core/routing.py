@@ -31,14 +31,14 @@ from typing import Any
 
 import orjson
 
-from pipeline.core.changes import ChangeRoute, ChangeTopic, MetaRecord
+from pipeline.core.changes import ChangeRoute, ChangeTopic, MetaRecord, build_row
 from pipeline.core.decode import dumps, loads
 from pipeline.core.fields import MISSING as _MISSING
 from pipeline.core.fields import encode_long, encoder, getter, text
 from pipeline.core.model import Mutation, MutationKind, Origin, TopicPartition
 from pipeline.core.putgen import MutationFn, generate_put
 from pipeline.errors import ConfigError, EventError
-from pipeline.rowkey import EventFieldError, RowKey, RowKeyError, compile_rowkey
+from pipeline.rowkey import RowKey, RowKeyError, compile_rowkey
 from pipeline.settings import RouteSpec, TopicSpec
 
 __all__ = ["CompiledRoute", "Record", "RoutedRun", "Router", "compile_route", "decode_value", "dumps", "encode_long",
@@ -119,13 +119,7 @@ class CompiledRoute:
         """The route's mutation for one event, step by step: the reference the generated
         :attr:`mutation` matches, and the path that diagnoses a refused event (:class:`EventError`
         with its reason and a message naming the route and what is wrong)."""
-        try:
-            row = self.rowkey.build(event)
-        except EventFieldError as exc:
-            raise EventError(exc.reason, f"route {self.name!r}: {exc}") from exc
-        if len(row) > self._max_key:
-            raise EventError("key_too_long", f"route {self.name!r}: rowkey is {len(row)} bytes; "
-                                             f"HBase allows at most {self._max_key}")
+        row = build_row(self.rowkey, event, self.name, self._max_key)
         ts = self._timestamp(event)
         if self.spec.counter is not None:
             return self._counter(event, origin, row, ts)

@@ -227,35 +227,42 @@ def assert_every_row(stack: LocalStack, settings: Settings, events: Iterable[dic
         for table, (row, cells) in _expected(settings, e).items():
             if table in tables:
                 expected.setdefault(table, {})[row] = (cells, e["timestamp"])
+    checked = 0
+    for table, want in expected.items():
+        got = scan_versions(stack, table)
+        missing = [k for k in want if k not in got]
+        extra = [k for k in got if k not in want]
+        assert not missing and not extra, (f"{table}: {len(missing)} rows missing (e.g. {missing[:3]}), "
+                                           f"{len(extra)} unexpected (e.g. {extra[:3]})")
+        for row, (cells, ts) in want.items():
+            values = got[row]
+            columns = [cv.family + b":" + cv.qualifier for cv in values]
+            assert sorted(columns) == sorted(cells), (table, row, columns)  # one version per cell
+            for cv in values:
+                assert cv.value == cells[cv.family + b":" + cv.qualifier], (table, row, cv)
+                assert cv.timestamp == ts, (table, row, cv.timestamp, ts)
+            checked += 1
+    return checked
+
+
+def scan_versions(stack: LocalStack, table: str) -> dict[bytes, list[Any]]:
+    """Every row of ``table`` with every version of its cells (up to 5), as Thrift2 ``TColumnValue``
+    objects, through the stack's first gateway."""
     idl = load_idl()
     gw = stack.gateways[0]
     client = open_client(gw.host, gw.thrift2_port, 120_000)
-    checked = 0
+    got: dict[bytes, list[Any]] = {}
     try:
-        for table, want in expected.items():
-            got: dict[bytes, list[Any]] = {}
-            scanner = client.openScanner(table.encode(), idl.TScan(maxVersions=5, caching=5000))
-            try:
-                while rows := client.getScannerRows(scanner, 5000):
-                    for r in rows:
-                        got[r.row] = r.columnValues
-            finally:
-                client.closeScanner(scanner)
-            missing = [k for k in want if k not in got]
-            extra = [k for k in got if k not in want]
-            assert not missing and not extra, (f"{table}: {len(missing)} rows missing (e.g. {missing[:3]}), "
-                                               f"{len(extra)} unexpected (e.g. {extra[:3]})")
-            for row, (cells, ts) in want.items():
-                values = got[row]
-                columns = [cv.family + b":" + cv.qualifier for cv in values]
-                assert sorted(columns) == sorted(cells), (table, row, columns)  # one version per cell
-                for cv in values:
-                    assert cv.value == cells[cv.family + b":" + cv.qualifier], (table, row, cv)
-                    assert cv.timestamp == ts, (table, row, cv.timestamp, ts)
-                checked += 1
+        scanner = client.openScanner(table.encode(), idl.TScan(maxVersions=5, caching=5000))
+        try:
+            while rows := client.getScannerRows(scanner, 5000):
+                for r in rows:
+                    got[r.row] = r.columnValues
+        finally:
+            client.closeScanner(scanner)
     finally:
         client.close()
-    return checked
+    return got
 
 
 def _expected(settings: Settings, event: dict[str, Any]) -> dict[str, tuple[bytes, dict[bytes, bytes]]]:
