@@ -31,13 +31,12 @@ import pytest
 from anyio.to_thread import run_sync
 
 from connectors.hbase import HBaseClient
-from connectors.hbase.thrift2 import load_idl, open_client
 from connectors.kafka import make_producer
 from connectors.stack import LocalStack
 from pipeline.rowkey import compile_rowkey
 from pipeline.settings import HBaseSettings, Settings, StackSettings, load_settings
 
-from .fault_support import WorkerProcess, committed_offsets, kill_9
+from .fault_support import WorkerProcess, committed_offsets, kill_9, scan_versions
 from .ledger_support import (
     attribute,
     encoded_region,
@@ -117,29 +116,11 @@ def _expected(settings: Settings) -> dict[str, dict[bytes, tuple[bytes, int]]]:
     return out
 
 
-def _scan(stack: LocalStack, table: str) -> dict[bytes, list[Any]]:
-    idl = load_idl()
-    gw = stack.gateways[0]
-    client = open_client(gw.host, gw.thrift2_port, 120_000)
-    got: dict[bytes, list[Any]] = {}
-    try:
-        scanner = client.openScanner(table.encode(), idl.TScan(maxVersions=5, caching=5000))
-        try:
-            while rows := client.getScannerRows(scanner, 5000):
-                for r in rows:
-                    got[r.row] = r.columnValues
-        finally:
-            client.closeScanner(scanner)
-    finally:
-        client.close()
-    return got
-
-
 def _compare(stack: LocalStack, expected: dict[str, dict[bytes, tuple[bytes, int]]]) -> dict[str, list[bytes]]:
     """Rows missing per table; extra rows, wrong values and second versions fail at once."""
     missing: dict[str, list[bytes]] = {}
     for table, want in expected.items():
-        got = _scan(stack, table)
+        got = scan_versions(stack, table)
         extra = [k for k in got if k not in want]
         assert not extra, f"{table}: {len(extra)} unexpected rows, e.g. {extra[:3]}"
         missing[table] = [k for k in want if k not in got]
