@@ -4,6 +4,7 @@ guarantees against the real servers are in tests/integration/test_worker*.py."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -333,3 +334,24 @@ async def test_regions_split_and_move_while_writing_and_the_region_map_follows()
     _check_rows(hbase, 1500)
     regions = worker.maps[TABLE].regions
     assert [r.start_key for r in regions] == [b"", b"e5"] and regions[1].server == "rs-2:16020"
+
+
+async def test_the_acknowledgement_ledger_names_every_acknowledged_row_and_every_retry(tmp_path: Path) -> None:
+    broker, hbase = _stack(300)
+    hbase.fail_writes(2)
+    settings = _settings()
+    settings = settings.model_copy(update={"writer": settings.writer.model_copy(update={"ack_ledger_dir": tmp_path})})
+    await _run(Worker(settings, hbase, broker, stop_at=_ends(broker)))
+    lines = _ledger_lines(tmp_path)
+    acks = [line for line in lines if line["ev"] == "ack"]
+    retries = [line for line in lines if line["ev"] == "retry"]
+    assert len(retries) == 2 and all("HBaseUnavailable" in r["error"] and r["n"] > 0 for r in retries)
+    rows = [(p, o) for line in acks for p, o, _ in line["rows"]]
+    assert sorted(set(rows)) == sorted((tp.partition, o) for tp, end in _ends(broker).items() for o in range(end))
+    assert all(line["sent_ms"] <= line["ack_ms"] and line["gateway"] is None and line["region"] for line in acks)
+    assert {bytes.fromhex(r) for line in acks for _, _, r in line["rows"]} == {b"e%d" % i for i in range(300)}
+
+
+def _ledger_lines(directory: Path) -> list[dict[str, Any]]:
+    (path,) = directory.glob("acks-*.jsonl")  # one worker process: one file
+    return [orjson.loads(line) for line in path.read_bytes().splitlines()]
