@@ -43,10 +43,10 @@ a limit, an exception) ends in the reference path, which raises the precise
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from pipeline.core.encodings import ENCODINGS, NAMESPACE
 from pipeline.core.model import Mutation, MutationKind, Origin
 from pipeline.errors import EventError
 from pipeline.settings import ColumnSpec
@@ -54,7 +54,6 @@ from pipeline.settings import ColumnSpec
 __all__ = ["MutationFn", "generate_put"]
 
 MutationFn = Callable[[Mapping[str, Any], Origin], Mutation]
-_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
 
 
 def _lookup(path: str) -> str:
@@ -63,14 +62,12 @@ def _lookup(path: str) -> str:
 
 
 def generate_put(*, route: str, table: str, build: Callable[..., bytes], columns: Mapping[str, ColumnSpec],
-                 timestamp_field: str | None, max_key_bytes: int, max_cell_bytes: int,
-                 text: Callable[[Any], bytes], dumps: Callable[[Any], bytes], slow: MutationFn) -> MutationFn:
+                 timestamp_field: str | None, max_key_bytes: int, max_cell_bytes: int, slow: MutationFn) -> MutationFn:
     """Compile the put builder of one route (see the module's docstring). ``build`` is the route's
-    rowkey builder, ``text`` / ``dumps`` the route's ``text`` and ``json`` encoders, ``slow`` its
-    reference path; ``columns`` in the route's order."""
-    ns: dict[str, Any] = {"_build": build, "_slow": slow, "_text": text, "_dumps": dumps, "_Mutation": Mutation,
-                          "_PUT": MutationKind.PUT, "_table": table, "_EventError": EventError,
-                          "_pack_q": struct.Struct(">q").pack}
+    rowkey builder, ``slow`` its reference path; ``columns`` in the route's order; each column's
+    encoding is inlined from :data:`~pipeline.core.encodings.ENCODINGS`."""
+    ns: dict[str, Any] = {**NAMESPACE, "_build": build, "_slow": slow, "_Mutation": Mutation,
+                          "_PUT": MutationKind.PUT, "_table": table, "_EventError": EventError}
     slow_call = "return _slow(event, origin)"
     lines = ["row = _build(event)", "n = len(row)", f"if not (n <= {max_key_bytes}):", f"    {slow_call}"]
     if timestamp_field is not None:
@@ -87,14 +84,7 @@ def generate_put(*, route: str, table: str, build: Callable[..., bytes], columns
         name = column.encode()
         v, r, n = f"v{i}", f"r{i}", f"n{i}"
         body: list[str] = []
-        if spec.encoding == "long":
-            body += [f"if {v}.__class__ is int and {_LONG_MIN} <= {v} <= {_LONG_MAX}:", f"    {r} = _pack_q({v})",
-                     "else:", f"    {slow_call}"]
-        elif spec.encoding == "json":
-            body.append(f"{r} = _dumps({v})")
-        else:
-            body += [f"c = {v}.__class__", "if c is str:", f"    {r} = {v}.encode()",
-                     "elif c is int or c is float:", f"    {r} = str({v}).encode()", "else:", f"    {r} = _text({v})"]
+        body += [line.format(v=v, r=r, slow=slow_call) for line in ENCODINGS[spec.encoding].write_lines]
         body += [f"{n} = len({r})", f"if not ({n} <= {max_cell_bytes}):", f"    {slow_call}"]
         if all_required:  # one dict literal at the end, its size partly constant
             lines += [f"{v} = {_lookup(spec.field)}", f"if {v} is None:", f"    {slow_call}", *body]

@@ -24,7 +24,6 @@ holding the 8-byte amount: a replay rewrites the same cell, and the count is the
 from __future__ import annotations
 
 import functools
-import struct
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +32,7 @@ import orjson
 
 from pipeline.core.changes import ChangeRoute, ChangeTopic, MetaRecord, build_row
 from pipeline.core.decode import dumps, loads
+from pipeline.core.encodings import ENCODINGS
 from pipeline.core.fields import MISSING as _MISSING
 from pipeline.core.fields import encode_long, encoder, getter, text
 from pipeline.core.model import Mutation, MutationKind, Origin, TopicPartition
@@ -44,16 +44,12 @@ from pipeline.settings import RouteSpec, TopicSpec
 __all__ = ["CompiledRoute", "Record", "RoutedRun", "Router", "compile_route", "decode_value", "dumps", "encode_long",
            "encoder", "getter", "loads", "text"]
 
-_LONG = struct.Struct(">q")
 
 
 def decode_value(encoding: str, raw: bytes) -> Any:
-    """Inverse of the column encodings, for readers."""
-    if encoding == "long":
-        return _LONG.unpack(raw)[0] if len(raw) == 8 else raw
-    if encoding == "json":
-        return loads(raw)
-    return raw.decode("utf-8", "replace")
+    """A cell's value from its bytes (:data:`~pipeline.core.encodings.ENCODINGS`; ``ValueError`` for
+    bytes the encoding cannot have written)."""
+    return ENCODINGS[encoding].decode(raw)
 
 
 @dataclass(frozen=True)
@@ -94,7 +90,7 @@ class CompiledRoute:
         self.mutation: MutationFn = self.mutation_reference if c is not None or spec.changelog else generate_put(
             route=spec.name, table=spec.table, build=self.rowkey.builder, columns=spec.columns,
             timestamp_field=spec.timestamp_field, max_key_bytes=max_key_bytes, max_cell_bytes=max_cell_bytes,
-            text=text, dumps=dumps, slow=self.mutation_reference)
+            slow=self.mutation_reference)
         #: the general path's form of the route (metadata fields, deletes, null rules): None for a
         #: plain route, which the generated :attr:`mutation` serves
         self.change: ChangeRoute | None = ChangeRoute(spec, self.rowkey, self.families, max_key_bytes,

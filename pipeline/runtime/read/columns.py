@@ -1,10 +1,8 @@
 """Cell decoding for the reader: a route's column mapping compiled once into one plain function.
 
-Encodings (the inverse of what the worker writes, see :class:`pipeline.settings.ColumnSpec`):
-
-- ``text``: UTF-8 -> ``str`` (invalid bytes raise).
-- ``json``: orjson -> the parsed value (integers beyond 64 bits exact: ``pipeline.core.routing.loads``).
-- ``long``: exactly 8 bytes, big-endian two's complement -> ``int``.
+Encodings: the inverse of what the worker writes, from the one table of
+:mod:`pipeline.core.encodings` (``text`` -> ``str``, ``json`` -> the parsed value, ``long`` -> ``int``
+from exactly 8 bytes).
 
 A counter column (``RouteSpec.counter``) decodes as ``long`` in ``increment`` mode; in ``tally``
 mode every cell of the counter's family is one event's amount and the decoded value is their sum.
@@ -18,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from pipeline.core.routing import loads
+from pipeline.core.encodings import ENCODINGS, decode_long
 from pipeline.errors import HBaseIngestError
 from pipeline.settings import RouteSpec
 
@@ -36,22 +34,7 @@ class CellDecodeError(HBaseIngestError):
         self.encoding = encoding
 
 
-def decode_long(value: bytes) -> int:
-    """8-byte big-endian signed -> int (Java ``Bytes.toLong``); other lengths raise ValueError."""
-    if len(value) != 8:
-        raise ValueError(f"expected 8 bytes, got {len(value)}")
-    return int.from_bytes(value, "big", signed=True)
-
-
-def _text(value: bytes) -> Any:
-    return value.decode("utf-8")
-
-
-def _json(value: bytes) -> Any:
-    return loads(value)
-
-
-_DECODERS: dict[str, Callable[[bytes], Any]] = {"text": _text, "json": _json, "long": decode_long}
+_DECODERS: dict[str, Callable[[bytes], Any]] = {name: e.decode for name, e in ENCODINGS.items()}
 
 
 def _tally_amount(value: bytes) -> int:

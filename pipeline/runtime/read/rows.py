@@ -27,7 +27,8 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, NamedTuple
 
-from pipeline.core.routing import compile_route, loads
+from pipeline.core.encodings import ENCODINGS, NAMESPACE
+from pipeline.core.routing import compile_route
 from pipeline.errors import HBaseIngestError
 from pipeline.rowkey import RowKey
 from pipeline.runtime.read.columns import CellDecodeError, compile_columns
@@ -56,12 +57,6 @@ class ReadRow(NamedTuple):
     range_label: str
 
 
-_INLINE = {
-    # the statements that decode the bytes ``v`` of one mapped cell into ``cols[<name>]``
-    "text": ["cols[{name}] = v.decode()"],
-    "json": ["cols[{name}] = _loads(v)"],
-    "long": ["if len(v) != 8:", "    raise ValueError", "cols[{name}] = _from_bytes(v, 'big', signed=True)"],
-}
 
 
 def key_decoder(rowkey: RowKey, verify: bool) -> Callable[[bytes], dict[str, Any]]:
@@ -149,15 +144,14 @@ def compile_row_decoder(route: RouteSpec, decode_key: Callable[[bytes], dict[str
             return named
         return CellDecodeError("?", "?", str(exc))
 
-    names: dict[str, Any] = {"_ReadRow": ReadRow, "_new": tuple.__new__, "_decode_key": decode_key, "_rest": rest,
-                             "_undecodable": undecodable, "_loads": loads,
-                             "_from_bytes": int.from_bytes}
+    names: dict[str, Any] = {**NAMESPACE, "_ReadRow": ReadRow, "_new": tuple.__new__, "_decode_key": decode_key,
+                             "_rest": rest, "_undecodable": undecodable}
     body: list[str] = []
     for i, (raw, (column, encoding)) in enumerate(mapped.items()):
         names[f"_k{i}"] = raw
         names[f"_n{i}"] = column
         body += [f"c = get(_k{i})", "if c is not None:", "    left -= 1", "    v = c.value"]
-        body += ["    " + line.format(name=f"_n{i}") for line in _INLINE[encoding]]
+        body += ["    " + line.format(name=f"_n{i}") for line in ENCODINGS[encoding].read_lines]
     if not body:  # nothing mapped (a tally counter alone): every cell takes the general path
         body = ["pass"]
     src = [

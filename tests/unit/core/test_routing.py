@@ -111,3 +111,12 @@ def test_route_run_gives_every_route_of_the_topic_in_route_order() -> None:
     run = r.route_run(tp, [_Rec(5, b'{"id": "a", "v": 1}'), _Rec(6, b'{"id": "b", "v": 2}')], 0, 1)
     assert run.stop == 1 and run.error is None
     assert [(m.table, m.row, m.origin.offset) for m in run.mutations] == [("r1", b"a", 5), ("r2", b"a", 5)]
+
+
+def test_the_encodings_a_column_may_name_are_the_table_s() -> None:
+    from typing import get_args
+
+    from pipeline.core.encodings import ENCODINGS
+    from pipeline.settings import ColumnSpec
+
+    assert set(get_args(ColumnSpec.model_fields["encoding"].annotation)) == set(ENCODINGS)
