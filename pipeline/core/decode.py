@@ -6,6 +6,11 @@ This is the seam a new format plugs into: a value decoder is ``bytes -> object``
 :class:`~pipeline.errors.EventError` with reason ``undecodable`` and a message saying what is wrong
 with the bytes. :data:`VALUE_DECODERS` and :data:`KEY_DECODERS` map a format's name to its decoder.
 
+A decoder is pure (no I/O): a format whose bytes name something to fetch -- the Confluent wire
+format's schema id -- gets it resolved before routing, by the runtime (an async step over a fetch's
+records that fills a bounded cache of writer schemas), and its decoder reads that cache; an id the
+cache lacks is ``undecodable`` like any other bytes that cannot be read.
+
 JSON (:func:`loads`): orjson, except that integers outside ``[-2**63, 2**64 - 1]`` stay exact.
 A Kafka Connect JSON envelope (an object with exactly the keys ``schema`` and ``payload``, what
 Connect's JSON converter writes with ``schemas.enable=true``) is unwrapped to its payload, for
