@@ -8,14 +8,34 @@ BIN := $(VENV)/bin
 # extracted next to the virtualenv (installing the package would start a Prometheus server)
 PROMTOOL := $(VENV)/prometheus/usr/bin/promtool
 
-.PHONY: demo test install stack-up stack-up-cdc stack-down lint bench bench-scale
+# the unit tests also run under each of these that the machine has (on PATH as python3.N, or pyenv's),
+# each in a virtualenv of its own (.venv-3.N); the integration tests run under $(PYTHON) only
+OTHER_PYTHONS ?= 3.12 3.13 3.14
+
+.PHONY: demo test install stack-up stack-up-cdc stack-down lint test-pythons bench bench-scale
 
 demo: install
 	$(BIN)/hbase-ingest demo
 
 # the tests need the CDC part too (PostgreSQL 15 from the distribution, Kafka Connect with Debezium)
-test: install stack-up-cdc $(PROMTOOL)
+test: install lint test-pythons stack-up-cdc $(PROMTOOL)
 	PROMTOOL=$(PROMTOOL) $(BIN)/python -m pytest
+
+test-pythons: install $(PROMTOOL)
+	@for v in $(OTHER_PYTHONS); do \
+	  py=""; \
+	  for c in $$(ls -d $$HOME/.pyenv/versions/$$v.*/bin/python 2>/dev/null | sort -V | tail -1) $$(command -v python$$v); do \
+	    if $$c --version >/dev/null 2>&1; then py=$$c; break; fi; \
+	  done; \
+	  if [ -z "$$py" ]; then echo "== Python $$v: not on this machine, its unit tests not run"; continue; fi; \
+	  echo "== unit tests under $$($$py --version)"; \
+	  if [ ! -f .venv-$$v/.installed ] || [ pyproject.toml -nt .venv-$$v/.installed ]; then \
+	    $$py -m venv .venv-$$v && .venv-$$v/bin/pip install -q --upgrade pip && \
+	    .venv-$$v/bin/pip install -q -e '.[dev]' && touch .venv-$$v/.installed || exit 1; \
+	  fi; \
+	  PROMTOOL=$(PROMTOOL) .venv-$$v/bin/python -m pytest tests/unit -q -p no:cacheprovider \
+	    --basetemp=.venv-$$v/pytest || exit 1; \
+	done
 
 install: $(VENV)/.installed
 
