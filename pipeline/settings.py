@@ -240,6 +240,8 @@ class StackSettings(Section):
     JVMs, ZooKeeper on ``zookeeper_port``, the master on ``master_port``, region server ``i`` (from 0) on
     ``regionserver_port + i`` and gateway ``j`` (from 0) serving Thrift1 on ``thrift_port + 10 * j`` and
     Thrift2 on ``thrift2_port + 10 * j`` (``connectors.stack.topology`` assigns and checks them).
+    ``hdfs`` (a cluster only): HBase's root directory and WALs on a local HDFS, a NameNode and
+    ``datanodes`` DataNodes on ``namenode_port`` and ``datanode_port`` (``connectors.stack.hdfs``).
     """
 
     cache_dir: Path | None = None
@@ -261,6 +263,15 @@ class StackSettings(Section):
     regionserver_heap_mb: int = Field(default=1024, ge=256, le=1024 * 1024)
     gateway_heap_mb: int = Field(default=384, ge=128, le=1024 * 1024)
     zookeeper_heap_mb: int = Field(default=128, ge=64, le=1024 * 1024)
+    hdfs: bool = Field(default=False, description="the cluster's HBase on a local HDFS (a NameNode and `datanodes` "
+                                                   "DataNodes; connectors.stack.hdfs) instead of the local filesystem")
+    datanodes: int = Field(default=1, ge=1, le=8, description="DataNodes of the local HDFS (dfs.replication: up to 3)")
+    namenode_port: int = Field(default=9880, ge=1, le=MAX_PORT,
+                               description="the NameNode's RPC port; its HTTP (WebHDFS) port is namenode_port + 1")
+    datanode_port: int = Field(default=9884, ge=1, le=MAX_PORT,
+                               description="DataNode i (from 0) on datanode_port + 3 * i (data), + 1 (IPC), + 2 (HTTP)")
+    namenode_heap_mb: int = Field(default=256, ge=128, le=1024 * 1024)
+    datanode_heap_mb: int = Field(default=256, ge=128, le=1024 * 1024)
     session_timeout_ms: int = Field(
         default=30_000, ge=2_000, le=120_000,
         description="ZooKeeper session of each cluster server: how soon a killed region server is declared dead")
@@ -290,6 +301,10 @@ class StackSettings(Section):
             raise ValueError(
                 f"region_servers={self.region_servers} and gateways={self.gateways}: a local cluster needs at "
                 "least one of each; set both (e.g. 2 and 2), or neither for the one-JVM stack")
+        if self.hdfs and self.region_servers == 0:
+            raise ValueError(
+                "hdfs runs only under a local cluster: set region_servers and gateways too (e.g. `stack up "
+                "--region-servers 2 --gateways 2 --hdfs`); the one-JVM stack keeps HBase on the local filesystem")
         return self
 
 

@@ -13,7 +13,8 @@ Only the lines after the last :data:`START_MARKER` count (the stack writes one i
 start; a log holds every run of its server). Lines of the strongest class present are quoted (the last
 ``limit`` of them, in log order). A log with none of these (a SIGKILL, the kernel's OOM killer) yields
 its last non-blank lines, and :attr:`Diagnosis.explained` is False so the caller can say the log gives
-no reason.
+no reason. :meth:`DiedProcess.describe` quotes them (``stack status``); :meth:`DiedProcess.headline`
+is the one line a failed start-up quotes.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ _CLASSES = (
 )
 _LAST_ERROR = re.compile(r"\bERROR\b|^\S*(Exception|Error)\b|Exception:")
 _LAST_WORDS = 10
+_ERROR_LINE = re.compile(r"\b(ERROR|FATAL)\b|Exception\b|Error\b")
 _FRAME = re.compile(r"^\s+(at |\.\.\. \d+ more)")
 _MAX_LINE = 400
 
@@ -53,6 +55,22 @@ class DiedProcess:
     pid: int
     log: Path
     diagnosis: Diagnosis
+
+    def headline(self, width: int = 200) -> str:
+        """One line saying why: the strongest line the log gives (of the quoted lines, the last one that is
+        an error or names an exception, else the last one; its timestamp and level kept), or, when the log
+        explains nothing, that it ends without an error and its last line. A quoted line is cut to
+        ``width`` characters."""
+        lines = [line.strip() for line in self.diagnosis.lines]
+        # of several lines of one class (an abort logs "ABORTING ..." at ERROR, then "aborting server" at
+        # INFO), the last one logged as an error names the cause
+        errors = [line for line in lines if _ERROR_LINE.search(line)] if self.diagnosis.explained else []
+        last = (errors or lines or [""])[-1]
+        quoted = last if len(last) <= width else last[:width - 3] + "..."
+        if self.diagnosis.explained and quoted:
+            return f"its log says: {quoted}"
+        ending = f"; its last line: {quoted}" if quoted else ""
+        return f"its log ends without an error (killed by a signal, or by the kernel's OOM killer?){ending}"
 
     def describe(self) -> str:
         """Several lines: what died, where its log is, and the quoted lines."""

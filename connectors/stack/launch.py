@@ -11,6 +11,9 @@ Heaps (``[stack]`` settings, sized for a 2-core / 24 GB machine that also runs t
 - ``regionserver-i``: ``regionserver_heap_mb`` (1024) each, with the same fractions as the one JVM.
 - ``gateway-j``: ``gateway_heap_mb`` (384): in-flight batches of at most hbase.thrift.maxWorkerThreads
   connections, and the HBase client's buffers.
+- ``namenode`` and ``datanode-k`` (``--hdfs``): ``namenode_heap_mb`` and ``datanode_heap_mb`` (256 each),
+  the serial collector: a few thousand files and blocks; the HBase JVMs' JDK 17 options (WebHDFS's
+  JAXB and Hadoop's buffer cleaning reflect into java.base). Configuration from ``<state>/conf/hadoop``.
 
 Cluster JVMs start with a quarter of their heap (-Xms) so that an idle cluster stays small in RSS;
 every HBase JVM is killed on OutOfMemoryError (as HBase's own scripts do) so that a broken server
@@ -23,10 +26,11 @@ from pathlib import Path
 
 from pipeline.settings import StackSettings
 
+from .hdfs import datanode_options, format_args
 from .layout import StackLayout
 from .topology import ServerProcess
 
-__all__ = ["CLUSTER_ID", "HBASE_JDK17", "kafka_format_argv", "server_argv"]
+__all__ = ["CLUSTER_ID", "HBASE_JDK17", "kafka_format_argv", "namenode_format_argv", "server_argv"]
 
 CLUSTER_ID = "5L6g3nShT-eMCtK--X86sw"
 _KAFKA_JVM = ["-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
@@ -51,6 +55,17 @@ def kafka_format_argv(lay: StackLayout) -> list[str]:
     """Format Kafka's storage (once, before its first start)."""
     return ["java", "-Xmx256m", _log4j(lay), "-cp", f"{lay.kafka_lib}/*", "kafka.tools.StorageTool", "format",
             "-t", CLUSTER_ID, "-c", str(lay.conf / "server.properties"), "--ignore-formatted"]
+
+
+def _hadoop_jvm(lay: StackLayout, heap_mb: int) -> list[str]:
+    return ["java", f"-Xms{heap_mb // 4}m", f"-Xmx{heap_mb}m", "-XX:+UseSerialGC", "-XX:OnOutOfMemoryError=kill -9 %p",
+            "-Djava.net.preferIPv4Stack=true", *HBASE_JDK17, _log4j(lay),
+            "-cp", f"{lay.conf / 'hadoop'}:{lay.hadoop_lib}/*"]
+
+
+def namenode_format_argv(lay: StackLayout) -> list[str]:
+    """Format the NameNode's name folder (once, before its first start)."""
+    return [*_hadoop_jvm(lay, 256), "org.apache.hadoop.hdfs.server.namenode.NameNode", *format_args()]
 
 
 def _hbase_jvm(lay: StackLayout, xms_mb: int, xmx_mb: int, extra_cp: Path | None = None) -> list[str]:
@@ -87,4 +102,9 @@ def server_argv(proc: ServerProcess, s: StackSettings, lay: StackLayout, launche
         heap = s.regionserver_heap_mb
         return [*_hbase_jvm(lay, heap // 4, heap), "org.apache.hadoop.hbase.regionserver.HRegionServer",
                 "-D", f"hbase.regionserver.port={proc.ports['regionserver']}", "start"]
+    if proc.role == "namenode":
+        return [*_hadoop_jvm(lay, s.namenode_heap_mb), "org.apache.hadoop.hdfs.server.namenode.NameNode"]
+    if proc.role == "datanode":
+        return [*_hadoop_jvm(lay, s.datanode_heap_mb), "org.apache.hadoop.hdfs.server.datanode.DataNode",
+                *datanode_options(proc, str(lay.datanode_dir(proc.name)))]
     raise ValueError(f"no command for role {proc.role!r}")

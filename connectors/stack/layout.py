@@ -6,6 +6,7 @@
   ``$XDG_STATE_HOME/hbase-ingest/stack``, else ``~/.local/state/hbase-ingest/stack``.
   The CDC processes (``stack up --cdc``) keep PostgreSQL's data directory and socket folder in
   ``postgres/``, Kafka Connect's offsets file and the password file of the CDC user in ``connect/``.
+  A cluster on HDFS (``stack up --hdfs``) keeps the NameNode's and DataNodes' folders in ``hdfs/``.
 - **infra** (the project's poms, config templates and the HBase launcher): ``$HBASE_INGEST_INFRA``,
   else ``infra/`` of the checkout the package runs from, else the copy an installed wheel carries
   (``connectors/stack/infra``, mapped from ``infra/`` by pyproject.toml).
@@ -19,6 +20,7 @@ from pathlib import Path
 
 __all__ = [
     "DEBEZIUM_VERSION",
+    "HADOOP_VERSION",
     "HBASE_THRIFT_VERSION",
     "HBASE_VERSION",
     "KAFKA_VERSION",
@@ -33,6 +35,8 @@ __all__ = [
 KAFKA_VERSION = "4.2.1"
 HBASE_VERSION = "2.6.1-hadoop3"
 HBASE_THRIFT_VERSION = "2.6.1"
+#: the Hadoop of the local cluster's HDFS (``stack up --hdfs``; infra/hadoop/): HBase 2.6.1-hadoop3's own
+HADOOP_VERSION = "3.3.5"
 #: the Debezium PostgreSQL connector Kafka Connect runs (``stack up --cdc``; infra/connect/)
 DEBEZIUM_VERSION = "3.6.1.Final"
 
@@ -83,6 +87,20 @@ class StackLayout:
     @property
     def hbase_lib(self) -> Path:
         return self.cache / f"hbase-{HBASE_VERSION}" / "lib"
+
+    @property
+    def hadoop_lib(self) -> Path:
+        """The NameNode's and DataNodes' classpath (``stack up --hdfs``)."""
+        return self.cache / f"hadoop-{HADOOP_VERSION}" / "lib"
+
+    @property
+    def hdfs(self) -> Path:
+        """HDFS's folder: ``name`` (the NameNode's), ``data-<k>`` (DataNode k's), ``tmp``."""
+        return self.state / "hdfs"
+
+    def datanode_dir(self, name: str) -> Path:
+        """The data folder of DataNode ``name`` (``datanode-<k>``): ``hdfs/data-<k>``."""
+        return self.hdfs / f"data-{name.rsplit('-', 1)[1]}"
 
     @property
     def connect_lib(self) -> Path:

@@ -7,7 +7,8 @@ Thrift1 and Thrift2 gateways, run from Maven Central jars on loopback, in one of
   ``thrift2_port``.
 - **cluster** (``region_servers`` and ``gateways`` at least 1): ``kafka``, ``zookeeper``, ``master``,
   ``regionserver-i`` and ``gateway-j`` (Thrift1 + Thrift2 in one JVM each), HBase in distributed mode
-  on the local filesystem.
+  on the local filesystem; with ``hdfs`` (``stack up ... --hdfs``) on a local HDFS instead, a
+  ``namenode`` and ``datanode-k`` started before the master (:mod:`.hdfs` says why and how).
 
 With ``cdc`` (``stack up --cdc``), either shape also runs ``postgres`` and ``connect``: PostgreSQL 15
 and Kafka Connect with the Debezium PostgreSQL connector (:mod:`.cdc`). An ``up`` without ``--cdc``
@@ -19,10 +20,12 @@ The one-JVM stack stays the default (``make demo``, ``make test``): on a 2-core 
 
 Every process has a pid file and a log in the state folder. ``up`` is idempotent: it starts what is
 not running (reporting first any server that died, with the log lines that say why) and returns once
-real round trips succeed (Kafka produce/consume; put/get through Thrift1 and Thrift2 of every gateway;
+real round trips succeed (Kafka produce/consume; an HDFS file written and read back through WebHDFS;
+put/get through Thrift1 and Thrift2 of every gateway;
 every region server registered in ZooKeeper; a PostgreSQL row back as its change event on Kafka).
 ``down`` signals only the pids it started (SIGTERM, SIGINT for PostgreSQL's fast shutdown, then
-SIGKILL after a grace period): Connect and PostgreSQL first, then gateways, Kafka last.
+SIGKILL after a grace period): Connect and PostgreSQL first, then gateways, region servers, the
+master, the DataNodes and the NameNode, ZooKeeper, Kafka last.
 ``up`` and ``down`` hold an exclusive lock beside the state folder (``LocalStack.exclusive``), so
 an ``up`` started while a ``down`` is still stopping the servers waits for it instead of racing it
 (and the other way round); a wait longer than ``lock_timeout_s`` fails with a StackError.
@@ -44,12 +47,20 @@ from pipeline.errors import StackError
 from pipeline.settings import StackSettings
 
 from .cdc import CdcServers
+from .hdfs import hbase_fs_values, hdfs_values
 from .health import START_MARKER, DiedProcess
-from .launch import kafka_format_argv, server_argv
+from .launch import kafka_format_argv, namenode_format_argv, server_argv
 from .layout import HBASE_VERSION, KAFKA_VERSION, StackLayout, default_cache_dir, default_state_dir, infra_dir
 from .pgserver import STOP_SIGNAL
 from .processes import OwnedProcess, port_in_use, tail, tail_lines
-from .provision import ensure_classpaths, ensure_launcher, ensure_tools, render_configs
+from .provision import (
+    ensure_classpaths,
+    ensure_hadoop_classpath,
+    ensure_launcher,
+    ensure_tools,
+    render_configs,
+    render_hdfs_configs,
+)
 from .readiness import hbase_round_trip, kafka_round_trip, registered_region_servers, serving_as, wait_until
 from .secure import (
     SecureListener,
@@ -68,6 +79,7 @@ from .topology import (
     plan_topology,
     topology_from_json,
 )
+from .webhdfs import WebHdfs
 
 __all__ = ["LocalStack", "ProcessInfo", "StackStatus", "UpReport"]
 
@@ -168,6 +180,17 @@ class LocalStack:
     def gateways(self) -> tuple[Gateway, ...]:
         return self._topology.gateways
 
+    @property
+    def webhdfs(self) -> WebHdfs | None:
+        """WebHDFS of the cluster's NameNode (``--hdfs``), None when HBase is on the local filesystem."""
+        nn = self._topology.namenode
+        return WebHdfs(HOST, nn.ports["namenode http"]) if nn is not None else None
+
+    @property
+    def hbase_root(self) -> str:
+        """HBase's root directory: ``hdfs://127.0.0.1:<port>/hbase`` or ``file://<state>/hbase/root``."""
+        return hbase_fs_values(self.layout.state, self._topology.namenode)["ROOTDIR"]
+
     def hbase_pids(self) -> dict[str, int | None]:
         """Every HBase-side process (not Kafka, not the CDC ones) -> its pid, or None when it is not running."""
         return {p.name: self.procs[p.name].pid() for p in self._hbase_side()}
@@ -179,7 +202,7 @@ class LocalStack:
         out: dict[str, int] = {}
         for proc in self._topology.processes:
             for label, port in proc.ports.items():
-                named = proc.role in ("kafka", "hbase", "zookeeper", "master", *CDC_ROLES)
+                named = proc.role in ("kafka", "hbase", "zookeeper", "namenode", "master", *CDC_ROLES)
                 key = label if named else f"{proc.name} {label}"
                 out[key] = port
         return out
@@ -219,7 +242,19 @@ class LocalStack:
         if self.cdc is not None:
             self.cdc.check_ready(timeout_s)
 
+    def _check_hdfs(self, timeout_s: float) -> None:
+        web = self.webhdfs
+        if web is None:
+            return
+        web.timeout_s = timeout_s
+        try:
+            web.round_trip()
+        except Exception as exc:
+            raise StackError(f"HDFS (NameNode {HOST}:{self._topology.process('namenode').ports['namenode']}) "
+                             f"failed its round trip: {exc!r}") from exc
+
     def _check_hbase(self, timeout_s: float) -> None:
+        self._check_hdfs(timeout_s)
         if self._topology.mode == "cluster":
             live = registered_region_servers(HOST, self._topology.zookeeper_port, timeout_s)
             missing = [rs.name for rs in self._topology.by_role("regionserver")
@@ -282,6 +317,8 @@ class LocalStack:
         self._check_other_shape()
         ensure_tools()
         downloaded = ensure_classpaths(self.layout)
+        if self._topology.namenode is not None:
+            downloaded = ensure_hadoop_classpath(self.layout) or downloaded
         if self.cdc is not None:
             downloaded = self.cdc.provision() or downloaded
             self.cdc.restart_failed()
@@ -346,8 +383,11 @@ class LocalStack:
             "ZK_PORT": str(s.zookeeper_port), "MASTER_PORT": str(s.master_port),
             "REGIONSERVER_PORT": str(s.regionserver_port), "CLIENT_RETRIES": "5",
             "CLIENT_OPERATION_TIMEOUT_MS": "30000", "SESSION_TIMEOUT_MS": str(s.session_timeout_ms),
-            "DISTRIBUTED": "true" if topo.mode == "cluster" else "false"}
+            "DISTRIBUTED": "true" if topo.mode == "cluster" else "false",
+            **hbase_fs_values(self.layout.state, topo.namenode)}
         render_configs(self.layout, values)
+        render_hdfs_configs(self.layout, None if topo.namenode is None
+                            else hdfs_values(topo.namenode, len(topo.by_role("datanode"))))
         if secure:
             ensure_tls_and_passwords(self.secure_listener)
             render_secure_config(self.secure_listener, self.layout, {"STATE": str(self.layout.state), **values})
@@ -368,11 +408,36 @@ class LocalStack:
                     raise StackError(f"formatting Kafka storage failed:\n{(fmt.stdout + fmt.stderr)[-2000:]}")
         (lay.state / "hbase").mkdir(parents=True, exist_ok=True)
         (lay.state / "zookeeper").mkdir(parents=True, exist_ok=True)
+        if proc.role == "namenode":
+            self._format_namenode()
+        if proc.role == "datanode":
+            lay.datanode_dir(proc.name).mkdir(parents=True, exist_ok=True)
         owned = self.procs[proc.name]
         owned.start(server_argv(proc, self.settings, lay, self._launcher))
         if proc.role == "zookeeper":
             # every HBase server needs ZooKeeper: wait for its port before starting them
             self._wait(owned, lambda: _connectable(proc.ports["zookeeper"]), deadline)
+        if proc.role == "datanode" and proc == self._topology.by_role("datanode")[-1]:
+            # the master writes to HDFS as it starts: wait for a file written and read back first
+            datanodes = [self.procs[d.name] for d in self._topology.by_role("datanode")]
+
+            def hdfs() -> None:
+                for d in datanodes:
+                    d.check_alive()
+                self._check_hdfs(10.0)
+            self._wait(self.procs["namenode"], hdfs, deadline)
+
+    def _format_namenode(self) -> None:
+        """Format the NameNode's name folder unless an earlier start did (its ``current/VERSION``)."""
+        if (self.layout.hdfs / "name" / "current" / "VERSION").is_file():
+            return
+        self.layout.hdfs.mkdir(parents=True, exist_ok=True)
+        fmt = subprocess.run(namenode_format_argv(self.layout), capture_output=True, text=True, check=False,
+                             timeout=120)
+        if fmt.returncode != 0:
+            last = (fmt.stdout + fmt.stderr).strip().splitlines()[-1:] or ["(no output)"]
+            raise StackError(f"formatting the HDFS NameNode in {self.layout.hdfs / 'name'} failed "
+                             f"(exit {fmt.returncode}): {last[0][:300]}")
 
     def _wait(self, owned: OwnedProcess, check: Callable[[], None], deadline: float) -> None:
         def probe() -> None:

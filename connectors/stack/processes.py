@@ -129,13 +129,13 @@ class OwnedProcess:
         return proc.pid
 
     def check_alive(self) -> None:
-        """Raise :class:`StackError` quoting why (see :mod:`.health`) and pointing at the log when the
-        process has exited."""
+        """Raise :class:`StackError` of two lines when the process has exited: which server could not
+        start and why (:meth:`.DiedProcess.headline`: the one strongest line of its log, cut short),
+        then the log's path. No raw tail of the log: the log is there to read."""
         if self.pid() is None:
             dead = self.died()
-            why = dead.describe() if dead else f"{self.name} is not running; see {self.log_file}"
-            raise StackError(f"{self.name} exited during start-up: {why}\nlast lines of its log:\n"
-                             f"{tail(self.log_file)}")
+            why = dead.headline() if dead else "it is not running"
+            raise StackError(f"{self.name} could not start: {why}\n  its log: {self.log_file}")
 
     def stop(self, timeout_s: float = 30.0) -> bool:
         """``stop_signal`` (SIGTERM by default: runs the server's shutdown hooks), then SIGKILL after

@@ -1,7 +1,8 @@
 """Provisioning: check the tool chain, resolve the server classpaths from Maven Central into the
 user cache (once), extract the Thrift2 IDL, compile the HBase launcher (once per version of its
 source), and render configuration files into the state folder. The CDC stack's classpaths (Kafka
-Connect, the Debezium plugin: :func:`ensure_cdc_classpaths`) are resolved only when it is asked for.
+Connect, the Debezium plugin: :func:`ensure_cdc_classpaths`) and HDFS's (:func:`ensure_hadoop_classpath`) are
+resolved only when asked for.
 
 Each classpath directory is complete only when its ``.complete`` marker exists, so an interrupted
 download is redone rather than half-used.
@@ -20,9 +21,11 @@ from string import Template
 from connectors.hbase.thrift2_idl import extract_idl
 from pipeline.errors import StackError
 
-from .layout import DEBEZIUM_VERSION, HBASE_THRIFT_VERSION, HBASE_VERSION, KAFKA_VERSION, StackLayout
+from .hdfs import WEBAPPS
+from .layout import DEBEZIUM_VERSION, HADOOP_VERSION, HBASE_THRIFT_VERSION, HBASE_VERSION, KAFKA_VERSION, StackLayout
 
-__all__ = ["ensure_cdc_classpaths", "ensure_classpaths", "ensure_launcher", "ensure_tools", "render_configs"]
+__all__ = ["ensure_cdc_classpaths", "ensure_classpaths", "ensure_hadoop_classpath", "ensure_launcher", "ensure_tools",
+           "render_configs", "render_hdfs_configs"]
 
 _DEP_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
 # slf4j 1.7 picks an arbitrary binding when several are present; HBase's own build excludes these.
@@ -100,6 +103,17 @@ def ensure_cdc_classpaths(layout: StackLayout) -> bool:
     return True
 
 
+def ensure_hadoop_classpath(layout: StackLayout) -> bool:
+    """Make sure the NameNode's and DataNodes' classpath (``infra/hadoop/pom.xml``) is in the cache.
+    Returns True if it was downloaded."""
+    if (layout.hadoop_lib / ".complete").exists():
+        return False
+    ensure_tools()
+    _copy_dependencies(layout, layout.infra / "hadoop" / "pom.xml", layout.hadoop_lib,
+                       [f"-Dhadoop.version={HADOOP_VERSION}"])
+    return True
+
+
 def ensure_launcher(layout: StackLayout) -> Path | None:
     """The folder holding ``HBaseStack.class`` compiled from ``infra/HBaseStack.java``, in the cache under
     a hash of the source, compiled on first use. Every HBase JVM of the stack would otherwise compile
@@ -146,3 +160,29 @@ def render_configs(layout: StackLayout, values: dict[str, str]) -> None:
         except KeyError as exc:
             raise StackError(f"template {src.name} uses an unknown placeholder {exc}") from exc
     shutil.copyfile(layout.infra / "conf" / "log4j2.properties", layout.conf / "log4j2.properties")
+
+
+_HDFS_CONFIGS = ("core-site.xml", "hdfs-site.xml")
+
+
+def render_hdfs_configs(layout: StackLayout, values: dict[str, str] | None) -> None:
+    """Render ``core-site.xml`` and ``hdfs-site.xml`` into ``state/conf/hadoop`` (with the empty
+    ``webapps`` folders its HTTP servers need) and copy them beside ``hbase-site.xml``, where the HBase
+    JVMs find them on their classpath. ``values`` None (HBase on the local filesystem): remove those
+    copies, so that no HBase JVM of this state folder takes HDFS for its default filesystem."""
+    if values is None:
+        for name in _HDFS_CONFIGS:
+            (layout.conf / "hbase" / name).unlink(missing_ok=True)
+        return
+    hadoop = layout.conf / "hadoop"
+    for app in WEBAPPS:
+        (hadoop / "webapps" / app).mkdir(parents=True, exist_ok=True)
+    values = {"STATE": str(layout.state), **values}
+    for name in _HDFS_CONFIGS:
+        src = layout.infra / "conf" / "hadoop" / f"{name}.in"
+        try:
+            text = Template(src.read_text()).substitute(values)
+        except KeyError as exc:
+            raise StackError(f"template {src.name} uses an unknown placeholder {exc}") from exc
+        (hadoop / name).write_text(text)
+        (layout.conf / "hbase" / name).write_text(text)

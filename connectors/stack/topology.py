@@ -9,6 +9,10 @@ Two shapes, chosen by ``[stack] region_servers`` / ``gateways``:
   ``regionserver_port + i - 1``; gateway ``j`` (from 1) serves Thrift1 on ``thrift_port + 10 * (j - 1)``
   and Thrift2 on ``thrift2_port + 10 * (j - 1)`` (a step of 10 keeps the defaults 9090/9091 clear of
   Kafka's 9092/9093).
+- **hdfs** (``[stack] hdfs``, a cluster only): ``namenode`` (RPC on ``namenode_port``, HTTP on
+  ``namenode_port + 1``) and ``datanode-1`` .. ``-D`` (DataNode ``k`` from 1: data transfer on
+  ``datanode_port + 3 * (k - 1)``, IPC on the next port, HTTP on the one after), between ZooKeeper and
+  the master: HDFS answers before the master starts, and ``stack down`` stops it after HBase.
 - **cdc** (``[stack] cdc``, on top of either shape): ``postgres`` (PostgreSQL on ``postgres_port``)
   and ``connect`` (Kafka Connect with Debezium, REST on ``connect_port``), after the HBase processes,
   so that ``stack down`` (reverse order) stops Connect first, then PostgreSQL.
@@ -27,8 +31,8 @@ from typing import Literal
 from pipeline.errors import StackError
 from pipeline.settings import StackSettings
 
-__all__ = ["CDC_ROLES", "GATEWAY_PORT_STEP", "HOST", "SETTING_OF_LABEL", "Gateway", "ServerProcess",
-           "StackTopology", "plan_topology", "topology_from_json"]
+__all__ = ["CDC_ROLES", "DATANODE_PORT_STEP", "GATEWAY_PORT_STEP", "HOST", "SETTING_OF_LABEL", "Gateway",
+           "ServerProcess", "StackTopology", "plan_topology", "topology_from_json"]
 
 HOST = "127.0.0.1"
 GATEWAY_PORT_STEP = 10
@@ -37,10 +41,15 @@ SETTING_OF_LABEL = {"kafka": "kafka_port", "kafka controller": "kafka_controller
                     "zookeeper": "zookeeper_port", "hbase master": "master_port", "master": "master_port",
                     "hbase regionserver": "regionserver_port", "regionserver": "regionserver_port",
                     "thrift1": "thrift_port", "thrift2": "thrift2_port", "postgres": "postgres_port",
-                    "connect": "connect_port"}
+                    "connect": "connect_port", "namenode": "namenode_port", "namenode http": "namenode_port",
+                    "datanode": "datanode_port", "datanode ipc": "datanode_port", "datanode http": "datanode_port"}
+#: ports one DataNode takes from ``datanode_port`` (data transfer, IPC, HTTP)
+DATANODE_PORT_STEP = 3
 
-Role = Literal["kafka", "hbase", "zookeeper", "master", "regionserver", "gateway", "postgres", "connect"]
-_ROLES = ("kafka", "hbase", "zookeeper", "master", "regionserver", "gateway", "postgres", "connect")
+Role = Literal["kafka", "hbase", "zookeeper", "namenode", "datanode", "master", "regionserver", "gateway", "postgres",
+               "connect"]
+_ROLES = ("kafka", "hbase", "zookeeper", "namenode", "datanode", "master", "regionserver", "gateway", "postgres",
+          "connect")
 #: the roles of the CDC processes (``[stack] cdc``): neither Kafka nor HBase
 CDC_ROLES = ("postgres", "connect")
 
@@ -86,6 +95,12 @@ class StackTopology:
 
     def by_role(self, role: Role) -> list[ServerProcess]:
         return [p for p in self.processes if p.role == role]
+
+    @property
+    def namenode(self) -> ServerProcess | None:
+        """The HDFS NameNode (``[stack] hdfs``), None when HBase is on the local filesystem."""
+        found = self.by_role("namenode")
+        return found[0] if found else None
 
     @property
     def region_server_ports(self) -> list[int]:
@@ -135,7 +150,7 @@ def plan_topology(s: StackSettings) -> StackTopology:
                           for i in range(s.region_servers)]
         gateways = tuple(Gateway(f"gateway-{j + 1}", HOST, s.thrift_port + GATEWAY_PORT_STEP * j,
                                  s.thrift2_port + GATEWAY_PORT_STEP * j) for j in range(s.gateways))
-        procs = (kafka, ServerProcess("zookeeper", "zookeeper", {"zookeeper": s.zookeeper_port}),
+        procs = (kafka, ServerProcess("zookeeper", "zookeeper", {"zookeeper": s.zookeeper_port}), *_hdfs(s),
                  ServerProcess("master", "master", {"master": s.master_port}), *region_servers,
                  *(ServerProcess(g.name, "gateway", {"thrift1": g.thrift_port, "thrift2": g.thrift2_port})
                    for g in gateways))
@@ -145,6 +160,19 @@ def plan_topology(s: StackSettings) -> StackTopology:
                  ServerProcess("connect", "connect", {"connect": s.connect_port}))
     _check_ports(procs)
     return StackTopology(mode, procs, gateways, s.zookeeper_port)
+
+
+def _hdfs(s: StackSettings) -> tuple[ServerProcess, ...]:
+    if not s.hdfs:
+        return ()
+    namenode = ServerProcess("namenode", "namenode",
+                             {"namenode": s.namenode_port, "namenode http": s.namenode_port + 1})
+    datanodes = []
+    for k in range(s.datanodes):
+        base = s.datanode_port + DATANODE_PORT_STEP * k
+        datanodes.append(ServerProcess(f"datanode-{k + 1}", "datanode",
+                                       {"datanode": base, "datanode ipc": base + 1, "datanode http": base + 2}))
+    return (namenode, *datanodes)
 
 
 def _check_ports(procs: tuple[ServerProcess, ...]) -> None:
@@ -158,5 +186,6 @@ def _check_ports(procs: tuple[ServerProcess, ...]) -> None:
             if port in seen:
                 raise StackError(f"port {port} is assigned to both {seen[port]} and {where}: change the [stack] "
                                  "ports so that they do not overlap (region servers take regionserver_port + i, "
-                                 f"gateways thrift_port/thrift2_port + {GATEWAY_PORT_STEP} * j)")
+                                 f"gateways thrift_port/thrift2_port + {GATEWAY_PORT_STEP} * j, the NameNode "
+                                 f"namenode_port and + 1, DataNodes datanode_port + {DATANODE_PORT_STEP} * k .. + 2)")
             seen[port] = where

@@ -38,6 +38,13 @@ SecureOpt = typer.Option(
          "[stack] secure); restarts a running Kafka that lacks it")
 
 
+HdfsOpt = typer.Option(
+    False, "--hdfs",
+    help="a local cluster's HBase on HDFS (a NameNode and [stack] datanodes DataNodes) instead of the local "
+         "filesystem, as in production: a region server declared dead is fenced off its WALs ([stack] hdfs); "
+         "needs --region-servers and --gateways")
+
+
 CdcOpt = typer.Option(
     False, "--cdc",
     help="also PostgreSQL 15 (wal_level=logical) and Kafka Connect running Debezium's PostgreSQL connector "
@@ -45,7 +52,7 @@ CdcOpt = typer.Option(
 
 
 def _settings(config: Path | None, region_servers: int | None, gateways: int | None,
-              secure: bool = False, cdc: bool = False) -> StackSettings:
+              secure: bool = False, cdc: bool = False, hdfs: bool = False) -> StackSettings:
     base = load_settings(config).stack
     shape: dict[str, object] = {
         k: v for k, v in (("region_servers", region_servers), ("gateways", gateways)) if v is not None}
@@ -53,12 +60,15 @@ def _settings(config: Path | None, region_servers: int | None, gateways: int | N
         shape["secure"] = True
     if cdc:
         shape["cdc"] = True
+    if hdfs:
+        shape["hdfs"] = True
     if not shape:
         return base
     try:
         return StackSettings.model_validate({**base.model_dump(), **shape})
     except ValidationError as exc:
-        raise ConfigError(f"--region-servers/--gateways: {exc.errors()[0]['msg']}") from exc
+        what = "--hdfs" if hdfs and "hdfs" in exc.errors()[0]["msg"] else "--region-servers/--gateways"
+        raise ConfigError(f"{what}: {exc.errors()[0]['msg']}") from exc
 
 
 def _recorded(config: Path | None) -> LocalStack:
@@ -73,12 +83,14 @@ def _print_deaths(stack_dead: list[str]) -> None:
 
 @stack_app.command()
 def up(config: Path | None = ConfigOpt, region_servers: int | None = RegionServersOpt,
-       gateways: int | None = GatewaysOpt, secure: bool = SecureOpt, cdc: bool = CdcOpt) -> None:
+       gateways: int | None = GatewaysOpt, secure: bool = SecureOpt, cdc: bool = CdcOpt,
+       hdfs: bool = HdfsOpt) -> None:
     """Provision (first run downloads jars into the user cache) and start Kafka + HBase + Thrift; wait
     until real round trips succeed. Returns at once when the stack already runs. With --region-servers
     N --gateways M: ZooKeeper, a master, N region servers and M gateways, each its own JVM. With --cdc:
-    also PostgreSQL and Kafka Connect with Debezium, ready once a row comes back from Kafka."""
-    stack = LocalStack(_settings(config, region_servers, gateways, secure, cdc))
+    also PostgreSQL and Kafka Connect with Debezium, ready once a row comes back from Kafka. With --hdfs
+    (a cluster only): HBase's root and WALs on a local HDFS, ready once a file is written and read back."""
+    stack = LocalStack(_settings(config, region_servers, gateways, secure, cdc, hdfs))
     report = stack.up()
     _print_deaths([d.describe() + "\n  (restarted by this `stack up`)" for d in report.died])
     t = report.timings_s
@@ -101,6 +113,7 @@ def _print_gateways(stack: LocalStack) -> None:
     if stack.topology().mode == "cluster":
         _console.print("gateways: " + ", ".join(
             f"{g.name} {g.host} thrift1 {g.thrift_port} thrift2 {g.thrift2_port}" for g in stack.gateways))
+        _console.print(f"HBase root: {stack.hbase_root}", soft_wrap=True)
 
 
 def _print_secure(stack: LocalStack) -> None:

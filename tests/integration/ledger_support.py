@@ -24,6 +24,8 @@ from typing import Any
 
 import orjson
 
+from connectors.stack.webhdfs import WebHdfs
+
 _STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d),(\d{3}) ")
 
 
@@ -87,15 +89,18 @@ def files_holding(root: Path, needles: Iterable[bytes], limit: int = 20) -> dict
     return found
 
 
-_SPLIT = re.compile(r"WALSplitter: Processed \d+ edits .*?WAL=file:(\S+?), size=[^,]*, length=(\d+)")
+# WAL=file:/<state>/hbase/root/WALs/... on the local filesystem, WAL=hdfs://127.0.0.1:<port>/hbase/WALs/... on HDFS
+_SPLIT = re.compile(r"WALSplitter: Processed \d+ edits .*?WAL=(\S+?), size=[^,]*, length=(\d+)")
 
 
 def wal_tails_after_split(logs: Iterable[Path], root: Path, server: str) -> dict[str, bytes]:
     """What was appended to ``server``'s WAL files (``server`` as in their names: ``localhost,16420,``)
     after HBase's WAL split had read them: per WAL file (its name), the bytes of the archived file
-    beyond the length the split log line names. On a filesystem that fences a dead server's WAL
-    (HDFS's lease recovery) this is empty; on the local filesystem, a region server that resumes after
-    it was declared dead can still append -- and acknowledge -- edits that no split will see."""
+    beyond the length the split log line names. ``root``: a local folder laid out as HBase's root
+    directory (on HDFS, a copy of its WAL files: :func:`copy_wal_files`). On a filesystem that fences
+    a dead server's WAL (HDFS's lease recovery) this is empty; on the local filesystem, a region server
+    that resumes after it was declared dead can still append -- and acknowledge -- edits that no split
+    will see."""
     out: dict[str, bytes] = {}
     for log in logs:
         if not log.exists():
@@ -109,6 +114,19 @@ def wal_tails_after_split(logs: Iterable[Path], root: Path, server: str) -> dict
             if archived:
                 out[name] = archived[0].read_bytes()[length:]
     return out
+
+
+def copy_wal_files(web: WebHdfs, root: str, dest: Path) -> Path:
+    """Copy every WAL, archived WAL and recovered-edits file under ``root`` in HDFS (HBase's root
+    directory, e.g. ``/hbase``) into the local folder ``dest``, keeping their relative paths, so that
+    :func:`files_holding` and :func:`wal_tails_after_split` read them as on the local filesystem.
+    Returns ``dest``."""
+    for f in web.walk(root):
+        if "WAL" in f.path or "recovered.edits" in f.path:
+            local = dest / f.path[len(root):].lstrip("/")
+            local.parent.mkdir(parents=True, exist_ok=True)
+            local.write_bytes(web.read(f.path))
+    return dest
 
 
 def encoded_region(name: str) -> str:

@@ -22,7 +22,8 @@ from pipeline.settings import StackSettings
 
 VALUES = {"KAFKA_PORT": "19092", "KAFKA_CONTROLLER_PORT": "19093", "ZK_PORT": "12181", "MASTER_PORT": "16000",
           "REGIONSERVER_PORT": "16020", "CLIENT_RETRIES": "5", "CLIENT_OPERATION_TIMEOUT_MS": "30000",
-          "SESSION_TIMEOUT_MS": "30000", "DISTRIBUTED": "false"}
+          "SESSION_TIMEOUT_MS": "30000", "DISTRIBUTED": "false", "ROOTDIR": "file:///tmp/hbase/root",
+          "STREAM_CAPABILITY_ENFORCE": "false", "WAL_PROVIDER": "filesystem"}
 
 
 def _mode(path: Path) -> int:

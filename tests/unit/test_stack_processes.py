@@ -42,8 +42,32 @@ def test_dead_process_reports_its_log(tmp_path: Path) -> None:
     p = proc.start([sys.executable, "-c", "print('boom: bad config'); raise SystemExit(3)"])
     import os
     os.waitpid(p, 0)
-    with pytest.raises(StackError, match="boom: bad config"):
+    with pytest.raises(StackError) as caught:
         proc.check_alive()
+    # two lines: which server could not start and the line of its log that says why, then the log
+    assert str(caught.value) == ("crasher could not start: its log ends without an error (killed by a signal, or by "
+                                 "the kernel's OOM killer?); its last line: boom: bad config\n"
+                                 f"  its log: {tmp_path / 'c.log'}")
+
+
+def test_a_server_that_aborts_at_start_is_one_line_and_its_log(tmp_path: Path) -> None:
+    noise = "\n".join(f"INFO [main] regionserver.HRegionServer: step {i}" for i in range(60))
+    abort = ("ERROR [regionserver/localhost:16421] regionserver.HRegionServer: ***** ABORTING region server "
+             "localhost,16421,1: org.apache.hadoop.hbase.YouAreDeadException: Server REPORT rejected; currently "
+             "processing localhost,16421,1 as dead server " + "x" * 400)
+    after = "INFO [regionserver/localhost:16421] regionserver.HRegionServer: aborting server localhost,16421,1"
+    script = (f"print({noise!r}); print({abort!r}); print('\\tat org.apache.hadoop.hbase.X.y(X.java:1)'); "
+              f"print({after!r})")
+    proc = OwnedProcess("regionserver-2", tmp_path / "rs.pid", tmp_path / "rs.log")
+    import os
+    os.waitpid(proc.start([sys.executable, "-c", script]), 0)
+    with pytest.raises(StackError) as caught:
+        proc.check_alive()
+    first, second = str(caught.value).splitlines()
+    assert first.startswith("regionserver-2 could not start: its log says: ERROR [regionserver/localhost:16421] ")
+    assert "ABORTING region server" in first and "YouAreDeadException" in first
+    assert first.endswith("...") and len(first) < 260
+    assert second == f"  its log: {tmp_path / 'rs.log'}"
 
 
 def test_port_in_use_detects_listener() -> None:
@@ -55,11 +79,13 @@ def test_port_in_use_detects_listener() -> None:
 
 
 def test_render_configs_fills_every_placeholder(tmp_path: Path) -> None:
+    from connectors.stack.hdfs import hbase_fs_values
+
     layout = StackLayout(tmp_path / "cache", tmp_path / "state", infra_dir())
     render_configs(layout, {"KAFKA_PORT": "19092", "KAFKA_CONTROLLER_PORT": "19093", "ZK_PORT": "12181",
                             "MASTER_PORT": "16000", "REGIONSERVER_PORT": "16020", "CLIENT_RETRIES": "5",
                             "CLIENT_OPERATION_TIMEOUT_MS": "30000", "SESSION_TIMEOUT_MS": "30000",
-                            "DISTRIBUTED": "false"})
+                            "DISTRIBUTED": "false", **hbase_fs_values(layout.state, None)})
     server = (layout.conf / "server.properties").read_text()
     site = (layout.conf / "hbase" / "hbase-site.xml").read_text()
     assert "PLAINTEXT://127.0.0.1:19092" in server and f"log.dirs={tmp_path}/state/kafka/data" in server
