@@ -42,7 +42,7 @@ from .pgserver import PROBE_TABLE
 from .postgres import PostgresServer, first_line
 from .processes import OwnedProcess
 from .provision import ensure_cdc_classpaths
-from .readiness import change_event_round_trip, ensure_topics
+from .readiness import change_event_round_trip, ensure_topics, wait_until
 
 __all__ = ["CdcServers", "probe_matches"]
 
@@ -116,10 +116,11 @@ class CdcServers:
             raise StackError(str(exc)) from exc
         connector.write_text(render_properties(props, "Debezium PostgreSQL connector (rendered by `stack up`)"))
         # the captured tables' topics with several partitions (Connect would make them with the broker's
-        # default of one): several workers can share them, and a changed primary key may move partitions
+        # default of one): several workers can share them, and a changed primary key may move partitions.
+        # Kafka may still be starting (a cold `up` starts every server at once): retried until the deadline
+        topics = {self.topic(t): self.settings.cdc_topic_partitions for t in self.settings.cdc_tables}
         try:
-            ensure_topics(f"127.0.0.1:{self.settings.kafka_port}",
-                          {self.topic(t): self.settings.cdc_topic_partitions for t in self.settings.cdc_tables})
+            wait_until(lambda: ensure_topics(f"127.0.0.1:{self.settings.kafka_port}", topics, 10.0), deadline)
         except Exception as exc:
             raise StackError(f"creating the CDC topics in Kafka failed: {first_line(str(exc)) or exc!r}") from exc
         self.connect.start(connect_argv(self.settings, self.layout, worker, connector), cwd=self.layout.connect_state)
