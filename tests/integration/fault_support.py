@@ -245,9 +245,22 @@ def assert_every_row(stack: LocalStack, settings: Settings, events: Iterable[dic
     return checked
 
 
-def scan_versions(stack: LocalStack, table: str) -> dict[bytes, list[Any]]:
+def scan_versions(stack: LocalStack, table: str, limit_s: float = 240) -> dict[bytes, list[Any]]:
     """Every row of ``table`` with every version of its cells (up to 5), as Thrift2 ``TColumnValue``
-    objects, through the stack's first gateway."""
+    objects, through the stack's first gateway. A region still moving after a fault (the gateway's
+    client gave up with a retryable error, such as NotServingRegionException) is waited for: the
+    whole scan is read again, for at most ``limit_s``."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        try:
+            return _scan_versions(stack, table)
+        except Exception as exc:  # thriftpy2's TIOError carries canRetry
+            if not getattr(exc, "canRetry", False) or time.monotonic() > deadline:
+                raise
+            time.sleep(2)
+
+
+def _scan_versions(stack: LocalStack, table: str) -> dict[bytes, list[Any]]:
     idl = load_idl()
     gw = stack.gateways[0]
     client = open_client(gw.host, gw.thrift2_port, 120_000)

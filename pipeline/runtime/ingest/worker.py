@@ -117,6 +117,8 @@ class Worker:
         self.maps: dict[str, RegionMap] = {}
         self._stop = anyio.Event()
         self._drained = anyio.Event()  # set by a writer when the in-flight bytes go down
+        #: partition -> the offset it was fetched again from after a fetch started past it
+        self._refetched: dict[TopicPartition, int] = {}
         self._source: RecordSource | None = None
         self._committer: Committer | None = None
         self._warnings = EventWarnings(self.observer, settings.kafka.dead_letter_topic)  # replaced in run()
@@ -279,6 +281,17 @@ class Worker:
             if tp not in progress.assigned:
                 continue  # revoked while this fetch was in flight
             end = progress.stop_of(tp)
+            expected = progress.next.get(tp)
+            if expected is not None and records[0].offset > expected and self._refetched.get(tp) != expected:
+                # the fetch starts past the next offset due: Kafka may not have those offsets (retention,
+                # compaction, transaction markers), or the records were fetched before a rebalance moved
+                # the position back to the committed offset. Fetch again from that offset once; a gap
+                # seen twice is real and skipped, a stale fetch is never taken for one
+                self._refetched[tp] = expected
+                source.seek(tp, expected)
+                log.info("fetch_gap_refetched", tp=str(tp), expected=expected, first=records[0].offset)
+                continue
+            self._refetched.pop(tp, None)
             skip = progress.delivered(tp, records[0].offset)
             if skip is not None:
                 self._warnings.skipped(skip)
