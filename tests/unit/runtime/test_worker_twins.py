@@ -13,6 +13,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from connectors.memory import MemoryBroker, MemoryHBase
+from connectors.memory.kafka import MemorySource
 from pipeline.core.model import TopicPartition
 from pipeline.errors import (
     ConfigError,
@@ -355,3 +356,37 @@ async def test_the_acknowledgement_ledger_names_every_acknowledged_row_and_every
 def _ledger_lines(directory: Path) -> list[dict[str, Any]]:
     (path,) = directory.glob("acks-*.jsonl")  # one worker process: one file
     return [orjson.loads(line) for line in path.read_bytes().splitlines()]
+
+
+class _AheadSource(MemorySource):
+    """A consumer whose position after an assignment is 40 offsets past the committed one, the first
+    time: records fetched before a rebalance moved its position back to the commit."""
+
+    seen: set[TopicPartition]
+
+    def _position_from_commit(self, tp: TopicPartition) -> None:
+        super()._position_from_commit(tp)
+        seen = self.__dict__.setdefault("seen", set())
+        if tp not in seen:
+            seen.add(tp)
+            self.positions[tp] += 40
+
+
+class _AheadBroker(MemoryBroker):
+    def source(self, group_id: str | None) -> MemorySource:
+        return _AheadSource(self, group_id)
+
+
+async def test_a_fetch_that_starts_past_the_committed_offset_is_not_taken_for_a_gap() -> None:
+    broker, hbase = _AheadBroker(), MemoryHBase()
+    broker.create_topic(TOPIC, PARTITIONS)
+    hbase.add_table(TABLE, families=["f"], splits=(b"e3",))
+    for i in range(400):
+        broker.produce(TOPIC, orjson.dumps({"id": f"e{i}", "v": i, "ts": 1_000 + i}), key=b"%d" % i)
+    # the group committed offset 10 of every partition; the consumer first hands out records from 50
+    broker._group("g").committed.update({TopicPartition(TOPIC, p): 10 for p in range(PARTITIONS)})
+    await _run(Worker(_settings(), hbase, broker, stop_at=_ends(broker)))
+    due = [orjson.loads(r.value or b"{}")["id"] for part in broker.topics[TOPIC] for r in part.records
+           if r.offset >= 10]
+    missing = [i for i in due if not hbase.row(TABLE, i.encode())]
+    assert not missing, f"{len(missing)} records past the commit never written, e.g. {missing[:3]}"
