@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from connectors.kafka import TopicPartition, end_offsets, make_consumer
+from connectors.kafka import TopicPartition, end_offsets, make_consumer, partitions
 from connectors.stack import LocalStack
 from connectors.stack.cdc import CdcServers
 from connectors.stack.pgserver import DATABASE, SlotRecord
@@ -29,32 +29,37 @@ def _cdc(stack: LocalStack) -> CdcServers:
     return stack.cdc
 
 
-async def _start_offset(kafka: KafkaSettings, topic: str) -> int:
+async def _start_offsets(kafka: KafkaSettings, topic: str) -> dict[int, int]:
+    """Partition -> end offset now (the topic has several partitions: a key's partition is Kafka's choice)."""
     try:
-        return (await end_offsets(kafka, topic))[0]
+        return await end_offsets(kafka, topic)
     except KafkaError:  # no change event on this table yet: its topic does not exist
-        return 0
+        return {}
 
 
-async def _records_of(kafka: KafkaSettings, topic: str, start: int, key: dict[str, Any],
+async def _records_of(kafka: KafkaSettings, topic: str, start: dict[int, int], key: dict[str, Any],
                       until: int, timeout_s: float = 60.0) -> list[Record]:
-    """The records of ``topic`` from ``start`` whose key is ``key`` (decoded), until ``until`` of them."""
+    """The records of ``topic`` from ``start`` (partition -> offset; 0 where absent) whose key is ``key``
+    (decoded), until ``until`` of them, in offset order (one key stays in one partition)."""
     consumer = make_consumer(kafka, group_id=None)
     await consumer.start()
     got: list[Record] = []
     try:
-        tp = TopicPartition(topic, 0)
         deadline = time.monotonic() + timeout_s
-        while topic not in await consumer.topics():  # made by Connect with the table's first event
+        while topic not in await consumer.topics():  # made by `stack up` (or Connect) before the first event
             assert time.monotonic() < deadline, f"topic {topic} never appeared"
             await asyncio.sleep(0.2)
-        consumer.assign([tp])
-        consumer.seek(tp, start)
+        tps = [TopicPartition(topic, p) for p in sorted(await partitions(kafka, topic))]
+        consumer.assign(tps)
+        for tp in tps:
+            consumer.seek(tp, start.get(tp.partition, 0))
         while len(got) < until and time.monotonic() < deadline:
-            batch = await consumer.getmany(tp, timeout_ms=500)
-            for msg in batch.get(tp, []):
-                if msg.key is not None and orjson.loads(msg.key) == key:
-                    got.append((orjson.loads(msg.key), None if msg.value is None else orjson.loads(msg.value)))
+            batch = await consumer.getmany(*tps, timeout_ms=500)
+            for msgs in batch.values():
+                for msg in msgs:
+                    if msg.key is not None and orjson.loads(msg.key) == key:
+                        got.append((orjson.loads(msg.key),
+                                    None if msg.value is None else orjson.loads(msg.value)))
     finally:
         await consumer.stop()
     return got
@@ -65,7 +70,7 @@ async def test_insert_update_delete_arrive_as_debezium_events(cdc_stack: LocalSt
     kafka = KafkaSettings(bootstrap_servers=cdc_stack.bootstrap)
     topic = cdc.topic(ORDERS)
     order_id = secrets.randbelow(2**62) + 1  # a key no other run has used
-    start = await _start_offset(kafka, topic)
+    start = await _start_offsets(kafka, topic)
     # three transactions (psql commits each statement on its own)
     cdc.pg.sql(f"INSERT INTO {ORDERS} VALUES ({order_id}, 's-1', 'b-1', 1250, 'new', '2025-11-22T10:00:00Z');\n"
                f"UPDATE {ORDERS} SET status = 'paid', amount_cents = 1300 WHERE order_id = {order_id};\n"
