@@ -123,9 +123,10 @@ class ChangeRoute:
         #: still addresses a row
         self.key_only = all(f.startswith("$") for f in rowkey.fields)
         self._event_fields = [f for f in rowkey.fields if not f.startswith("$")]
+        named = [*rowkey.fields, *(c.field for c in self.columns), self.ts_field or "", spec.deleted_field or ""]
         # a Debezium route reads the key to know which rows an update without a before image keeps
-        self.reads_key = self.debezium or any(
-            f.startswith("$key") for f in [*rowkey.fields, *(c.field for c in self.columns), self.ts_field or ""])
+        self.reads_key = self.debezium or any(f.startswith("$key") for f in named)
+        self.reads_headers = any(f.startswith("$header") for f in named)
         self._max_key = max_key_bytes
         self._max_cell = max_cell_bytes
         if self.tombstones == "delete" and not self.key_only:
@@ -269,17 +270,20 @@ class ChangeTopic:
         self._value = VALUE_DECODERS[topic.value_format]
         self._key = KEY_DECODERS[topic.key_format]
         self._reads_key = any(r.reads_key for r in routes)
+        self._reads_headers = any(r.reads_headers for r in routes)
         self._debezium = any(r.debezium for r in routes)
 
     def _meta(self, tp: TopicPartition, rec: MetaRecord) -> dict[str, Any]:
-        headers: dict[str, Any] = {}
-        for name, raw in rec.headers or ():
-            try:
-                headers[name] = raw.decode() if raw is not None else None
-            except UnicodeDecodeError:
-                headers[name] = raw
-        meta: dict[str, Any] = {"$header": headers, "$timestamp": rec.timestamp, "$topic": tp.topic,
-                                "$partition": tp.partition, "$offset": rec.offset}
+        meta: dict[str, Any] = {"$timestamp": rec.timestamp, "$topic": tp.topic, "$partition": tp.partition,
+                                "$offset": rec.offset}
+        if self._reads_headers:  # decoded only for a topic whose routes read one
+            headers: dict[str, Any] = {}
+            for name, raw in rec.headers or ():
+                try:
+                    headers[name] = raw.decode() if raw is not None else None
+                except UnicodeDecodeError:
+                    headers[name] = raw
+            meta["$header"] = headers
         if self._reads_key:
             meta["$key"] = None if rec.key is None else self._key(rec.key)
         return meta

@@ -203,6 +203,34 @@ def stop_hbase(stack: LocalStack) -> None:
         stack.procs[name].stop()
 
 
+def up_until_ok(stack: LocalStack, limit_s: float = 300) -> tuple[float, list[str]]:
+    """``stack.up()`` until it succeeds (a server that aborted meanwhile is started again); returns the
+    seconds it took and the servers it found dead and started again. Fails after ``limit_s``."""
+    t0 = time.monotonic()
+    restarted: list[str] = []
+    while True:
+        try:
+            restarted += [d.name for d in stack.up().died]
+            return time.monotonic() - t0, restarted
+        except Exception as exc:
+            if time.monotonic() - t0 >= limit_s:
+                raise AssertionError(f"the cluster not back within {limit_s:.0f} s: {exc}") from exc
+            time.sleep(2)
+
+
+def busiest_region_server(stack: LocalStack, tables: Iterable[str]) -> tuple[str, list[str]]:
+    """The region server holding regions of most of ``tables`` (through ``infra/RegionAdmin.java``):
+    its process name and those tables (one entry per region line it holds)."""
+    placed = region_admin(stack, *(f"regions:{t}" for t in tables))
+    by_port: dict[int, list[str]] = {}
+    for line in placed:
+        for server in line["servers"]:
+            by_port.setdefault(int(server.split(",")[1]), []).append(line["table"])
+    port, on_it = max(by_port.items(), key=lambda kv: len(kv[1]))
+    name = next(p.name for p in stack.topology().by_role("regionserver") if p.ports["regionserver"] == port)
+    return name, on_it
+
+
 def region_admin(stack: LocalStack, *ops: str, timeout_s: float = 300) -> list[dict[str, Any]]:
     """Run ``infra/RegionAdmin.java`` on the stack's cached HBase jars with ``ops`` (split:TABLE:KEY,
     move:TABLE, regions:TABLE); returns its JSON line per operation."""

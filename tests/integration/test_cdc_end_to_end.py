@@ -34,7 +34,7 @@ from pipeline.runtime.read.reader import Reader
 from pipeline.settings import Settings, load_settings
 
 from .changelog_support import cdc_settings, expected_tables, profile_toml
-from .fault_support import WorkerProcess, committed_offsets
+from .fault_support import WorkerProcess, committed_offsets, up_until_ok
 from .worker_support import drop_tables
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
@@ -152,19 +152,6 @@ def _diff(want: dict[str, dict[bytes, dict[bytes, bytes]]], got: dict[str, dict[
     return "; ".join(problems)
 
 
-def _restart(stack: LocalStack) -> None:
-    deadline = time.monotonic() + 240
-    while True:
-        try:
-            stack.up()
-        except Exception:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(2)
-        else:
-            return
-
-
 async def test_random_dml_reaches_main_and_index_tables_through_kills_and_a_replay(
         cdc_stack: LocalStack, hbase: HBaseClient, tmp_path: Path, unique: str) -> None:
     stack = cdc_stack
@@ -206,7 +193,7 @@ async def test_random_dml_reaches_main_and_index_tables_through_kills_and_a_repl
                 os.kill(pid, signal.SIGKILL)
                 connect_killed = True
                 kills["connect"] += 1
-                await run_sync(_restart, stack)
+                await run_sync(up_until_ok, stack, 240)
                 continue
             victim = rng.choice(crew)
             victim.kill()

@@ -39,7 +39,7 @@ from connectors.stack import LocalStack
 from pipeline.rowkey import compile_rowkey
 from pipeline.settings import HBaseSettings, Settings, StackSettings, load_settings
 
-from .fault_support import WorkerProcess, committed_offsets, kill_9, scan_versions
+from .fault_support import WorkerProcess, committed_offsets, kill_9, scan_versions, up_until_ok
 from .ledger_support import (
     attribute,
     copy_wal_files,
@@ -139,19 +139,6 @@ def _compare(stack: LocalStack, expected: dict[str, dict[bytes, tuple[bytes, int
     return missing
 
 
-def _up_until_ok(stack: LocalStack, limit_s: float) -> float:
-    """``stack.up()`` until it succeeds (a region server that aborted is started again); returns seconds."""
-    t0 = time.monotonic()
-    while True:
-        try:
-            stack.up()
-            return time.monotonic() - t0
-        except Exception as exc:
-            if time.monotonic() - t0 >= limit_s:
-                raise AssertionError(f"the cluster not back within {limit_s:.0f} s: {exc}") from exc
-            time.sleep(2)
-
-
 def _signal(stack: LocalStack, name: str, sig: signal.Signals) -> None:
     pid = stack.procs[name].pid()
     assert pid is not None, f"{name} is not running"
@@ -166,7 +153,7 @@ def _wall_ms() -> int:
 async def test_combined_region_server_faults(cluster: LocalStack, tmp_path: Path, unique: str, seed: int,
                                              capsys: pytest.CaptureFixture[str]) -> None:
     stack = cluster
-    await run_sync(_up_until_ok, stack, 300)
+    await run_sync(up_until_ok, stack, 300)
     settings = _profile(tmp_path / "w.toml", stack, f"{unique}{seed}")
     ledger = tmp_path / "ledger"
     hb = HBaseSettings(host=stack.gateways[0].host, port=stack.gateways[0].thrift_port,
@@ -198,7 +185,7 @@ async def test_combined_region_server_faults(cluster: LocalStack, tmp_path: Path
             marks["gateway_kill"] = _wall_ms()
             await run_sync(kill_9, stack, "gateway-2")
             await anyio.sleep(20)
-            await run_sync(_up_until_ok, stack, 120)
+            await run_sync(up_until_ok, stack, 120)
             await anyio.sleep(3)
             marks["rs2_kill"] = _wall_ms()
             await run_sync(kill_9, stack, "regionserver-2")
@@ -221,7 +208,7 @@ async def test_combined_region_server_faults(cluster: LocalStack, tmp_path: Path
             _signal(stack, "regionserver-1", signal.SIGCONT)
             marks["rs1_cont"] = _wall_ms()
             await run_sync(up.join)
-            await run_sync(_up_until_ok, stack, 300)
+            await run_sync(up_until_ok, stack, 300)
             marks["all_up"] = _wall_ms()
 
         async with anyio.create_task_group() as tg:

@@ -27,6 +27,7 @@ from pipeline.settings import Settings
 from .fault_support import (
     WorkerProcess,
     assert_every_row,
+    busiest_region_server,
     cluster_settings,
     committed_offsets,
     hbase_settings,
@@ -219,13 +220,7 @@ async def test_a_killed_region_server_s_regions_are_reassigned_and_nothing_is_lo
         tg.start_soon(produce_to_partitions, settings, topic, events, 0, partitions, 1500.0)
         await _writing(w)
         # the region server holding most of the tables' regions (both, if one holds them all)
-        placed = await run_sync(lambda: region_admin(whole, *(f"regions:{t}" for t in tables)))
-        by_port: dict[int, list[str]] = {}
-        for line in placed:
-            for server in line["servers"]:
-                by_port.setdefault(int(server.split(",")[1]), []).append(line["table"])
-        port, on_victim = max(by_port.items(), key=lambda kv: len(kv[1]))
-        victim = next(p.name for p in whole.topology().by_role("regionserver") if p.ports["regionserver"] == port)
+        victim, on_victim = await run_sync(busiest_region_server, whole, tables)
         t_kill = time.monotonic()
         await run_sync(kill_9, whole, victim)
         # the victim's tables write again once its regions are reassigned

@@ -39,13 +39,14 @@ from pipeline.settings import Settings, StackSettings
 from .fault_support import (
     WorkerProcess,
     assert_every_row,
+    busiest_region_server,
     committed_offsets,
     hbase_settings,
     http_get,
     index_rows,
     kill_9,
     produce_to_partitions,
-    region_admin,
+    up_until_ok,
     with_cluster,
 )
 from .ledger_support import evidence, first_line_after
@@ -89,25 +90,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
         stack.down(wipe=True)
 
 
-def _up_until_ok(stack: LocalStack, limit_s: float) -> tuple[float, list[str]]:
-    """``stack.up()`` until it succeeds (a server that aborted meanwhile is started again); returns the
-    seconds it took and the servers it found dead and started again."""
-    t0 = time.monotonic()
-    restarted: list[str] = []
-    while True:
-        try:
-            restarted += [d.name for d in stack.up().died]
-            return time.monotonic() - t0, restarted
-        except Exception as exc:
-            if time.monotonic() - t0 >= limit_s:
-                raise AssertionError(f"the cluster not back within {limit_s:.0f} s: {exc}") from exc
-            time.sleep(2)
-
-
 @pytest.fixture
 def whole(cluster: LocalStack) -> LocalStack:
     """The cluster with every process running (a test before may have left one stopped or aborted)."""
-    _up_until_ok(cluster, 300)
+    up_until_ok(cluster, 300)
     return cluster
 
 
@@ -238,7 +224,7 @@ async def test_master_killed_mid_write_and_started_10_s_later(
     async def fault(stack: LocalStack, notes: list[str]) -> None:
         await run_sync(kill_9, stack, "master")
         await anyio.sleep(10)
-        up_s, restarted = await run_sync(_up_until_ok, stack, 180)
+        up_s, restarted = await run_sync(up_until_ok, stack, 180)
         notes.append(f"up after the kill took {up_s:.1f} s and started again: {restarted}")
         assert restarted == ["master"], restarted
 
@@ -251,11 +237,11 @@ async def test_zookeeper_killed_mid_write_and_started_again(
         whole: LocalStack, tmp_path: Path, unique: str, report: Report) -> None:
     async def fault(stack: LocalStack, notes: list[str]) -> None:
         await run_sync(kill_9, stack, "zookeeper")
-        up_s, restarted = await run_sync(_up_until_ok, stack, 240)
+        up_s, restarted = await run_sync(up_until_ok, stack, 240)
         # a server whose session expired while ZooKeeper was away aborts after the first up: one more
         # up, a session timeout and more later, starts it again
         await anyio.sleep(SESSION_TIMEOUT_MS / 1000 * 2)
-        again_s, again = await run_sync(_up_until_ok, stack, 240)
+        again_s, again = await run_sync(up_until_ok, stack, 240)
         notes.append(f"up after the kill took {up_s:.1f} s and started again: {restarted}; "
                      f"{SESSION_TIMEOUT_MS * 2 / 1000:.0f} s later, up took {again_s:.1f} s and started: {again}")
         assert restarted[:1] == ["zookeeper"], restarted
@@ -272,7 +258,7 @@ async def test_a_datanode_killed_mid_write_and_started_20_s_later(
     async def fault(stack: LocalStack, notes: list[str]) -> None:
         await run_sync(kill_9, stack, "datanode-2")
         await anyio.sleep(20)
-        up_s, restarted = await run_sync(_up_until_ok, stack, 180)
+        up_s, restarted = await run_sync(up_until_ok, stack, 180)
         notes.append(f"up after the kill took {up_s:.1f} s and started again: {restarted}")
         assert restarted == ["datanode-2"], restarted
 
@@ -288,13 +274,7 @@ async def test_a_region_server_frozen_past_its_session_aborts_and_comes_back(
 
     async def fault(stack: LocalStack, notes: list[str]) -> None:
         tables = tables_of
-        placed = await run_sync(lambda: region_admin(stack, *(f"regions:{t}" for t in tables)))
-        by_port: dict[int, list[str]] = {}
-        for line in placed:
-            for server in line["servers"]:
-                by_port.setdefault(int(server.split(",")[1]), []).append(line["table"])
-        port, on_victim = max(by_port.items(), key=lambda kv: len(kv[1]))
-        victim = next(p.name for p in stack.topology().by_role("regionserver") if p.ports["regionserver"] == port)
+        victim, on_victim = await run_sync(busiest_region_server, stack, tables)
         pid = stack.procs[victim].pid()
         assert pid is not None
         os.kill(pid, signal.SIGSTOP)
@@ -316,7 +296,7 @@ async def test_a_region_server_frozen_past_its_session_aborts_and_comes_back(
             return stack.procs[victim].pid() is None
 
         await _poll(gone, 60, f"{victim} exiting after its abort")
-        up_s, restarted = await run_sync(_up_until_ok, stack, 240)
+        up_s, restarted = await run_sync(up_until_ok, stack, 240)
         notes.append(f"{victim} (tables {on_victim}) frozen at {stop_ms}, resumed at {cont_ms}, aborted "
                      f"{abort_s:.1f} s later; up took {up_s:.1f} s and started again: {restarted}")
         assert victim in restarted, restarted
