@@ -17,7 +17,8 @@ OTHER_PYTHONS ?= 3.12 3.13 3.14
 demo: install
 	$(BIN)/hbase-ingest demo
 
-# the tests need the CDC part too (PostgreSQL 15 from the distribution, Kafka Connect with Debezium)
+# the tests need the CDC part too (PostgreSQL 15 from the distribution, Kafka Connect with Debezium) and the
+# schema registry (Apicurio Registry)
 test: install lint test-pythons stack-up-cdc $(PROMTOOL)
 	PROMTOOL=$(PROMTOOL) $(BIN)/python -m pytest
 
@@ -53,7 +54,7 @@ stack-up: install
 	$(BIN)/hbase-ingest stack up --secure
 
 stack-up-cdc: install
-	$(BIN)/hbase-ingest stack up --secure --cdc
+	$(BIN)/hbase-ingest stack up --secure --cdc --registry
 
 stack-down:
 	$(BIN)/hbase-ingest stack down

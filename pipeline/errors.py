@@ -22,6 +22,9 @@ project defines appears below (a test checks it); those defined elsewhere name t
     │   ├── KafkaCommitFailed       the group refused a commit (rebalance in progress): the next tick retries
     │   ├── KafkaAuthError          authentication or authorization failed (names the topic/group): do not retry
     │   └── TopicNotCreated         a topic is missing and the cluster refused to create it
+    ├── RegistryError               a schema registry call failed (names the registry and what was asked)
+    │   ├── RegistryUnavailable     unreachable, timed out or a 5xx answer: retry with backoff
+    │   └── SchemaNotFound          the registry has no schema of that id (.schema_id): its records are dead letters
     └── HBaseError                  a Thrift/HBase call failed
         ├── HBaseUnavailable        connection refused/reset, gateway down: retry with backoff
         ├── HBaseTimeout            the call did not finish within its timeout: retry with backoff
@@ -47,6 +50,9 @@ __all__ = [
     "KafkaError",
     "KafkaUnavailable",
     "RegionMapStale",
+    "RegistryError",
+    "RegistryUnavailable",
+    "SchemaNotFound",
     "StackError",
     "TableNotFound",
     "TopicNotCreated",
@@ -122,6 +128,27 @@ class KafkaAuthError(KafkaError):
 
 class TopicNotCreated(KafkaError):
     """A topic does not exist, and creating it failed (ACLs, a create policy): the cluster answered."""
+
+
+class RegistryError(HBaseIngestError):
+    """A schema registry call failed (refused credentials, a bad request). ``retryable`` tells the caller
+    whether a retry can help."""
+
+    retryable: bool = False
+
+
+class RegistryUnavailable(RegistryError):
+    """The registry cannot be reached, timed out, or answered 5xx."""
+
+    retryable = True
+
+
+class SchemaNotFound(RegistryError):
+    """The registry answered that it has no schema ``schema_id``."""
+
+    def __init__(self, message: str, *, schema_id: int) -> None:
+        super().__init__(message)
+        self.schema_id = schema_id
 
 
 class HBaseError(HBaseIngestError):

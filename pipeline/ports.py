@@ -10,6 +10,7 @@ port                        real adapter                         in-memory twin 
 :class:`RecordSource`       ``connectors.kafka.KafkaSource``     ``connectors.memory.MemorySource``
 :class:`RecordSink`         ``connectors.kafka.KafkaSink``       ``connectors.memory.MemorySink``
 :class:`HBase`              ``connectors.hbase.HBaseClient``     ``connectors.memory.MemoryHBase``
+:class:`SchemaRegistry`     ``connectors.registry.RegistryClient``  (tests: an httpx mock transport)
 ==========================  ===================================  ====================================
 
 Contracts every adapter keeps (the twins too, and their tests check it):
@@ -31,6 +32,7 @@ from typing import Any, Literal, Protocol
 import anyio
 
 from pipeline.core.model import Mutation, TopicPartition
+from pipeline.core.schemas import RegisteredSchema
 from pipeline.settings import FamilySpec
 
 __all__ = [
@@ -49,6 +51,7 @@ __all__ = [
     "RegionLocator",
     "RowScanner",
     "RowSink",
+    "SchemaRegistry",
     "TopicAdmin",
 ]
 
@@ -168,6 +171,22 @@ class Broker(TopicAdmin, OffsetLookup, Protocol):
     def source(self, group_id: str | None) -> RecordSource: ...
     def sink(self, *, max_request_size: int | None = None, linger_ms: int | None = None,
              max_batch_size: int | None = None) -> RecordSink: ...
+
+
+# -- schema registry ------------------------------------------------------------------------------
+
+
+class SchemaRegistry(Protocol):
+    """Writer schemas by id (``connectors.registry.RegistryClient``). ``schema`` raises
+    :class:`~pipeline.errors.SchemaNotFound` for an id the registry does not have,
+    :class:`~pipeline.errors.RegistryUnavailable` when it does not answer (retry), another
+    :class:`~pipeline.errors.RegistryError` otherwise."""
+
+    url: str
+
+    async def check(self) -> None: ...
+    async def schema(self, schema_id: int) -> RegisteredSchema: ...
+    async def aclose(self) -> None: ...
 
 
 # -- HBase ----------------------------------------------------------------------------------------

@@ -51,12 +51,21 @@ from pipeline.settings_env import (
     read_environment,
 )
 from pipeline.settings_files import describe_error, read_toml
-from pipeline.settings_specs import ColumnSpec, CounterSpec, FamilySpec, RouteSpec, TableSpec, TopicSpec
+from pipeline.settings_specs import (
+    REGISTRY_FORMATS,
+    ColumnSpec,
+    CounterSpec,
+    FamilySpec,
+    RouteSpec,
+    TableSpec,
+    TopicSpec,
+)
 
 __all__ = [
     "ENV_NESTED_DELIMITER",
     "ENV_PREFIX",
     "NON_SETTING_VARIABLES",
+    "REGISTRY_FORMATS",
     "ColumnSpec",
     "CounterSpec",
     "FamilySpec",
@@ -65,6 +74,7 @@ __all__ = [
     "KafkaSettings",
     "LoggingSettings",
     "MetricsSettings",
+    "RegistrySettings",
     "RouteSpec",
     "RuntimeSettings",
     "Settings",
@@ -105,6 +115,38 @@ class KafkaSettings(Section):
         if self.sasl_plain_password is not None and self.sasl_password_file is not None:
             raise ValueError("sasl_plain_password and sasl_password_file are both set: give the SASL password "
                              "one way (the environment variable or the file), not both")
+        return self
+
+
+class RegistrySettings(Section):
+    """The schema registry that topics in a registry format (``[[topics]] value_format = "avro"``,
+    ``"protobuf"``, ``"json_schema"``) read writer schemas from: Confluent's REST API, or a compatible one
+    (Apicurio Registry's ``/apis/ccompat/v7``). ``url`` is the API's base (``http(s)://host:port/path``;
+    credentials go in ``username``/``password``, never in the URL). Like the Kafka password, the
+    password is never logged; ``password_file`` holds it on one line instead. TLS: ``ca_file`` (else the
+    system's CAs), ``cert_file``/``key_file`` for a client certificate. ``timeout_s`` bounds each
+    request; a registry that does not answer is retried with backoff, the worker waiting as it does
+    for Kafka. ``cache_size``: schemas kept compiled (the oldest beyond it are fetched again when seen)."""
+
+    url: str | None = Field(default=None, pattern=r"^https?://[^\s/@]+(/\S*)?$",
+                            description="e.g. http://127.0.0.1:8085/apis/ccompat/v7 (no user:password@ in it)")
+    username: str | None = None
+    password: SecretStr | None = None
+    password_file: Path | None = None
+    ca_file: Path | None = None
+    cert_file: Path | None = None
+    key_file: Path | None = None
+    timeout_s: float = Field(default=10.0, gt=0, le=MAX_S)
+    cache_size: int = Field(default=1000, ge=1, le=1_000_000)
+
+    @model_validator(mode="after")
+    def _one_password_source(self) -> RegistrySettings:
+        if self.password is not None and self.password_file is not None:
+            raise ValueError("password and password_file are both set: give the registry password one way")
+        if (self.password is not None or self.password_file is not None) and not self.username:
+            raise ValueError("a registry password without a username: set username too")
+        if self.key_file is not None and self.cert_file is None:
+            raise ValueError("key_file without cert_file: the client certificate is missing")
         return self
 
 
@@ -294,6 +336,11 @@ class StackSettings(Section):
     cdc_topic_partitions: int = Field(default=4, ge=1, le=1000,
                                       description="partitions of the captured tables' topics, made before Connect "
                                                   "starts (Debezium keys by primary key: a key keeps one partition)")
+    registry: bool = Field(default=False,
+                           description="also a schema registry, Apicurio Registry (connectors.stack.registry)")
+    registry_port: int = Field(default=8085, ge=1, le=MAX_PORT,
+                               description="the registry's HTTP port (Confluent-compatible API under /apis/ccompat/v7)")
+    registry_heap_mb: int = Field(default=256, ge=128, le=1024 * 1024)
 
     @model_validator(mode="after")
     def _cluster_shape(self) -> StackSettings:
@@ -320,6 +367,7 @@ class Settings(BaseSettings):
     metrics: MetricsSettings = MetricsSettings()
     logging: LoggingSettings = LoggingSettings()
     stack: StackSettings = StackSettings()
+    registry: RegistrySettings = RegistrySettings()
     topics: list[TopicSpec] = Field(default_factory=list)
     tables: list[TableSpec] = Field(default_factory=list)
     routes: list[RouteSpec] = Field(default_factory=list)
@@ -345,6 +393,11 @@ class Settings(BaseSettings):
             dupes = sorted({n for n in names if names.count(n) > 1})
             if dupes:
                 problems.append(f"{what} names must be unique; repeated: {', '.join(dupes)}")
+        framed = [f"topic {t.name!r} ({part}_format {fmt!r})" for t in self.topics
+                  for part, fmt in (("value", t.value_format), ("key", t.key_format)) if fmt in REGISTRY_FORMATS]
+        if framed and self.registry.url is None:
+            problems.append(f"{', '.join(framed)} reads writer schemas from a schema registry: set [registry] url "
+                            "(e.g. http://127.0.0.1:8085/apis/ccompat/v7, what `stack up --registry` serves)")
         dead = self.kafka.dead_letter_topic
         loops = [r.name for r in self.routes if r.topic == dead]
         if loops:

@@ -22,8 +22,8 @@ from pipeline.settings_base import (
     TopicName,
 )
 
-__all__ = ["METADATA_FIELDS", "ColumnSpec", "CounterSpec", "FamilySpec", "RouteSpec", "TableSpec", "TopicSpec",
-           "metadata_root"]
+__all__ = ["METADATA_FIELDS", "REGISTRY_FORMATS", "ColumnSpec", "CounterSpec", "FamilySpec", "RouteSpec", "TableSpec",
+           "TopicSpec", "metadata_root"]
 
 #: what a field name starting with ``$`` may name: the record's metadata, addressable wherever an
 #: event field is (rowkey designs, columns, ``timestamp_field``). ``$key`` is the decoded key (a path
@@ -65,23 +65,30 @@ class TableSpec(Section):
         return value
 
 
+#: the ``value_format``/``key_format`` names that read the Confluent wire format through ``[registry]``
+REGISTRY_FORMATS = ("avro", "protobuf", "json_schema")
+
+
 class TopicSpec(Section):
     """How one topic's records become events (``[[topics]]``; a topic not listed is JSON with text keys).
 
     ``value_format``: how a value is decoded (``json``: a JSON object, or a Kafka Connect
-    ``{"schema": ..., "payload": ...}`` envelope whose payload is one). ``key_format``: how the key
-    behind ``$key`` is decoded: ``text`` (UTF-8), ``json`` (a JSON value, a Connect envelope
-    unwrapped likewise) or ``bytes`` (as is)."""
+    ``{"schema": ..., "payload": ...}`` envelope whose payload is one; ``avro``, ``protobuf``,
+    ``json_schema``: the Confluent wire format, its writer schema fetched from ``[registry]`` by the id
+    in each record: :mod:`pipeline.core.schemas`). ``key_format``: how the key behind ``$key`` is
+    decoded: ``text`` (UTF-8), ``json`` (a JSON value, a Connect envelope unwrapped likewise), ``bytes``
+    (as is), or one of the registry formats."""
 
     name: TopicName
-    value_format: Literal["json"] = "json"
-    key_format: Literal["text", "json", "bytes"] = "text"
+    value_format: Literal["json", "avro", "protobuf", "json_schema"] = "json"
+    key_format: Literal["text", "json", "bytes", "avro", "protobuf", "json_schema"] = "text"
 
 
 class ColumnSpec(Section):
     """One cell of a route: value taken from ``field`` (a dotted path, or record metadata such as
     ``$key.id``: :data:`METADATA_FIELDS`) and encoded as ``text`` (UTF-8; numbers in decimal),
-    ``json`` (orjson of the value) or ``long`` (8-byte big-endian).
+    ``json`` (orjson of the value), ``long`` (8-byte big-endian), ``bytes`` (as they are) or ``decimal``
+    (Java's ``Bytes.toBytes(BigDecimal)``): :mod:`pipeline.core.encodings`.
 
     ``required``: a field that is absent is an error (the record goes to the dead-letter topic);
     otherwise the cell is left out. ``null`` says what a JSON null does: ``error`` (a dead letter),
@@ -90,7 +97,7 @@ class ColumnSpec(Section):
     required column, ``skip`` otherwise, and ``delete`` in a Debezium route."""
 
     field: str
-    encoding: Literal["text", "json", "long"] = "text"
+    encoding: Literal["text", "json", "long", "bytes", "decimal"] = "text"
     required: bool = True
     null: Literal["error", "skip", "empty", "delete"] | None = None
 

@@ -38,6 +38,16 @@ def cdc_stack(stack: LocalStack) -> LocalStack:
     return with_cdc
 
 
+@pytest.fixture(scope="session")
+def registry_stack(stack: LocalStack) -> LocalStack:
+    """The stack with its schema registry and CDC part (``stack up --cdc --registry``, as ``make test`` starts
+    it): the Confluent-compatible API at ``.registry_url``. When the stack runs without them, this adds them
+    (nothing else restarts)."""
+    with_registry = LocalStack(StackSettings(cdc=True, registry=True))
+    with_registry.up()
+    return with_registry
+
+
 @pytest.fixture
 def unique() -> str:
     return uuid.uuid4().hex[:10]

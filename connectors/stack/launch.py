@@ -14,6 +14,8 @@ Heaps (``[stack]`` settings, sized for a 2-core / 24 GB machine that also runs t
 - ``namenode`` and ``datanode-k`` (``--hdfs``): ``namenode_heap_mb`` and ``datanode_heap_mb`` (256 each),
   the serial collector: a few thousand files and blocks; the HBase JVMs' JDK 17 options (WebHDFS's
   JAXB and Hadoop's buffer cleaning reflect into java.base). Configuration from ``<state>/conf/hadoop``.
+- ``registry`` (``--registry``): ``registry_heap_mb`` (256), the serial collector; its command is
+  :func:`.registry.registry_argv`.
 
 Cluster JVMs start with a quarter of their heap (-Xms) so that an idle cluster stays small in RSS;
 every HBase JVM is killed on OutOfMemoryError (as HBase's own scripts do) so that a broken server
@@ -28,6 +30,7 @@ from pipeline.settings import StackSettings
 
 from .hdfs import datanode_options, format_args
 from .layout import StackLayout
+from .registry import registry_argv
 from .topology import ServerProcess
 
 __all__ = ["CLUSTER_ID", "HBASE_JDK17", "kafka_format_argv", "namenode_format_argv", "server_argv"]
@@ -107,4 +110,6 @@ def server_argv(proc: ServerProcess, s: StackSettings, lay: StackLayout, launche
     if proc.role == "datanode":
         return [*_hadoop_jvm(lay, s.datanode_heap_mb), "org.apache.hadoop.hdfs.server.datanode.DataNode",
                 *datanode_options(proc, str(lay.datanode_dir(proc.name)))]
+    if proc.role == "registry":
+        return registry_argv(proc.ports["registry"], s, lay)
     raise ValueError(f"no command for role {proc.role!r}")

@@ -7,6 +7,7 @@
   The CDC processes (``stack up --cdc``) keep PostgreSQL's data directory and socket folder in
   ``postgres/``, Kafka Connect's offsets file and the password file of the CDC user in ``connect/``.
   A cluster on HDFS (``stack up --hdfs``) keeps the NameNode's and DataNodes' folders in ``hdfs/``.
+  The schema registry (``stack up --registry``) keeps its H2 database and temporary files in ``registry/``.
 - **infra** (the project's poms, config templates and the HBase launcher): ``$HBASE_INGEST_INFRA``,
   else ``infra/`` of the checkout the package runs from, else the copy an installed wheel carries
   (``connectors/stack/infra``, mapped from ``infra/`` by pyproject.toml).
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
+    "APICURIO_VERSION",
     "DEBEZIUM_VERSION",
     "HADOOP_VERSION",
     "HBASE_THRIFT_VERSION",
@@ -39,6 +41,8 @@ HBASE_THRIFT_VERSION = "2.6.1"
 HADOOP_VERSION = "3.3.5"
 #: the Debezium PostgreSQL connector Kafka Connect runs (``stack up --cdc``; infra/connect/)
 DEBEZIUM_VERSION = "3.6.1.Final"
+#: the Apicurio Registry the stack runs as its schema registry (``stack up --registry``; :mod:`.registry`)
+APICURIO_VERSION = "3.0.9"
 
 
 def default_cache_dir() -> Path:
@@ -125,6 +129,16 @@ class StackLayout:
     def connect_state(self) -> Path:
         """Kafka Connect's folder: its offsets file, the CDC user's password, the slot record."""
         return self.state / "connect"
+
+    @property
+    def registry_dist(self) -> Path:
+        """Apicurio Registry's unpacked server: ``apicurio-registry-app-<version>-runner.jar`` and ``lib/``."""
+        return self.cache / f"apicurio-registry-{APICURIO_VERSION}"
+
+    @property
+    def registry_state(self) -> Path:
+        """The schema registry's folder: ``db`` (its H2 database files) and ``tmp`` (its temporary files)."""
+        return self.state / "registry"
 
     @property
     def thrift2_idl(self) -> Path:

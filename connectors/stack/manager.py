@@ -13,7 +13,10 @@ Thrift1 and Thrift2 gateways, run from Maven Central jars on loopback, in one of
 With ``cdc`` (``stack up --cdc``), either shape also runs ``postgres`` and ``connect``: PostgreSQL 15
 and Kafka Connect with the Debezium PostgreSQL connector (:mod:`.cdc`). An ``up`` without ``--cdc``
 never stops them: a stack whose state folder holds their pid files keeps them (as ``secure`` keeps the
-SASL_SSL listener), and without ``--cdc`` nothing of theirs is provisioned.
+SASL_SSL listener), and without ``--cdc`` nothing of theirs is provisioned. With ``registry`` (``stack up
+--registry``), either shape also runs ``registry``: Apicurio Registry, a schema registry with a
+Confluent-compatible API at :attr:`LocalStack.registry_url` (:mod:`.registry`); kept by a later ``up``
+without ``--registry`` in the same way.
 
 The one-JVM stack stays the default (``make demo``, ``make test``): on a 2-core machine it was ready in
 24-35 s where a 2+2 cluster took 39-59 s, with 2 JVMs (~0.75 GB RSS) instead of 7 (~1.7 GB).
@@ -22,10 +25,11 @@ Every process has a pid file and a log in the state folder. ``up`` is idempotent
 not running (reporting first any server that died, with the log lines that say why) and returns once
 real round trips succeed (Kafka produce/consume; an HDFS file written and read back through WebHDFS;
 put/get through Thrift1 and Thrift2 of every gateway;
-every region server registered in ZooKeeper; a PostgreSQL row back as its change event on Kafka).
+every region server registered in ZooKeeper; a schema registered and read back by its id; a PostgreSQL
+row back as its change event on Kafka).
 ``down`` signals only the pids it started (SIGTERM, SIGINT for PostgreSQL's fast shutdown, then
-SIGKILL after a grace period): Connect and PostgreSQL first, then gateways, region servers, the
-master, the DataNodes and the NameNode, ZooKeeper, Kafka last.
+SIGKILL after a grace period): Connect and PostgreSQL first, then the registry, gateways, region
+servers, the master, the DataNodes and the NameNode, ZooKeeper, Kafka last.
 ``up`` and ``down`` hold an exclusive lock beside the state folder (``LocalStack.exclusive``), so
 an ``up`` started while a ``down`` is still stopping the servers waits for it instead of racing it
 (and the other way round); a wait longer than ``lock_timeout_s`` fails with a StackError.
@@ -57,11 +61,13 @@ from .provision import (
     ensure_classpaths,
     ensure_hadoop_classpath,
     ensure_launcher,
+    ensure_registry_dist,
     ensure_tools,
     render_configs,
     render_hdfs_configs,
 )
 from .readiness import hbase_round_trip, kafka_round_trip, registered_region_servers, serving_as, wait_until
+from .registry import registry_url, schema_round_trip
 from .secure import (
     SecureListener,
     ensure_tls_and_passwords,
@@ -72,6 +78,7 @@ from .secure import (
 from .topology import (
     CDC_ROLES,
     HOST,
+    OPTIONAL_ROLES,
     SETTING_OF_LABEL,
     Gateway,
     ServerProcess,
@@ -138,6 +145,9 @@ class LocalStack:
         recorded_cdc = topology is not None and any(p.role in CDC_ROLES for p in topology.processes)
         if not s.cdc and (recorded_cdc or any(self.layout.pid_file(n).exists() for n in CDC_ROLES)):
             s = s.model_copy(update={"cdc": True})  # started by an earlier `up --cdc`: kept, never taken away
+        recorded_registry = topology is not None and any(p.role == "registry" for p in topology.processes)
+        if not s.registry and (recorded_registry or self.layout.pid_file("registry").exists()):
+            s = s.model_copy(update={"registry": True})  # likewise for `up --registry`
         self.settings = s
         self._topology = topology or plan_topology(s)
         self.procs = {p.name: self._owned(p.name) for p in self._topology.processes}
@@ -187,22 +197,30 @@ class LocalStack:
         return WebHdfs(HOST, nn.ports["namenode http"]) if nn is not None else None
 
     @property
+    def registry_url(self) -> str | None:
+        """The schema registry's Confluent-compatible API, ``http://127.0.0.1:<registry_port>/apis/ccompat/v7``
+        (no trailing slash; ``--registry``), None when this stack has no registry part."""
+        found = self._topology.by_role("registry")
+        return registry_url(HOST, found[0].ports["registry"]) if found else None
+
+    @property
     def hbase_root(self) -> str:
         """HBase's root directory: ``hdfs://127.0.0.1:<port>/hbase`` or ``file://<state>/hbase/root``."""
         return hbase_fs_values(self.layout.state, self._topology.namenode)["ROOTDIR"]
 
     def hbase_pids(self) -> dict[str, int | None]:
-        """Every HBase-side process (not Kafka, not the CDC ones) -> its pid, or None when it is not running."""
+        """Every HBase-side process (not Kafka, the registry or the CDC ones) -> its pid, or None when it is
+        not running."""
         return {p.name: self.procs[p.name].pid() for p in self._hbase_side()}
 
     def _hbase_side(self) -> list[ServerProcess]:
-        return [p for p in self._topology.processes if p.role != "kafka" and p.role not in CDC_ROLES]
+        return [p for p in self._topology.processes if p.role != "kafka" and p.role not in OPTIONAL_ROLES]
 
     def _ports(self) -> dict[str, int]:
         out: dict[str, int] = {}
         for proc in self._topology.processes:
             for label, port in proc.ports.items():
-                named = proc.role in ("kafka", "hbase", "zookeeper", "namenode", "master", *CDC_ROLES)
+                named = proc.role in ("kafka", "hbase", "zookeeper", "namenode", "master", *OPTIONAL_ROLES)
                 key = label if named else f"{proc.name} {label}"
                 out[key] = port
         return out
@@ -239,8 +257,18 @@ class LocalStack:
         if self.secure:
             secure_round_trip(self.secure_listener, timeout_s)
         self._check_hbase(timeout_s)
+        self._check_registry(timeout_s)
         if self.cdc is not None:
             self.cdc.check_ready(timeout_s)
+
+    def _check_registry(self, timeout_s: float) -> None:
+        url = self.registry_url
+        if url is None:
+            return
+        try:
+            schema_round_trip(url, timeout_s)
+        except Exception as exc:
+            raise StackError(f"the schema registry at {url} failed its round trip: {exc!r}") from exc
 
     def _check_hdfs(self, timeout_s: float) -> None:
         web = self.webhdfs
@@ -319,6 +347,8 @@ class LocalStack:
         downloaded = ensure_classpaths(self.layout)
         if self._topology.namenode is not None:
             downloaded = ensure_hadoop_classpath(self.layout) or downloaded
+        if self.registry_url is not None:
+            downloaded = ensure_registry_dist(self.layout) or downloaded
         if self.cdc is not None:
             downloaded = self.cdc.provision() or downloaded
             self.cdc.restart_failed()
@@ -339,9 +369,9 @@ class LocalStack:
                         timings_s={"provision": t_prov - t0, "start": t_end - t_prov, "total": t_end - t0})
 
     def down(self, wipe: bool = False) -> list[str]:
-        """Stop the processes this stack started (Kafka Connect and PostgreSQL first, then gateways and
-        HBase, Kafka last), and those of the other shape if a pid file of it is there. ``wipe`` also
-        deletes the state folder (data, logs). Returns the names of the processes stopped."""
+        """Stop the processes this stack started (Kafka Connect and PostgreSQL first, then the registry,
+        gateways and HBase, Kafka last), and those of the other shape if a pid file of it is there.
+        ``wipe`` also deletes the state folder (data, logs). Returns the names of the processes stopped."""
         with self.exclusive():
             names = [p.name for p in reversed(self._topology.processes)]
             names += [n for n in self._pid_file_names() if n not in names]
@@ -398,6 +428,14 @@ class LocalStack:
         if self.cdc is not None and proc.role in CDC_ROLES:
             (self.cdc.start_postgres if proc.role == "postgres" else self.cdc.start_connect)(deadline)
             return
+        if proc.role == "registry":
+            (lay.registry_state / "tmp").mkdir(parents=True, exist_ok=True)  # java.io.tmpdir; H2 makes db/
+            try:
+                argv = server_argv(proc, self.settings, lay)
+            except ValueError as exc:
+                raise StackError(str(exc)) from exc
+            self.procs[proc.name].start(argv, cwd=lay.registry_state)
+            return
         if proc.role == "kafka":
             data = lay.state / "kafka" / "data"
             data.mkdir(parents=True, exist_ok=True)
@@ -439,7 +477,7 @@ class LocalStack:
             raise StackError(f"formatting the HDFS NameNode in {self.layout.hdfs / 'name'} failed "
                              f"(exit {fmt.returncode}): {last[0][:300]}")
 
-    def _wait(self, owned: OwnedProcess, check: Callable[[], None], deadline: float) -> None:
+    def _wait(self, owned: OwnedProcess, check: Callable[[], object], deadline: float) -> None:
         def probe() -> None:
             owned.check_alive()
             check()
@@ -467,6 +505,9 @@ class LocalStack:
         # the log to point at when HBase never answers: the standalone JVM, or the master of a cluster
         main = self.procs.get("hbase") or self.procs["master"]
         self._wait(main, hbase, deadline)
+        url = self.registry_url
+        if url is not None:
+            self._wait(self.procs["registry"], lambda: schema_round_trip(url, 10.0), deadline)
         if self.cdc is not None:
             self.cdc.wait_ready(deadline)
 

@@ -2,7 +2,7 @@
 user cache (once), extract the Thrift2 IDL, compile the HBase launcher (once per version of its
 source), and render configuration files into the state folder. The CDC stack's classpaths (Kafka
 Connect, the Debezium plugin: :func:`ensure_cdc_classpaths`) and HDFS's (:func:`ensure_hadoop_classpath`) are
-resolved only when asked for.
+resolved only when asked for, as is the schema registry's server (:func:`ensure_registry_dist`).
 
 Each classpath directory is complete only when its ``.complete`` marker exists, so an interrupted
 download is redone rather than half-used.
@@ -14,7 +14,10 @@ import hashlib
 import os
 import shutil
 import subprocess
+import tarfile
 import tempfile
+import urllib.error
+import urllib.request
 from pathlib import Path
 from string import Template
 
@@ -22,10 +25,19 @@ from connectors.hbase.thrift2_idl import extract_idl
 from pipeline.errors import StackError
 
 from .hdfs import WEBAPPS
-from .layout import DEBEZIUM_VERSION, HADOOP_VERSION, HBASE_THRIFT_VERSION, HBASE_VERSION, KAFKA_VERSION, StackLayout
+from .layout import (
+    APICURIO_VERSION,
+    DEBEZIUM_VERSION,
+    HADOOP_VERSION,
+    HBASE_THRIFT_VERSION,
+    HBASE_VERSION,
+    KAFKA_VERSION,
+    StackLayout,
+)
 
-__all__ = ["ensure_cdc_classpaths", "ensure_classpaths", "ensure_hadoop_classpath", "ensure_launcher", "ensure_tools",
-           "render_configs", "render_hdfs_configs"]
+__all__ = ["APICURIO_SHA256", "APICURIO_URL", "ensure_cdc_classpaths", "ensure_classpaths", "ensure_hadoop_classpath",
+           "ensure_launcher", "ensure_registry_dist", "ensure_tools", "extract_archive", "render_configs",
+           "render_hdfs_configs"]
 
 _DEP_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
 # slf4j 1.7 picks an arbitrary binding when several are present; HBase's own build excludes these.
@@ -112,6 +124,75 @@ def ensure_hadoop_classpath(layout: StackLayout) -> bool:
     _copy_dependencies(layout, layout.infra / "hadoop" / "pom.xml", layout.hadoop_lib,
                        [f"-Dhadoop.version={HADOOP_VERSION}"])
     return True
+
+
+#: Apicurio Registry's prebuilt server (``io.apicurio:apicurio-registry-app:<version>:tar.gz:all``) on Maven Central
+APICURIO_URL = ("https://repo1.maven.org/maven2/io/apicurio/apicurio-registry-app/"
+                f"{APICURIO_VERSION}/apicurio-registry-app-{APICURIO_VERSION}-all.tar.gz")
+#: its SHA-256, as Central publishes it beside the file (``.sha256``); a download that differs is refused
+APICURIO_SHA256 = "2b28181501a20cbf6efcd77f9b7153908fc01f3d3a7c32024c0bd9e1b04c8a43"
+
+
+def ensure_registry_dist(layout: StackLayout, url: str = APICURIO_URL, sha256: str = APICURIO_SHA256) -> bool:
+    """Make sure Apicurio Registry's server is unpacked in ``layout.registry_dist``. Returns True if it
+    was downloaded.
+
+    Fetched over HTTPS rather than through Maven: Maven reads the artifact's pom before the file, and the
+    pom's parent (``io.apicurio:apicurio-registry:3.0.9``) is not on Central, so Maven refuses it. The
+    archive (~105 MB) is streamed to a temporary file beside the target, its SHA-256 checked against
+    ``sha256``, unpacked into a temporary folder that is then renamed into place with its ``.complete``
+    marker, and deleted. Raises :class:`StackError` when Central cannot be reached or the digest differs."""
+    out = layout.registry_dist
+    if (out / ".complete").exists():
+        return False
+    out.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    try:
+        archive = work / "dist.tar.gz"
+        digest = hashlib.sha256()
+        try:
+            with urllib.request.urlopen(url, timeout=60) as response, open(archive, "wb") as fh:
+                while chunk := response.read(1 << 20):
+                    digest.update(chunk)
+                    fh.write(chunk)
+        except (urllib.error.URLError, OSError) as exc:
+            raise StackError(f"downloading Apicurio Registry from Maven Central failed ({exc}): {url}\n"
+                             "check network/proxy settings (https_proxy)") from exc
+        if digest.hexdigest() != sha256:
+            raise StackError(f"the download of {url} has SHA-256 {digest.hexdigest()}, not the expected {sha256}; "
+                             "it was discarded (a proxy that rewrites downloads, or a truncated transfer?)")
+        unpacked = work / "dist"
+        extract_archive(archive, unpacked)
+        (unpacked / ".complete").write_text("ok\n")
+        if out.exists():  # an interrupted earlier unpack (no marker): redone
+            shutil.rmtree(out)
+        os.rename(unpacked, out)
+        return True
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def extract_archive(archive: Path, dest: Path) -> None:
+    """Unpack the ``.tar.gz`` ``archive`` into ``dest`` (created). Only folders and regular files are
+    taken, at relative paths inside ``dest``; any other entry (a link, a device, an absolute path, a
+    ``..``) raises :class:`StackError` and leaves ``dest`` partial for the caller to delete."""
+    dest.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(archive, "r:gz") as tar:
+        for member in tar:
+            parts = Path(member.name).parts
+            if member.name.startswith("/") or ".." in parts or not (member.isdir() or member.isfile()):
+                raise StackError(f"{archive.name} holds an entry that is not a plain file or folder inside it: "
+                                 f"{member.name!r}")
+            target = dest.joinpath(*parts) if parts else dest
+            if member.isdir():
+                target.mkdir(parents=True, exist_ok=True)
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            source = tar.extractfile(member)
+            if source is None:  # a regular file always has a body
+                raise StackError(f"{archive.name}: entry {member.name!r} has no content")
+            with source, open(target, "wb") as fh:
+                shutil.copyfileobj(source, fh)
 
 
 def ensure_launcher(layout: StackLayout) -> Path | None:

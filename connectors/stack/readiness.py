@@ -7,6 +7,8 @@
   reach the master and the region server that holds the probe's region.
 - ZooKeeper (cluster only): its ``dump`` command lists the ephemeral node of every live region server
   (``/hbase/rs/<host>,<port>,<startcode>``), so ``up`` waits until each region server has registered.
+- Schema registry (``--registry``): a schema registered and read back by its id through the
+  Confluent-compatible API (:func:`.registry.schema_round_trip`).
 - CDC (``--cdc``): a row written in PostgreSQL must come back as its change event on the row's topic
   (:func:`change_event_round_trip`; :mod:`.cdc` writes the row and recognises the event).
 """

@@ -13,6 +13,9 @@ Two shapes, chosen by ``[stack] region_servers`` / ``gateways``:
   ``namenode_port + 1``) and ``datanode-1`` .. ``-D`` (DataNode ``k`` from 1: data transfer on
   ``datanode_port + 3 * (k - 1)``, IPC on the next port, HTTP on the one after), between ZooKeeper and
   the master: HDFS answers before the master starts, and ``stack down`` stops it after HBase.
+- **registry** (``[stack] registry``, on top of either shape, with or without cdc): ``registry`` (Apicurio
+  Registry, HTTP on ``registry_port``), after the HBase processes and before the CDC ones: it needs
+  neither, and starts at once.
 - **cdc** (``[stack] cdc``, on top of either shape): ``postgres`` (PostgreSQL on ``postgres_port``)
   and ``connect`` (Kafka Connect with Debezium, REST on ``connect_port``), after the HBase processes,
   so that ``stack down`` (reverse order) stops Connect first, then PostgreSQL.
@@ -31,8 +34,8 @@ from typing import Literal
 from pipeline.errors import StackError
 from pipeline.settings import StackSettings
 
-__all__ = ["CDC_ROLES", "DATANODE_PORT_STEP", "GATEWAY_PORT_STEP", "HOST", "SETTING_OF_LABEL", "Gateway",
-           "ServerProcess", "StackTopology", "plan_topology", "topology_from_json"]
+__all__ = ["CDC_ROLES", "DATANODE_PORT_STEP", "GATEWAY_PORT_STEP", "HOST", "OPTIONAL_ROLES", "SETTING_OF_LABEL",
+           "Gateway", "ServerProcess", "StackTopology", "plan_topology", "topology_from_json"]
 
 HOST = "127.0.0.1"
 GATEWAY_PORT_STEP = 10
@@ -41,17 +44,20 @@ SETTING_OF_LABEL = {"kafka": "kafka_port", "kafka controller": "kafka_controller
                     "zookeeper": "zookeeper_port", "hbase master": "master_port", "master": "master_port",
                     "hbase regionserver": "regionserver_port", "regionserver": "regionserver_port",
                     "thrift1": "thrift_port", "thrift2": "thrift2_port", "postgres": "postgres_port",
-                    "connect": "connect_port", "namenode": "namenode_port", "namenode http": "namenode_port",
+                    "connect": "connect_port", "registry": "registry_port",
+                    "namenode": "namenode_port", "namenode http": "namenode_port",
                     "datanode": "datanode_port", "datanode ipc": "datanode_port", "datanode http": "datanode_port"}
 #: ports one DataNode takes from ``datanode_port`` (data transfer, IPC, HTTP)
 DATANODE_PORT_STEP = 3
 
-Role = Literal["kafka", "hbase", "zookeeper", "namenode", "datanode", "master", "regionserver", "gateway", "postgres",
-               "connect"]
-_ROLES = ("kafka", "hbase", "zookeeper", "namenode", "datanode", "master", "regionserver", "gateway", "postgres",
-          "connect")
+Role = Literal["kafka", "hbase", "zookeeper", "namenode", "datanode", "master", "regionserver", "gateway", "registry",
+               "postgres", "connect"]
+_ROLES = ("kafka", "hbase", "zookeeper", "namenode", "datanode", "master", "regionserver", "gateway", "registry",
+          "postgres", "connect")
 #: the roles of the CDC processes (``[stack] cdc``): neither Kafka nor HBase
 CDC_ROLES = ("postgres", "connect")
+#: the roles of the parts a stack adds on request (``[stack] registry``, ``cdc``): neither Kafka nor HBase
+OPTIONAL_ROLES = ("registry", *CDC_ROLES)
 
 
 @dataclass(frozen=True)
@@ -80,7 +86,8 @@ class ServerProcess:
 
 @dataclass(frozen=True)
 class StackTopology:
-    """The processes of one stack, in start order (Kafka first, then HBase, then the CDC processes)."""
+    """The processes of one stack, in start order (Kafka first, then HBase, then the registry and the CDC
+    processes)."""
 
     mode: Literal["standalone", "cluster"]
     processes: tuple[ServerProcess, ...]
@@ -155,6 +162,8 @@ def plan_topology(s: StackSettings) -> StackTopology:
                  *(ServerProcess(g.name, "gateway", {"thrift1": g.thrift_port, "thrift2": g.thrift2_port})
                    for g in gateways))
         mode = "cluster"
+    if s.registry:
+        procs = (*procs, ServerProcess("registry", "registry", {"registry": s.registry_port}))
     if s.cdc:
         procs = (*procs, ServerProcess("postgres", "postgres", {"postgres": s.postgres_port}),
                  ServerProcess("connect", "connect", {"connect": s.connect_port}))

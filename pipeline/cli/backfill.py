@@ -24,6 +24,7 @@ from rich.progress import (
 
 from connectors.hbase import HBaseClient
 from connectors.kafka import KafkaBroker
+from connectors.registry import open_registry
 from pipeline.cli.errors import (
     LOG_LEVELS,
     check_log_level,
@@ -98,9 +99,9 @@ async def run_backfill(
     """Run one backfill until it finishes or SIGINT/SIGTERM arrives (then drain, commit, return).
     A second signal cancels at once and returns None (the next run resumes from the last commit)."""
     summary: BackfillSummary | None = None
-    async with HBaseClient(settings.hbase) as hbase:
+    async with HBaseClient(settings.hbase) as hbase, open_registry(settings) as registry:
         backfill = Backfill(settings, hbase, KafkaBroker(settings.kafka), args, group=group, rate=rate,
-                            state_dir=state_dir, restart=restart)
+                            state_dir=state_dir, restart=restart, registry=registry)
         async with anyio.create_task_group() as tg:
             tg.start_soon(stop_on_signals, backfill, tg.cancel_scope,
                           "draining and committing; run the same command again to resume")

@@ -14,11 +14,14 @@ import typer
 
 from connectors.hbase import HBaseClient
 from connectors.kafka import KafkaBroker
+from connectors.registry import RegistryClient, open_registry
 from pipeline.cli.errors import LOG_LEVELS, check_log_level, check_not_empty, check_rate, check_topic, error_leaves
 from pipeline.cli.logsetup import LOG_FORMAT_HELP, STDERR, check_log_format, configure_logging, tell
 from pipeline.cli.metrics_address import METRICS_HOST_HELP, METRICS_PORT_HELP, with_metrics_address
 from pipeline.cli.signals import EXIT_INTERRUPTED, stop_on_signals
+from pipeline.core.avro_examples import AVRO_EXAMPLES, avro_writer
 from pipeline.core.examples import EXAMPLES, generate
+from pipeline.core.wire import frame
 from pipeline.errors import ConfigError
 from pipeline.runtime.ingest.worker import Worker, WorkerSummary
 from pipeline.runtime.metrics import serve_metrics
@@ -35,8 +38,8 @@ async def run_worker(settings: Settings, *, group: str | None = None,
     stops at once: what HBase acknowledged is committed, the rest is read again next run; returns
     None then."""
     summary: WorkerSummary | None = None
-    async with HBaseClient(settings.hbase) as hbase:
-        worker = Worker(settings, hbase, KafkaBroker(settings.kafka), group_id=group)
+    async with HBaseClient(settings.hbase) as hbase, open_registry(settings) as registry:
+        worker = Worker(settings, hbase, KafkaBroker(settings.kafka), group_id=group, registry=registry)
         async with anyio.create_task_group() as tg:
             tg.start_soon(stop_on_signals, worker, tg.cancel_scope,
                           "draining, committing, leaving the group (again: stop now)")
@@ -115,7 +118,10 @@ def produce(example: str = typer.Option(..., "--example", "-e", help=f"one of: {
             config: Path | None = typer.Option(None, "--config", "-c", help="for [kafka] settings"),
             out: Path | None = typer.Option(
                 None, "--out", help="write the events to this file as JSON lines instead of Kafka "
-                                    "(a sample for `tables create --sample`)")) -> None:
+                                    "(a sample for `tables create --sample`)"),
+            value_format: str = typer.Option(
+                "json", "--format", help="json, or avro: the Confluent wire format, the example's schema registered "
+                                         "under <topic>-value in [registry] url (default: the local stack's)")) -> None:
     """Generate realistic example events for the profiles in config/."""
     if example not in EXAMPLES:
         raise typer.BadParameter(f"unknown example {example!r}; known: {', '.join(EXAMPLES)}", param_hint="--example")
@@ -128,13 +134,29 @@ def produce(example: str = typer.Option(..., "--example", "-e", help=f"one of: {
             f.writelines(orjson.dumps(event) + b"\n" for _, event in events)
         STDERR.print(f"wrote {count} {example} events to {str(out)!r}")
         return
+    if value_format not in ("json", "avro"):
+        raise typer.BadParameter(f"unknown format {value_format!r}; known: json, avro", param_hint="--format")
     check_rate(rate)
     check_topic(topic)
     settings = load_settings(config)
     target = EXAMPLES[example][0] if topic is None else topic
     kafka = KafkaBroker(settings.kafka)
-    sent = anyio.run(lambda: produce_events(kafka, target, events, partitions=partitions, rate=rate))
-    STDERR.print(f"produced {sent} {example} events to {target!r}")
+
+    async def send() -> tuple[int, str]:
+        if value_format == "json":
+            return await produce_events(kafka, target, events, partitions=partitions, rate=rate), ""
+        url = settings.registry.url or f"http://127.0.0.1:{settings.stack.registry_port}/apis/ccompat/v7"
+        registry = RegistryClient(settings.registry.model_copy(update={"url": url}))
+        try:
+            ident = await registry.register(f"{target}-value", orjson.dumps(AVRO_EXAMPLES[example]).decode())
+        finally:
+            await registry.aclose()
+        body = avro_writer(AVRO_EXAMPLES[example])
+        sent = await produce_events(kafka, target, events, partitions=partitions, rate=rate,
+                                    encode=lambda value: frame(ident, body(value)))
+        return sent, f" as Avro (schema id {ident} in {url})"
+    sent, how = anyio.run(send)
+    STDERR.print(f"produced {sent} {example} events to {target!r}{how}")
 
 
 def register(app: typer.Typer) -> None:

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from connectors.stack import LocalStack
 from connectors.stack.connect import CONNECTOR_NAME
-from connectors.stack.layout import DEBEZIUM_VERSION
+from connectors.stack.layout import APICURIO_VERSION, DEBEZIUM_VERSION
 from connectors.stack.pgserver import CDC_USER, DATABASE, POSTGRES_MAJOR, captured_tables
 from connectors.stack.secure import GROUP_PREFIX, OTHER_USER, TOPIC_PREFIX, WORKER_USER
 from pipeline.errors import ConfigError
@@ -51,8 +51,14 @@ CdcOpt = typer.Option(
          "([stack] cdc); added to a running stack without restarting it")
 
 
+RegistryOpt = typer.Option(
+    False, "--registry",
+    help="also a schema registry, Apicurio Registry, with a Confluent-compatible API on [stack] registry_port "
+         "([stack] registry); added to a running stack without restarting it")
+
+
 def _settings(config: Path | None, region_servers: int | None, gateways: int | None,
-              secure: bool = False, cdc: bool = False, hdfs: bool = False) -> StackSettings:
+              secure: bool = False, cdc: bool = False, hdfs: bool = False, registry: bool = False) -> StackSettings:
     base = load_settings(config).stack
     shape: dict[str, object] = {
         k: v for k, v in (("region_servers", region_servers), ("gateways", gateways)) if v is not None}
@@ -62,6 +68,8 @@ def _settings(config: Path | None, region_servers: int | None, gateways: int | N
         shape["cdc"] = True
     if hdfs:
         shape["hdfs"] = True
+    if registry:
+        shape["registry"] = True
     if not shape:
         return base
     try:
@@ -84,13 +92,14 @@ def _print_deaths(stack_dead: list[str]) -> None:
 @stack_app.command()
 def up(config: Path | None = ConfigOpt, region_servers: int | None = RegionServersOpt,
        gateways: int | None = GatewaysOpt, secure: bool = SecureOpt, cdc: bool = CdcOpt,
-       hdfs: bool = HdfsOpt) -> None:
+       hdfs: bool = HdfsOpt, registry: bool = RegistryOpt) -> None:
     """Provision (first run downloads jars into the user cache) and start Kafka + HBase + Thrift; wait
     until real round trips succeed. Returns at once when the stack already runs. With --region-servers
     N --gateways M: ZooKeeper, a master, N region servers and M gateways, each its own JVM. With --cdc:
     also PostgreSQL and Kafka Connect with Debezium, ready once a row comes back from Kafka. With --hdfs
-    (a cluster only): HBase's root and WALs on a local HDFS, ready once a file is written and read back."""
-    stack = LocalStack(_settings(config, region_servers, gateways, secure, cdc, hdfs))
+    (a cluster only): HBase's root and WALs on a local HDFS, ready once a file is written and read back.
+    With --registry: also Apicurio Registry, ready once a schema is registered and read back by its id."""
+    stack = LocalStack(_settings(config, region_servers, gateways, secure, cdc, hdfs, registry))
     report = stack.up()
     _print_deaths([d.describe() + "\n  (restarted by this `stack up`)" for d in report.died])
     t = report.timings_s
@@ -98,6 +107,7 @@ def up(config: Path | None = ConfigOpt, region_servers: int | None = RegionServe
         _console.print(f"stack already running (reused; checked in {t['total']:.2f} s); state: {stack.layout.state}")
         if stack.secure:
             _print_secure(stack)
+        _print_registry(stack)
         _print_cdc(stack)
         return
     src = "downloaded into" if report.downloaded else "reused from"
@@ -106,6 +116,7 @@ def up(config: Path | None = ConfigOpt, region_servers: int | None = RegionServe
     _print_gateways(stack)
     if stack.secure:
         _print_secure(stack)
+    _print_registry(stack)
     _print_cdc(stack)
 
 
@@ -131,6 +142,14 @@ def _print_secure(stack: LocalStack) -> None:
                    f"{OTHER_USER} has none", soft_wrap=True)
 
 
+def _print_registry(stack: LocalStack) -> None:
+    """Where the schema registry's Confluent-compatible API answers, and where it keeps its schemas."""
+    url = stack.registry_url
+    if url is not None:
+        _console.print(f"schema registry: {url} (Apicurio Registry {APICURIO_VERSION}, Confluent-compatible API; "
+                       f"schemas in {stack.layout.registry_state / 'db'})", soft_wrap=True)
+
+
 def _print_cdc(stack: LocalStack) -> None:
     """Where PostgreSQL and Kafka Connect listen, who logs in (a password file's path, never its
     contents), and which table goes to which topic."""
@@ -154,7 +173,8 @@ def status(config: Path | None = ConfigOpt) -> None:
     st = stack.status()
     _console.print(f"state folder: {st.state_dir}\njar cache:    {st.cache_dir}")
     cdc = f", PostgreSQL {POSTGRES_MAJOR}, Debezium {DEBEZIUM_VERSION}" if stack.cdc is not None else ""
-    _console.print(f"versions:     Kafka {st.kafka_version}, HBase {st.hbase_version}{cdc}; shape: {st.mode}")
+    registry = f", Apicurio Registry {APICURIO_VERSION}" if stack.registry_url is not None else ""
+    _console.print(f"versions:     Kafka {st.kafka_version}, HBase {st.hbase_version}{registry}{cdc}; shape: {st.mode}")
     table = Table("process", "state", "pid", "RSS MB", "ports", "log")
     for p in st.processes:
         table.add_row(p.name, p.state, str(p.pid or "-"), f"{p.rss_mb:.0f}" if p.rss_mb else "-",
@@ -163,13 +183,15 @@ def status(config: Path | None = ConfigOpt) -> None:
     _console.print("ports: " + ", ".join(f"{k} {v}" for k, v in st.ports.items()))
     _print_gateways(stack)
     _print_secure(stack)
+    _print_registry(stack)
     _print_cdc(stack)
     _print_deaths([d.describe() + "\n  (`hbase-ingest stack up` restarts it)" for d in st.died])
     if st.running:
         try:
             stack.check_ready(timeout_s=5.0)
-            what = "Kafka, HBase and CDC" if stack.cdc is not None else "Kafka and HBase"
-            _console.print(f"[green]ready[/green]: {what} round trips succeeded")
+            parts = ["Kafka", "HBase", *(["schema registry"] if stack.registry_url is not None else []),
+                     *(["CDC"] if stack.cdc is not None else [])]
+            _console.print(f"[green]ready[/green]: {', '.join(parts[:-1])} and {parts[-1]} round trips succeeded")
         except Exception as exc:
             _console.print(f"[yellow]running but not answering[/yellow]: {escape(repr(exc))}")
             raise typer.Exit(1) from exc

@@ -49,9 +49,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from pipeline.core.decode import KEY_DECODERS, VALUE_DECODERS
+from pipeline.core.decode import KEY_DECODERS, VALUE_DECODERS, Decoder
 from pipeline.core.fields import MISSING, encoder, getter
 from pipeline.core.model import Mutation, MutationKind, Origin, TopicPartition
+from pipeline.core.schemas import SCHEMA_TYPES, SchemaCache, registry_decoder
 from pipeline.errors import ConfigError, EventError
 from pipeline.rowkey import EventFieldError, RowKey
 from pipeline.settings import RouteSpec, TopicSpec
@@ -261,15 +262,27 @@ class ChangeRoute:
                           f"a full replica identity, e.g. PostgreSQL's REPLICA IDENTITY FULL)")
 
 
-class ChangeTopic:
-    """The routes of one topic on the general path."""
+def _decoder(fmt: str, plain: Mapping[str, Decoder], schemas: SchemaCache | None, what: str) -> Decoder:
+    if fmt in SCHEMA_TYPES:
+        if schemas is None:
+            raise ConfigError(f"{what}_format {fmt!r} needs a schema cache (the worker's registry)")
+        return registry_decoder(fmt, schemas, what)
+    return plain[fmt]
 
-    def __init__(self, topic: TopicSpec, routes: Sequence[ChangeRoute]) -> None:
+
+class ChangeTopic:
+    """The routes of one topic on the general path. ``schemas``: where a registry format's decoder
+    finds writer schemas (required when the topic's value or key format is one)."""
+
+    def __init__(self, topic: TopicSpec, routes: Sequence[ChangeRoute], schemas: SchemaCache | None = None) -> None:
         self.topic = topic
         self.routes = tuple(routes)
-        self._value = VALUE_DECODERS[topic.value_format]
-        self._key = KEY_DECODERS[topic.key_format]
+        self._value = _decoder(topic.value_format, VALUE_DECODERS, schemas, "value")
+        self._key = _decoder(topic.key_format, KEY_DECODERS, schemas, "key")
         self._reads_key = any(r.reads_key for r in routes)
+        #: whether values / keys (as routes read them) are framed: their schema ids are fetched before routing
+        self.framed_values = topic.value_format in SCHEMA_TYPES
+        self.framed_keys = topic.key_format in SCHEMA_TYPES and self._reads_key
         self._reads_headers = any(r.reads_headers for r in routes)
         self._debezium = any(r.debezium for r in routes)
 

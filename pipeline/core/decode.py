@@ -19,8 +19,10 @@ values and keys alike.
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Any
 
 import orjson
@@ -52,12 +54,35 @@ def loads(value: bytes) -> Any:
     return event
 
 
+def _json_default(value: Any) -> Any:
+    """What orjson cannot write itself: a ``Decimal`` as an exact JSON number (its plain text; NaN and
+    infinities as ``null``, as orjson writes such floats), ``bytes`` as a base64 string (both come from
+    schema-registry formats)."""
+    if isinstance(value, Decimal):
+        return orjson.Fragment(format(value, "f")) if value.is_finite() else None
+    if isinstance(value, bytes | bytearray | memoryview):
+        return base64.b64encode(value).decode()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def _std_default(value: Any) -> Any:
+    # reached only beside an integer beyond 64 bits, which only JSON events hold, and they hold no Decimal:
+    # a float here keeps the value readable rather than exact
+    if isinstance(value, Decimal):
+        return float(value) if value.is_finite() else None
+    if isinstance(value, bytes | bytearray | memoryview):
+        return base64.b64encode(value).decode()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
 def dumps(value: Any) -> bytes:
-    """orjson's compact JSON, or the standard library's for an integer beyond 64 bits (same text)."""
+    """orjson's compact JSON, or the standard library's for an integer beyond 64 bits (same text).
+    A ``Decimal`` is written as its exact number, ``bytes`` as base64 text (:func:`_json_default`)."""
     try:
-        return orjson.dumps(value)
+        return orjson.dumps(value, default=_json_default)
     except orjson.JSONEncodeError:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False,
+                          default=_std_default).encode()
 
 
 def unwrap(value: Any) -> Any:

@@ -37,6 +37,7 @@ from pipeline.core.fields import MISSING as _MISSING
 from pipeline.core.fields import encode_long, encoder, getter, text
 from pipeline.core.model import Mutation, MutationKind, Origin, TopicPartition
 from pipeline.core.putgen import MutationFn, generate_put
+from pipeline.core.schemas import SchemaCache
 from pipeline.errors import ConfigError, EventError
 from pipeline.rowkey import RowKey, RowKeyError, compile_rowkey
 from pipeline.settings import RouteSpec, TopicSpec
@@ -188,7 +189,8 @@ class Router:
     JSON with text keys)."""
 
     def __init__(self, routes: Iterable[RouteSpec], max_key_bytes: int = _MAX_KEY_BYTES,
-                 max_cell_bytes: int = _MAX_CELL_BYTES, topics: Iterable[TopicSpec] = ()) -> None:
+                 max_cell_bytes: int = _MAX_CELL_BYTES, topics: Iterable[TopicSpec] = (),
+                 schema_cache_size: int = 1000) -> None:
         self.routes = [compile_route(r, max_key_bytes, max_cell_bytes) for r in routes]
         if not self.routes:
             raise ConfigError("the configuration declares no routes")
@@ -197,12 +199,20 @@ class Router:
             self.by_topic.setdefault(r.spec.topic, []).append(r)
         self._builders = {topic: tuple(r.mutation for r in routes) for topic, routes in self.by_topic.items()}
         specs = {t.name: t for t in topics}
+        #: writer schemas of the topics in a registry format (the runtime fills it before routing: :meth:`framed`)
+        self.schemas = SchemaCache(schema_cache_size)
         self.general: dict[str, ChangeTopic] = {}
         for topic, rs in self.by_topic.items():
             spec = specs.get(topic) or TopicSpec(name=topic)
             if spec.value_format != "json" or spec.key_format != "text" or any(r.change for r in rs):
                 self.general[topic] = ChangeTopic(spec, [r.change or _as_change(r, max_key_bytes, max_cell_bytes)
-                                                         for r in rs])
+                                                         for r in rs], self.schemas)
+
+    def framed(self, topic: str) -> tuple[bool, bool]:
+        """Whether ``topic``'s values, and its keys as its routes read them, are in the Confluent wire
+        format: the schema ids they name must be in :attr:`schemas` before :meth:`route_run`."""
+        general = self.general.get(topic)
+        return (general.framed_values, general.framed_keys) if general is not None else (False, False)
 
     def __repr__(self) -> str:
         return f"Router({len(self.routes)} routes over topics {sorted(self.by_topic)})"

@@ -26,7 +26,7 @@ from anyio.abc import TaskStatus
 from pipeline.core.model import TopicPartition
 from pipeline.core.ratelimit import RateLimiter
 from pipeline.errors import ConfigError
-from pipeline.ports import Broker, HBase
+from pipeline.ports import Broker, HBase, SchemaRegistry
 from pipeline.runtime.backfill.slice import (
     ResolvedSlice,
     SliceArgs,
@@ -183,6 +183,7 @@ class Backfill:
         rate: float | None = None,
         state_dir: Path | None = None,
         restart: bool = False,
+        registry: SchemaRegistry | None = None,
     ) -> None:
         if rate is not None and rate <= 0:
             raise ConfigError(f"rate must be > 0 events/s, got {rate}")
@@ -194,6 +195,7 @@ class Backfill:
         self.rate = rate
         self.state_path = state_path(state_dir or default_state_dir(), self.group)
         self.restart = restart
+        self.registry = registry
         self.throttle = Throttle(rate) if rate is not None else None
         self.slice: ResolvedSlice | None = None
         self.worker: Worker | None = None
@@ -258,6 +260,7 @@ class Backfill:
             stop_at=self.slice.stop_at(),
             start_offsets=self.slice.start_offsets(),
             rate_limit=self.throttle,
+            registry=self.registry,
         )
         if self._stop_requested:
             self.worker.request_stop()

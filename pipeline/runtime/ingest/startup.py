@@ -3,8 +3,9 @@
 Starting while Kafka or HBase is unreachable: wait and retry with backoff, as a running worker does.
 
 Contract of :func:`until_reachable`: ``step`` (a start-up check or call) is retried while it raises a
-*retryable* :class:`~pipeline.errors.HBaseError` or :class:`~pipeline.errors.KafkaError` (gateway or
-broker unreachable, timeouts), with exponential backoff and full jitter between ``initial_ms`` and
+*retryable* :class:`~pipeline.errors.HBaseError`, :class:`~pipeline.errors.KafkaError` or
+:class:`~pipeline.errors.RegistryError` (gateway, broker or schema registry unreachable, timeouts), with
+exponential backoff and full jitter between ``initial_ms`` and
 ``max_ms``; anything else (a missing table, a refused ACL, bad configuration) is raised at once. One
 ``waiting_for_dependency`` warning is logged per ``log_interval_s`` (not per attempt), and
 ``on_wait`` is told what is awaited (None once it answered) so ``/readyz`` can say so. With
@@ -24,7 +25,7 @@ import structlog
 from pipeline.core.backoff import Backoff
 from pipeline.core.regions import RegionMap
 from pipeline.core.routing import CompiledRoute
-from pipeline.errors import ConfigError, HBaseError, KafkaError, TableNotFound, TopicNotCreated
+from pipeline.errors import ConfigError, HBaseError, KafkaError, RegistryError, TableNotFound, TopicNotCreated
 from pipeline.ports import HBase, TopicAdmin
 from pipeline.runtime.ingest.writer import load_region_map
 
@@ -44,7 +45,7 @@ async def until_reachable(step: Callable[[], Awaitable[T]], what: str, *, fail_f
     while True:
         try:
             result = await step()
-        except (HBaseError, KafkaError) as exc:
+        except (HBaseError, KafkaError, RegistryError) as exc:
             if fail_fast or not exc.retryable:
                 raise
             on_wait(f"waiting for {what}: {exc}")

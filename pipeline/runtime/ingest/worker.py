@@ -48,13 +48,14 @@ from pipeline.core.progress import Progress
 from pipeline.core.regions import RegionMap
 from pipeline.core.routing import Record, Router
 from pipeline.errors import ConfigError
-from pipeline.ports import Broker, HBase, KafkaRecord, RecordSource
+from pipeline.ports import Broker, HBase, KafkaRecord, RecordSource, SchemaRegistry
 from pipeline.runtime.ingest.accounting import footprint_of, settle_written
 from pipeline.runtime.ingest.commits import Committer
 from pipeline.runtime.ingest.deadletter import DeadLetters
 from pipeline.runtime.ingest.ledger import AckLedger
 from pipeline.runtime.ingest.observer import Observer, WorkerStats
 from pipeline.runtime.ingest.report import EventWarnings, WorkerSummary
+from pipeline.runtime.ingest.schemas import SchemaFetcher
 from pipeline.runtime.ingest.startup import check_tables, ensure_dead_letter_topic, until_reachable
 from pipeline.runtime.ingest.timer import flush_timer
 from pipeline.runtime.ingest.writer import BatchWriter
@@ -94,16 +95,26 @@ class Worker:
     def __init__(self, settings: Settings, hbase: HBase, kafka: Broker, *, group_id: str | None = None,
                  topics: list[str] | None = None, stop_at: Mapping[TopicPartition, int] | None = None,
                  start_offsets: Mapping[TopicPartition, int] | None = None, observer: Observer | None = None,
-                 rate_limit: Callable[[int], Awaitable[Any]] | None = None) -> None:
+                 rate_limit: Callable[[int], Awaitable[Any]] | None = None,
+                 registry: SchemaRegistry | None = None) -> None:
         self.settings = settings
         self.hbase = hbase
         self.kafka = kafka
+        self._stop = anyio.Event()
         self.router = Router(settings.routes, settings.writer.max_key_bytes, settings.writer.max_cell_bytes,
-                             settings.topics)
+                             settings.topics, settings.registry.cache_size)
         self.topics = topics or self.router.topics
         unknown = set(self.topics) - set(self.router.topics)
         if unknown:
             raise ConfigError(f"no route reads topic(s) {sorted(unknown)}")
+        framed = [t for t in self.topics if any(self.router.framed(t))]
+        if framed and registry is None:
+            raise ConfigError(f"topic(s) {', '.join(framed)} are in a schema-registry format: the worker needs a "
+                              "registry client ([registry] url)")
+        self.registry = registry
+        #: fetches the writer schemas a fetch names before it is routed (None: no topic needs one)
+        self.schemas = (SchemaFetcher(self.router, registry, self._stop, self._waiting)
+                        if framed and registry is not None else None)
         self.group_id = group_id or settings.kafka.group_id
         self.stop_at = dict(stop_at) if stop_at else None
         self.start_offsets = dict(start_offsets) if start_offsets else {}
@@ -115,7 +126,6 @@ class Worker:
         self.tracker = OffsetTracker()
         self.batcher = RegionBatcher(w.max_batch_rows, w.max_batch_bytes, w.max_batch_age_ms)
         self.maps: dict[str, RegionMap] = {}
-        self._stop = anyio.Event()
         self._drained = anyio.Event()  # set by a writer when the in-flight bytes go down
         #: partition -> the offset it was fetched again from after a fetch started past it
         self._refetched: dict[TopicPartition, int] = {}
@@ -185,6 +195,9 @@ class Worker:
         await until_reachable(self.check_tables, "HBase", fail_fast=fail_fast, on_wait=self._waiting)
         await until_reachable(self.check_dead_letter_topic, f"Kafka at {self.kafka.bootstrap}", fail_fast=fail_fast,
                               on_wait=self._waiting)
+        if self.schemas is not None:
+            await until_reachable(self.schemas.registry.check, f"the schema registry at {self.schemas.registry.url}",
+                                  fail_fast=fail_fast, on_wait=self._waiting)
         producer = self.kafka.sink(max_request_size=16 * 1024 * 1024)  # dead letters carry originals
         source = self.kafka.source(self.group_id)
         self._source = source
@@ -258,13 +271,13 @@ class Worker:
             fetched = await source.fetch(200, self.settings.kafka.max_poll_records)
             if not fetched:
                 continue
-            # the fetch position of these partitions has moved past records not yet registered
+            # the fetch position of these partitions has moved past records not yet registered. Cleared only
+            # once the whole fetch is registered: a stop or an error part way leaves them "in hand", so
+            # the final commit never takes the position for progress (bounded runs commit by position)
             progress.in_hand = set(fetched)
-            try:
-                if not await self._handle(source, fetched):
-                    return
-            finally:
-                progress.in_hand = set()
+            if not await self._handle(source, fetched):
+                return
+            progress.in_hand = set()
             self.observer.in_flight(self.in_flight)
 
     async def _handle(self, source: RecordSource, fetched: Mapping[TopicPartition, Sequence[KafkaRecord]]) -> bool:
@@ -301,6 +314,11 @@ class Worker:
             if end is not None and records[-1].offset >= end:
                 count = bisect_left(records, end, key=_offset)
                 source.pause(tp)
+            if self.schemas is not None and count:
+                if not await self.schemas.prepare(tp, records[:count]):
+                    return False  # stopping while the registry does not answer: nothing of these was taken
+                if tp not in progress.assigned:
+                    continue  # revoked while the schemas were fetched
             fanout = len(router.by_topic.get(tp.topic, ()))
             i = 0
             while True:
