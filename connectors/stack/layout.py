@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
+    "APICURIO_CONVERTER_VERSION",
     "APICURIO_VERSION",
     "DEBEZIUM_VERSION",
     "HADOOP_VERSION",
@@ -43,6 +44,8 @@ HADOOP_VERSION = "3.3.5"
 DEBEZIUM_VERSION = "3.6.1.Final"
 #: the Apicurio Registry the stack runs as its schema registry (``stack up --registry``; :mod:`.registry`)
 APICURIO_VERSION = "3.0.9"
+#: Apicurio's Kafka Connect converters, in the Debezium plugin's folder (infra/connect/apicurio-converter/)
+APICURIO_CONVERTER_VERSION = "2.6.13.Final"
 
 
 def default_cache_dir() -> Path:

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import tarfile
 import tempfile
 import urllib.error
 import urllib.request
+import zipfile
 from pathlib import Path
 from string import Template
 
@@ -26,6 +28,7 @@ from pipeline.errors import StackError
 
 from .hdfs import WEBAPPS
 from .layout import (
+    APICURIO_CONVERTER_VERSION,
     APICURIO_VERSION,
     DEBEZIUM_VERSION,
     HADOOP_VERSION,
@@ -105,14 +108,41 @@ def ensure_cdc_classpaths(layout: StackLayout) -> bool:
     """Make sure Kafka Connect's classpath (``infra/connect/pom.xml``) and the Debezium PostgreSQL plugin
     (``infra/connect/debezium-postgres/pom.xml``) are in the cache. Returns True if anything was
     downloaded."""
-    if (layout.connect_lib / ".complete").exists() and (layout.debezium_plugin / ".complete").exists():
+    converter_marker = layout.debezium_plugin / f".apicurio-converter-{APICURIO_CONVERTER_VERSION}"
+    if ((layout.connect_lib / ".complete").exists() and (layout.debezium_plugin / ".complete").exists()
+            and converter_marker.exists()):
         return False
     ensure_tools()
     _copy_dependencies(layout, layout.infra / "connect" / "pom.xml", layout.connect_lib,
                        [f"-Dkafka.version={KAFKA_VERSION}"])
     _copy_dependencies(layout, layout.infra / "connect" / "debezium-postgres" / "pom.xml", layout.debezium_plugin,
                        [f"-Ddebezium.version={DEBEZIUM_VERSION}"])
+    # Apicurio's converters go into Debezium's folder (the connector's class loader loads the converter
+    # its configuration names); a jar Debezium already has in another version keeps Debezium's
+    staging = layout.cache / f"apicurio-converter-{APICURIO_CONVERTER_VERSION}"
+    _copy_dependencies(layout, layout.infra / "connect" / "apicurio-converter" / "pom.xml", staging,
+                       [f"-Dapicurio.version={APICURIO_CONVERTER_VERSION}"])
+    present = {_artifact(j.name) for j in layout.debezium_plugin.glob("*.jar")}
+    for jar in sorted(staging.glob("*.jar")):
+        if _artifact(jar.name) not in present:
+            shutil.copy2(jar, layout.debezium_plugin / jar.name)
+    # Connect finds plugins through ServiceLoader manifests (plugin.discovery = service_load, no slow
+    # scan), and Apicurio's converter jar has none: a jar holding only the manifest names them
+    with zipfile.ZipFile(layout.debezium_plugin / "hbase-ingest-apicurio-converters.jar", "w") as manifest:
+        manifest.writestr("META-INF/services/org.apache.kafka.connect.storage.Converter",
+                          "".join(f"{c}\n" for c in APICURIO_CONVERTERS))
+    converter_marker.write_text("ok\n")
     return True
+
+
+#: the Kafka Connect converters in Apicurio's converter jar
+APICURIO_CONVERTERS = ("io.apicurio.registry.utils.converter.AvroConverter",
+                       "io.apicurio.registry.utils.converter.ExtJsonConverter")
+
+
+def _artifact(jar_name: str) -> str:
+    """``jackson-core-2.21.2.jar`` -> ``jackson-core``: the name before the first ``-<digit>``."""
+    return re.split(r"-\d", jar_name.removesuffix(".jar"), maxsplit=1)[0]
 
 
 def ensure_hadoop_classpath(layout: StackLayout) -> bool:

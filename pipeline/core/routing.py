@@ -37,7 +37,7 @@ from pipeline.core.fields import MISSING as _MISSING
 from pipeline.core.fields import encode_long, encoder, getter, text
 from pipeline.core.model import Mutation, MutationKind, Origin, TopicPartition
 from pipeline.core.putgen import MutationFn, generate_put
-from pipeline.core.schemas import SchemaCache
+from pipeline.core.schemas import SCHEMA_TYPES, SchemaCache, registry_decoder
 from pipeline.errors import ConfigError, EventError
 from pipeline.rowkey import RowKey, RowKeyError, compile_rowkey
 from pipeline.settings import RouteSpec, TopicSpec
@@ -183,8 +183,9 @@ def _compiled(spec_json: str, max_key_bytes: int, max_cell_bytes: int) -> Compil
 
 class Router:
     """All routes, grouped by topic. A topic whose routes are all plain (no record metadata, no
-    deletes, no null rules) and whose values are JSON is routed by the generated put builders, one
-    mutation per route and record; any other topic by the general path (:mod:`pipeline.core.changes`),
+    deletes, no null rules) and whose values are JSON, or in a registry format (decoded first), is
+    routed by the generated put builders, one mutation per route and record; any other topic by the
+    general path (:mod:`pipeline.core.changes`),
     any number per route and record. ``topics``: the ``[[topics]]`` entries (a topic not in it is
     JSON with text keys)."""
 
@@ -202,9 +203,13 @@ class Router:
         #: writer schemas of the topics in a registry format (the runtime fills it before routing: :meth:`framed`)
         self.schemas = SchemaCache(schema_cache_size)
         self.general: dict[str, ChangeTopic] = {}
+        #: plain topics in a registry format: their values' decoder (then the generated put builders)
+        self._decoders: dict[str, tuple[Callable[[bytes], Any], str]] = {}
         for topic, rs in self.by_topic.items():
             spec = specs.get(topic) or TopicSpec(name=topic)
-            if spec.value_format != "json" or spec.key_format != "text" or any(r.change for r in rs):
+            if spec.value_format in SCHEMA_TYPES and not any(r.change for r in rs):
+                self._decoders[topic] = (registry_decoder(spec.value_format, self.schemas, "value"), rs[0].name)
+            elif spec.value_format != "json" or spec.key_format != "text" or any(r.change for r in rs):
                 self.general[topic] = ChangeTopic(spec, [r.change or _as_change(r, max_key_bytes, max_cell_bytes)
                                                          for r in rs], self.schemas)
 
@@ -212,7 +217,9 @@ class Router:
         """Whether ``topic``'s values, and its keys as its routes read them, are in the Confluent wire
         format: the schema ids they name must be in :attr:`schemas` before :meth:`route_run`."""
         general = self.general.get(topic)
-        return (general.framed_values, general.framed_keys) if general is not None else (False, False)
+        if general is not None:
+            return general.framed_values, general.framed_keys
+        return topic in self._decoders, False
 
     def __repr__(self) -> str:
         return f"Router({len(self.routes)} routes over topics {sorted(self.by_topic)})"
@@ -252,6 +259,9 @@ class Router:
         if general is not None:
             return _route_general(general, tp, records, start, stop)
         builders = self._builders.get(tp.topic, ())
+        decoded = self._decoders.get(tp.topic)
+        if decoded is not None:
+            return _route_decoded(*decoded, builders, tp, records, start, stop)
         mutations: list[Mutation] = []
         append, extend = mutations.append, mutations.extend
         single = builders[0] if len(builders) == 1 else None
@@ -305,6 +315,33 @@ def _route_general(topic: ChangeTopic, tp: TopicPartition, records: Sequence[Rec
         mutations += got
         counts.append(len(got))
     return RoutedRun(stop, mutations, None, counts)
+
+
+def _route_decoded(decode: Callable[[bytes], Any], first_route: str, builders: Sequence[MutationFn],
+                   tp: TopicPartition, records: Sequence[Record], start: int, stop: int) -> RoutedRun:
+    """The plain path of a topic in a registry format: each value decoded by ``decode``, then the
+    generated put builders; the same mutations and refusals as the general path would give for these
+    routes (``first_route`` names the route a tombstone is refused by, as there)."""
+    mutations: list[Mutation] = []
+    for i in range(start, stop):
+        rec = records[i]
+        try:
+            event = _decoded(decode, rec.value, first_route)
+            origin = Origin(tp, rec.offset)
+            mutations += [build(event, origin) for build in builders]
+        except EventError as exc:
+            return RoutedRun(i, mutations, exc)
+    return RoutedRun(stop, mutations, None)
+
+
+def _decoded(decode: Callable[[bytes], Any], value: bytes | None, first_route: str) -> dict[str, Any]:
+    if value is None:
+        raise EventError("tombstone", f"record has no value (tombstone); route {first_route!r} does not take "
+                                      "tombstones (on_tombstone = 'skip' or 'delete' would)")
+    event = decode(value)
+    if event.__class__ is not dict:
+        raise EventError("not_an_object", f"value is {type(event).__name__}, expected an object")
+    return event
 
 
 def _as_change(route: CompiledRoute, max_key_bytes: int, max_cell_bytes: int) -> ChangeRoute:

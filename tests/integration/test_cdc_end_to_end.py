@@ -264,6 +264,21 @@ def _rest(stack: LocalStack, method: str, path: str, body: dict[str, Any] | None
     return json.loads(text) if text else None
 
 
+async def remove_connector(stack: LocalStack, name: str, slot: str) -> None:
+    """Delete connector ``name`` (if it was registered) and drop its replication ``slot``."""
+    assert stack.cdc is not None
+    with contextlib.suppress(Exception):  # a test that failed before registering it
+        await run_sync(_rest, stack, "DELETE", f"/connectors/{name}")
+    for _ in range(20):  # the slot is free once the connector's task has stopped
+        try:
+            await run_sync(stack.cdc.pg.sql, f"SELECT pg_drop_replication_slot('{slot}') FROM pg_replication_slots "
+                                             f"WHERE slot_name = '{slot}';")
+        except Exception:
+            await anyio.sleep(1)
+        else:
+            return
+
+
 async def _compacted(settings: Settings, topic: str) -> None:
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # the project's helper makes plain topics
 
@@ -396,13 +411,5 @@ async def test_the_flattened_form_on_a_compacted_topic_converges_by_key(
                          f"rows compared={len(want[table])}\n")
     finally:
         worker.kill()
-        with contextlib.suppress(Exception):  # a test that failed before registering it
-            await run_sync(_rest, stack, "DELETE", f"/connectors/{prefix}")
-        for _ in range(20):  # the slot is free once the connector's task has stopped
-            try:
-                await run_sync(stack.cdc.pg.sql, f"SELECT pg_drop_replication_slot('{slot}') FROM pg_replication_slots "
-                                                 f"WHERE slot_name = '{slot}';")
-                break
-            except Exception:
-                await anyio.sleep(1)
+        await remove_connector(stack, prefix, slot)
         await drop_tables(hbase, settings)

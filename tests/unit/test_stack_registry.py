@@ -270,3 +270,12 @@ def test_cli_up_offers_registry() -> None:
     out = subprocess.run([sys.executable, "-m", "pipeline", "stack", "up", "--help"], capture_output=True, text=True,
                          check=True, timeout=60, env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"})
     assert "--registry" in out.stdout
+
+
+@pytest.mark.parametrize(("jar", "artifact"), [
+    ("jackson-core-2.21.2.jar", "jackson-core"), ("apicurio-registry-utils-converter-2.6.13.Final.jar",
+                                                  "apicurio-registry-utils-converter"),
+    ("itu-1.10.2.jar", "itu"), ("json-20240303.jar", "json"), ("zstd-jni-1.5.6-4.jar", "zstd-jni")])
+def test_a_converter_jar_is_matched_to_debeziums_by_artifact_name(jar: str, artifact: str) -> None:
+    from connectors.stack.provision import _artifact
+    assert _artifact(jar) == artifact

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import io
 import uuid
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
@@ -211,3 +212,49 @@ def test_cache_is_bounded_but_keeps_what_a_batch_needs() -> None:
     assert cache.missing([1, 5, 6]) == [6]
     assert cache.trim(keep={1, 2}) == [3, 4, 5]
     assert len(cache) == 2 and 1 in cache and 2 in cache
+
+
+def test_plain_routes_of_a_registry_topic_take_the_generated_builders_with_the_general_paths_results() -> None:
+    """A topic in a registry format whose routes are plain is routed by the generated put builders
+    after the decode; mutations and refusals (reason and message) are those of the general path."""
+    from pipeline.core.changes import ChangeTopic
+    from pipeline.core.model import TopicPartition
+    from pipeline.core.routing import RoutedRun, Router, _as_change, _route_general
+    from pipeline.settings import RouteSpec, TopicSpec
+
+    routes = [RouteSpec(name="a", topic="t", table="ta", rowkey="[seller][_][long(id)]", timestamp_field="at",
+                        columns={"d:n": {"field": "note", "required": False}, "d:m": {"field": "amount",
+                                                                                     "encoding": "decimal"}}),
+              RouteSpec(name="b", topic="t", table="tb", rowkey="[status]", columns={"d:s": {"field": "lines",
+                                                                                              "encoding": "json"}})]
+    router = Router(routes, topics=[TopicSpec(name="t", value_format="avro")])
+    assert "t" not in router.general and router.framed("t") == (True, False)
+    router.schemas.add(RegisteredSchema(5, "AVRO", orjson.dumps(ORDER).decode()))
+    router.schemas.add(RegisteredSchema(6, "AVRO", '"string"'))
+    router.schemas.add_unknown(7, "not found")
+    general = ChangeTopic(TopicSpec(name="t", value_format="avro"),
+                          [_as_change(r, 32767, 10 * 1024 * 1024) for r in router.routes], router.schemas)
+    body = _avro_body(ORDER, RECORD)
+
+    class Rec:
+        def __init__(self, offset: int, value: bytes | None) -> None:
+            self.offset, self.value, self.key, self.timestamp, self.headers = offset, value, None, 0, ()
+    values = [frame(5, body), frame(5, _avro_body(ORDER, {**RECORD, "seller": "s_2"})), frame(7, body),
+              b'{"x": 1}', frame(5, body[:-2]), None, frame(6, b"\x04hi"), frame(3, b"")[:4], frame(5, body)]
+    records = [Rec(i, v) for i, v in enumerate(values)]
+    tp = TopicPartition("t", 0)
+
+    def runs(route: Callable[[int], RoutedRun]) -> list[tuple[Any, ...]]:
+        out, i = [], 0
+        while i < len(records):
+            run = route(i)
+            out.append(([(m.table, m.row, m.cells, m.timestamp) for m in run.mutations], run.stop,
+                        run.error and (run.error.reason, str(run.error))))
+            i = run.stop + 1
+        return out
+    fast = runs(lambda i: router.route_run(tp, records, i, len(records)))
+    slow = runs(lambda i: _route_general(general, tp, records, i, len(records)))
+    assert fast == slow
+    reasons = [r[2][0] for r in fast if r[2]]
+    assert reasons == ["contains_delimiter", "unknown_schema", "undecodable", "schema_mismatch", "tombstone",
+                       "not_an_object", "undecodable"]
