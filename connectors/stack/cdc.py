@@ -41,7 +41,7 @@ from .layout import StackLayout
 from .pgserver import PROBE_TABLE
 from .postgres import PostgresServer, first_line
 from .processes import OwnedProcess
-from .provision import ensure_cdc_classpaths
+from .provision import cdc_classpaths_ready, ensure_cdc_classpaths
 from .readiness import change_event_round_trip, ensure_topics, wait_until
 
 __all__ = ["CdcServers", "probe_matches"]
@@ -83,10 +83,20 @@ class CdcServers:
         """The topic of ``table``'s change events (``<cdc_topic_prefix>.<schema>.<table>``)."""
         return topic_of(self.settings, table)
 
+    def provisioned(self) -> bool:
+        """Whether every jar the CDC part runs on is cached (a reused stack checks it: a newer version of
+        the project may need jars a running Connect lacks)."""
+        return cdc_classpaths_ready(self.layout)
+
     def provision(self) -> bool:
-        """Check PostgreSQL's binaries, cache Connect's and Debezium's jars; True when any were downloaded."""
+        """Check PostgreSQL's binaries, cache Connect's and Debezium's jars; True when any were downloaded.
+        A running Connect that started before new jars reached its plugin folder is stopped, so that
+        ``up`` starts it again on them (Connect reads its plugins once, at start)."""
         self.pg.check_binaries()
-        return ensure_cdc_classpaths(self.layout)
+        downloaded = ensure_cdc_classpaths(self.layout)
+        if downloaded and self.connect.pid() is not None:
+            self.connect.stop()
+        return downloaded
 
     # -- starting ------------------------------------------------------------------------------------
 

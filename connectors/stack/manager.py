@@ -336,7 +336,8 @@ class LocalStack:
     def _up(self) -> UpReport:
         t0 = time.monotonic()
         died = [d for p in self.procs.values() if (d := p.died()) is not None]
-        if not died and all(p.pid() is not None for p in self.procs.values()):
+        if not died and all(p.pid() is not None for p in self.procs.values()) and (
+                self.cdc is None or self.cdc.provisioned()):
             try:
                 self.check_ready(timeout_s=5.0)
                 return UpReport(reused=True, downloaded=False, timings_s={"total": time.monotonic() - t0})

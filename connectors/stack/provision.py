@@ -38,9 +38,20 @@ from .layout import (
     StackLayout,
 )
 
-__all__ = ["APICURIO_SHA256", "APICURIO_URL", "ensure_cdc_classpaths", "ensure_classpaths", "ensure_hadoop_classpath",
-           "ensure_launcher", "ensure_registry_dist", "ensure_tools", "extract_archive", "render_configs",
-           "render_hdfs_configs"]
+__all__ = [
+    "APICURIO_SHA256",
+    "APICURIO_URL",
+    "cdc_classpaths_ready",
+    "ensure_cdc_classpaths",
+    "ensure_classpaths",
+    "ensure_hadoop_classpath",
+    "ensure_launcher",
+    "ensure_registry_dist",
+    "ensure_tools",
+    "extract_archive",
+    "render_configs",
+    "render_hdfs_configs",
+]
 
 _DEP_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
 # slf4j 1.7 picks an arbitrary binding when several are present; HBase's own build excludes these.
@@ -104,14 +115,19 @@ def ensure_classpaths(layout: StackLayout) -> bool:
     return True
 
 
+def cdc_classpaths_ready(layout: StackLayout) -> bool:
+    """Whether Connect's classpath, the Debezium plugin and Apicurio's converters in it are all cached."""
+    return ((layout.connect_lib / ".complete").exists() and (layout.debezium_plugin / ".complete").exists()
+            and (layout.debezium_plugin / f".apicurio-converter-{APICURIO_CONVERTER_VERSION}").exists())
+
+
 def ensure_cdc_classpaths(layout: StackLayout) -> bool:
     """Make sure Kafka Connect's classpath (``infra/connect/pom.xml``) and the Debezium PostgreSQL plugin
     (``infra/connect/debezium-postgres/pom.xml``) are in the cache. Returns True if anything was
     downloaded."""
-    converter_marker = layout.debezium_plugin / f".apicurio-converter-{APICURIO_CONVERTER_VERSION}"
-    if ((layout.connect_lib / ".complete").exists() and (layout.debezium_plugin / ".complete").exists()
-            and converter_marker.exists()):
+    if cdc_classpaths_ready(layout):
         return False
+    converter_marker = layout.debezium_plugin / f".apicurio-converter-{APICURIO_CONVERTER_VERSION}"
     ensure_tools()
     _copy_dependencies(layout, layout.infra / "connect" / "pom.xml", layout.connect_lib,
                        [f"-Dkafka.version={KAFKA_VERSION}"])

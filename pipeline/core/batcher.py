@@ -52,7 +52,6 @@ class SealReason(Enum):
     REGION_CHANGED = "region_changed"
     AGE = "age"
     DRAIN = "drain"
-    REBUCKET = "rebucket"
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +59,6 @@ class Batch:
     """A sealed batch for one region. Treat ``mutations`` as read-only.
 
     ``size`` is the sum of ``Mutation.size``; ``created_ms`` is when its first mutation arrived;
-    ``split_from`` is the id of the batch it was re-split from by :meth:`RegionBatcher.rebucket`;
     ``cells`` is the number of cells of its mutations (the sum of ``len(m.cells)``; counted by the
     batcher as mutations arrive, so that per-batch accounting need not walk them again; 0 when a
     batch is built by hand).
@@ -73,7 +71,6 @@ class Batch:
     size: int
     created_ms: int
     reason: SealReason
-    split_from: int | None = None
     cells: int = 0
 
     @property
@@ -267,44 +264,6 @@ class RegionBatcher:
     def drain(self) -> list[Batch]:
         """Seal and return every open batch, oldest first (shutdown, revocation)."""
         return [self._seal(key, SealReason.DRAIN) for key in list(self._open)]
-
-    def rebucket(self, batch: Batch, region_map: RegionMap) -> list[Batch]:
-        """Re-split a batch whose region went stale (split, merge, move) along ``region_map``.
-
-        Returns new batches (not queued here) in start-key order, each keeping the original
-        ``created_ms`` and mutation order, with ``reason=REBUCKET`` and ``split_from=batch.id``.
-        The limits still hold since each new batch is a subset of the old one, and so does the
-        same-row rule. Raises ``ValueError`` when ``region_map`` is for another table.
-        """
-        if region_map.table != batch.table:
-            raise ValueError(
-                f"batch {batch.id} is for {batch.table!r}, region map for {region_map.table!r}"
-            )
-        groups: dict[bytes, tuple[Region, list[Mutation]]] = {}
-        for mutation in batch.mutations:
-            region = region_map.locate(mutation.row)
-            group = groups.get(region.start_key)
-            if group is None:
-                group = groups[region.start_key] = (region, [])
-            group[1].append(mutation)
-        out: list[Batch] = []
-        for start in sorted(groups):
-            region, mutations = groups[start]
-            self._sealed[SealReason.REBUCKET] += 1
-            out.append(
-                Batch(
-                    id=self._new_id(),
-                    table=batch.table,
-                    region=region,
-                    mutations=mutations,
-                    size=sum(m.size for m in mutations),
-                    created_ms=batch.created_ms,
-                    reason=SealReason.REBUCKET,
-                    split_from=batch.id,
-                    cells=sum(len(m.cells) for m in mutations),
-                )
-            )
-        return out
 
     def statistics(self) -> BatcherStatistics:
         oldest = next((b.created_ms for b in self._open.values()), None)

@@ -52,7 +52,6 @@ class _Args:
         self.node = node
         self.pos = [a for a in node.args if a.key is None]
         self.kw = {a.key: a for a in node.args if a.key is not None}
-        self.used: set[int] = set()
 
     def error(self, message: str, arg: Arg | None = None) -> SpecSyntaxError:
         return SpecSyntaxError(message, self.spec, arg.pos if arg else self.node.pos + 1)

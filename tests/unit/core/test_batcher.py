@@ -158,25 +158,6 @@ def test_drain_returns_everything_oldest_first_and_statistics() -> None:
     assert "rows=1" in repr(drained[0])
 
 
-def test_rebucket_resplits_along_the_new_map() -> None:
-    b = RegionBatcher(max_rows=100, max_bytes=10**6, max_age_ms=50)
-    rows = [b"a", b"h", b"c", b"k", b"g"]
-    for row in rows:
-        b.add(mut(row), LEFT, 7)
-    (stale,) = b.drain()
-    new_map = region_map([b"f", b"m"])
-    parts = b.rebucket(stale, new_map)
-    assert [[m.row for m in p.mutations] for p in parts] == [[b"a", b"c"], [b"h", b"k", b"g"]]
-    assert [p.region for p in parts] == list(new_map.regions[:2])
-    assert all(p.split_from == stale.id and p.created_ms == 7 for p in parts)
-    assert all(p.reason is SealReason.REBUCKET for p in parts)
-    assert sum(p.size for p in parts) == stale.size
-    assert stale.cells == 5 and [p.cells for p in parts] == [2, 3]
-    assert len({p.id for p in parts} | {stale.id}) == 3
-    with pytest.raises(ValueError, match="region map"):
-        b.rebucket(stale, region_map([], table="other"))
-
-
 def test_validation() -> None:
     with pytest.raises(ValueError, match="max_rows must be >= 1"):
         RegionBatcher(0, 1, 1)
@@ -259,32 +240,6 @@ def test_property_every_mutation_out_exactly_once_within_bounds(
         in_region = sorted((x for x in out if x.region == region), key=lambda x: x.id)
         got = [m.origin.offset for x in in_region for m in x.mutations]
         assert got == [m.origin.offset for m in added if region.contains(m.row)]
-
-
-@given(
-    old_splits=st.lists(st.binary(min_size=1, max_size=2), unique=True, max_size=5),
-    new_splits=st.lists(st.binary(min_size=1, max_size=2), unique=True, max_size=8),
-    rows=st.lists(st.binary(max_size=2), min_size=1, max_size=40),
-)
-def test_property_rebucket_partitions_the_batch(
-    old_splits: list[bytes], new_splits: list[bytes], rows: list[bytes]
-) -> None:
-    old = region_map(sorted(old_splits))
-    target = old.locate(rows[0])
-    rows = [r for r in rows if target.contains(r)]
-    b = RegionBatcher(max_rows=1000, max_bytes=10**9, max_age_ms=10)
-    for i, row in enumerate(rows):
-        b.add(Mutation("t", row, MutationKind.PUT, {}, None, Origin(TP, i)), target, 0)
-    (stale,) = b.drain()
-    new = region_map(sorted(new_splits))
-    parts = b.rebucket(stale, new)
-    assert sorted(m.origin.offset for p in parts for m in p.mutations) == list(range(len(rows)))
-    for p in parts:
-        assert p.mutations
-        assert all(p.region.contains(m.row) for m in p.mutations)
-        offsets = [m.origin.offset for m in p.mutations]
-        assert offsets == sorted(offsets)
-    assert [p.region.start_key for p in parts] == sorted(p.region.start_key for p in parts)
 
 
 def test_add_many_locates_each_row_and_seals_as_add_does() -> None:
