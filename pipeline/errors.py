@@ -30,7 +30,8 @@ project defines appears below (a test checks it); those defined elsewhere name t
         ├── HBaseTimeout            the call did not finish within its timeout: retry with backoff
         ├── RegionMapStale          the region map no longer matches the table: refresh, then retry
         ├── TableNotFound           the table does not exist
-        └── HBaseRequestError       HBase rejected the request (IOError/IllegalArgument): do not retry
+        ├── HBaseRequestError       HBase rejected the request (IOError/IllegalArgument): do not retry
+        └── HBaseAuthError          the gateway refused the client's credentials, QOP or certificate: do not retry
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from typing import Any, Self
 __all__ = [
     "ConfigError",
     "EventError",
+    "HBaseAuthError",
     "HBaseError",
     "HBaseIngestError",
     "HBaseRequestError",
@@ -185,3 +187,9 @@ class TableNotFound(HBaseError):
 
 class HBaseRequestError(HBaseError):
     """HBase rejected the request itself (bad family, bad argument). Retrying will not help."""
+
+
+class HBaseAuthError(HBaseError):
+    """A secured gateway refused the client (Kerberos credentials, SASL QOP, TLS certificate, HTTP 401/403),
+    or the client's own credentials cannot be had. Every gateway would refuse the same: not retryable, and
+    not a gateway failure (no failover)."""

@@ -165,6 +165,11 @@ class GatewaySpec(Section):
     port: int = Field(default=9090, ge=1, le=MAX_PORT)
     thrift2_port: int = Field(default=9091, ge=1, le=MAX_PORT)
     server: Annotated[str, name_rule(_server_problem)] | None = None
+    # overrides of the [hbase] keys of the same name for this gateway (None: as [hbase] says)
+    transport: Literal["buffered", "framed", "http"] | None = None
+    tls: bool | None = None
+    auth: Literal["none", "kerberos"] | None = None
+    sasl_qop: Literal["auth", "auth-int", "auth-conf"] | None = None
 
     @property
     def name(self) -> str:
@@ -191,8 +196,29 @@ class HBaseSettings(Section):
     pool_size: int = Field(default=8, ge=1, le=256)
     timeout_ms: int = Field(default=30_000, ge=100, le=MAX_MS, description="per-call timeout")
     ddl_timeout_ms: int = Field(default=120_000, ge=1000, le=MAX_MS)
-    transport: Literal["buffered", "framed"] = "buffered"
+    transport: Literal["buffered", "framed", "http"] = Field(
+        default="buffered", description="http: the gateway runs in HTTP mode (hbase.regionserver.thrift.http)")
     protocol: Literal["binary", "compact"] = "binary"
+    # security of the gateways (connectors.hbase.transport has the server options each must match);
+    # a gateway of `gateways` may override transport, tls, auth and sasl_qop
+    tls: bool = Field(default=False, description="TLS to the gateways (hbase.thrift.ssl.enabled); HTTPS in http mode")
+    tls_ca_file: Path | None = Field(default=None, description="CA certificates (PEM); None: the system's")
+    tls_cert_file: Path | None = Field(default=None, description="client certificate (PEM), when the gateway asks")
+    tls_key_file: Path | None = None
+    tls_check_hostname: bool = True
+    auth: Literal["none", "kerberos"] = Field(
+        default="none", description="kerberos: SASL GSSAPI on a socket, SPNEGO in http mode")
+    kerberos_principal: str | None = Field(
+        default=None, description="the client's principal (user@REALM); None: the ticket cache's default")
+    kerberos_keytab: Path | None = Field(
+        default=None, description="tickets from this keytab, re-acquired as they expire (else the ticket cache)")
+    kerberos_service: str = Field(default="hbase", min_length=1,
+                                  description="the gateways' principal is <service>/<gateway host>@REALM")
+    kerberos_http_service: str = Field(default="HTTP", min_length=1,
+                                       description="SPNEGO: <http service>/<gateway host>@REALM")
+    sasl_qop: Literal["auth", "auth-int", "auth-conf"] = Field(
+        default="auth-conf", description="must be what hbase.thrift.security.qop offers (auth-conf = privacy)")
+    http_path: str = Field(default="/", pattern=r"^/", description="http mode: the path of the POSTs")
     table_prefix: Annotated[str, name_rule(table_prefix_problem)] = Field(
         default="", description="prepended to every table name (a namespace when it ends in ':', e.g. 'dev:')")
 
@@ -204,12 +230,26 @@ class HBaseSettings(Section):
                              "gateways = [{host = ..., port = ..., thrift2_port = ...}])")
         seen: dict[tuple[str, int], int] = {}
         for i, g in enumerate(self.gateways):
+            if (g.auth or self.auth) == "kerberos" and (g.transport or self.transport) == "framed":
+                raise ValueError(f"gateways[{i}]: auth = \"kerberos\" over a socket is SASL, which frames messages "
+                                 "itself: use transport = \"buffered\" (or \"http\" for SPNEGO)")
             for addr in ((g.host, g.port), (g.host, g.thrift2_port)):
                 if addr in seen:
                     raise ValueError(f"gateways[{i}] ({g.host}:{g.port}, thrift2 {g.thrift2_port}) uses "
                                      f"{addr[0]}:{addr[1]}, as gateways[{seen[addr]}] does: each gateway needs "
                                      "its own ports")
                 seen[addr] = i
+        return self
+
+    @model_validator(mode="after")
+    def _security_fits(self) -> HBaseSettings:
+        if self.auth == "kerberos" and self.transport == "framed" and not self.gateways:
+            raise ValueError('auth = "kerberos" over a socket is SASL, which frames messages itself: use '
+                             'transport = "buffered" (or "http" for SPNEGO)')
+        if self.kerberos_keytab is not None and not self.kerberos_principal:
+            raise ValueError("kerberos_keytab without kerberos_principal: name the principal whose keys it holds")
+        if self.tls_key_file is not None and self.tls_cert_file is None:
+            raise ValueError("tls_key_file without tls_cert_file: a client certificate needs both")
         return self
 
     def endpoints(self) -> list[GatewaySpec]:

@@ -37,19 +37,13 @@ class _Endpoint:
 
     def __init__(self, spec: GatewaySpec, s: HBaseSettings) -> None:
         self.spec = spec
+        self.gateway = gw = Gateway.of(spec, s)
         self.t1: ConnectionPool[happybase.Connection] = ConnectionPool(
-            s.pool_size,
-            lambda: happybase.Connection(spec.host, spec.port, timeout=s.timeout_ms, transport=s.transport,
-                                         protocol=s.protocol, autoconnect=True),
-            lambda c: c.close(), name=f"thrift1 {spec.name}")
+            s.pool_size, gw.thrift1, lambda c: c.close(), name=f"thrift1 {spec.name}")
         self.t2: ConnectionPool[Any] = ConnectionPool(
-            s.pool_size,
-            lambda: open_client(spec.host, spec.thrift2_port, s.timeout_ms, framed=s.transport == "framed",
-                                compact=s.protocol == "compact"),
-            lambda c: c.close(), name=f"thrift2 {spec.host}:{spec.thrift2_port}")
+            s.pool_size, gw.thrift2, lambda c: c.close(), name=f"thrift2 {spec.host}:{spec.thrift2_port}")
         self.limit1 = anyio.CapacityLimiter(s.pool_size)
         self.limit2 = anyio.CapacityLimiter(s.pool_size)
-        self.gateway = Gateway(spec.host, spec.port, spec.thrift2_port, s.timeout_ms, s.transport, s.protocol)
 
     def close(self) -> None:
         self.t1.close()

@@ -18,11 +18,11 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-import happybase
 import structlog
 
 from connectors.hbase.gateways import GatewayBoard
-from connectors.hbase.thrift2 import load_idl, open_client
+from connectors.hbase.scanprocs import Gateway
+from connectors.hbase.thrift2 import load_idl
 from pipeline.settings import GatewaySpec, HBaseSettings
 
 __all__ = ["Prober", "probe_gateway"]
@@ -33,16 +33,14 @@ log = structlog.get_logger("hbase_ingest.hbase")
 def probe_gateway(spec: GatewaySpec, settings: HBaseSettings) -> None:
     """One round trip on ``spec``'s Thrift1 and Thrift2 ports within ``probe_timeout_ms`` each;
     raises (thriftpy2's or the socket's exception) when either fails to answer."""
-    timeout = settings.probe_timeout_ms
-    conn = happybase.Connection(spec.host, spec.port, timeout=timeout, transport=settings.transport,
-                                protocol=settings.protocol, autoconnect=True)
+    gw = Gateway.of(spec, settings, settings.probe_timeout_ms)
+    conn = gw.thrift1()
     try:
         conn.client.getTableNames()
     finally:
         conn.close()
     idl = load_idl()
-    client = open_client(spec.host, spec.thrift2_port, timeout, framed=settings.transport == "framed",
-                         compact=settings.protocol == "compact")
+    client = gw.thrift2()
     try:
         with contextlib.suppress(idl.TIOError):  # an HBase-side error: the gateway itself answered
             client.tableExists(idl.TTableName(ns=b"hbase", qualifier=b"meta"))

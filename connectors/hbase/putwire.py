@@ -163,7 +163,7 @@ def put_multiple(client: Thrift2Client, table: bytes, puts: Sequence[Mutation]) 
     """``client.putMultiple(table, puts)`` with the message from :func:`encode_put_multiple`:
     returns when HBase applied every put, raises thriftpy2's exception otherwise (the caller
     translates it)."""
-    client.socket.write(encode_put_multiple(table, puts, framed=client.framed))
+    client.send(encode_put_multiple(table, puts, framed=client.framed))
     client._recv("putMultiple")
 
 

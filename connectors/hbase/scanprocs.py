@@ -54,7 +54,8 @@ import happybase
 from connectors.hbase.errors import is_gateway_failure, map_exceptions
 from connectors.hbase.scanrows import SMALL_PAGE_ROWS, CellRow, scan_rows, scan_rows2, tscan
 from connectors.hbase.thrift2 import load_idl, open_client
-from pipeline.settings import HBaseSettings
+from connectors.hbase.transport import PLAIN, ThriftSecurity, open_thrift1, security_of
+from pipeline.settings import GatewaySpec, HBaseSettings
 
 __all__ = ["Gateway", "PageTransform", "scan_page_in_process", "warm_worker"]
 
@@ -72,11 +73,23 @@ class Gateway:
     timeout_ms: int
     transport: str
     protocol: str
+    security: ThriftSecurity = PLAIN
 
     @classmethod
-    def of(cls, settings: HBaseSettings) -> Gateway:
-        return cls(settings.host, settings.port, settings.thrift2_port, settings.timeout_ms, settings.transport,
-                   settings.protocol)
+    def of(cls, spec: GatewaySpec, settings: HBaseSettings, timeout_ms: int | None = None) -> Gateway:
+        """Gateway ``spec`` as ``settings`` reach it (its own overrides first); ``timeout_ms``: per call,
+        by default ``settings.timeout_ms``."""
+        return cls(spec.host, spec.port, spec.thrift2_port, timeout_ms or settings.timeout_ms,
+                   spec.transport or settings.transport, settings.protocol, security_of(spec, settings))
+
+    def thrift1(self) -> happybase.Connection:
+        """A new open Thrift1 connection (the caller closes it)."""
+        return open_thrift1(self.host, self.port, self.timeout_ms, self.transport, self.protocol, self.security)
+
+    def thrift2(self) -> Any:
+        """A new open Thrift2 client (:func:`~connectors.hbase.thrift2.open_client`; the caller closes it)."""
+        return open_client(self.host, self.thrift2_port, self.timeout_ms, framed=self.transport == "framed",
+                           compact=self.protocol == "compact", security=self.security)
 
 
 # -- worker-process state (module globals live as long as the worker) ----------------------------
@@ -103,9 +116,7 @@ def _connection(gw: Gateway) -> happybase.Connection:
     conn = _connections.get(gw)
     if conn is None:
         _tune_gc()
-        conn = happybase.Connection(gw.host, gw.port, timeout=gw.timeout_ms, transport=gw.transport,
-                                    protocol=gw.protocol, autoconnect=True)
-        _connections[gw] = conn
+        conn = _connections[gw] = gw.thrift1()
     return conn
 
 
@@ -113,8 +124,7 @@ def _client2(gw: Gateway) -> Any:
     client = _clients2.get(gw)
     if client is None:
         _tune_gc()
-        client = _clients2[gw] = open_client(gw.host, gw.thrift2_port, gw.timeout_ms,
-                                             framed=gw.transport == "framed", compact=gw.protocol == "compact")
+        client = _clients2[gw] = gw.thrift2()
     return client
 
 

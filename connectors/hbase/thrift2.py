@@ -12,9 +12,9 @@ from typing import Any
 import thriftpy2
 from thriftpy2.protocol import TBinaryProtocolFactory, TCompactProtocolFactory
 from thriftpy2.thrift import TClient
-from thriftpy2.transport import TBufferedTransportFactory, TFramedTransportFactory, TSocket
 
 from connectors.hbase.thrift2_idl import resolve_idl
+from connectors.hbase.transport import PLAIN, ThriftSecurity, open_transport
 from pipeline.errors import ConfigError
 
 __all__ = ["Thrift2Client", "load_idl", "open_client", "parse_idl"]
@@ -49,24 +49,33 @@ def load_idl(path: Path | None = None) -> ModuleType:
 
 class Thrift2Client(TClient):
     """thriftpy2's THBaseService client, keeping what :mod:`connectors.hbase.putwire` needs to send
-    a message it encoded: the socket (``socket.write`` sends all of it) and whether the transport
-    is framed."""
+    a message it encoded: :meth:`send`, and whether that message must carry a frame header (``framed``)."""
 
-    def __init__(self, service: Any, protocol: Any, socket: Any, framed: bool) -> None:
+    def __init__(self, service: Any, protocol: Any, socket: Any, framed: bool, wrapping: Any = None) -> None:
         super().__init__(service, protocol)
         self.socket = socket
         self.framed = framed
+        self._wrapping = wrapping  # a SASL or HTTP transport: messages go through it, not to the socket
+
+    def send(self, message: bytes | bytearray) -> None:
+        """Send an encoded call message (framed when ``framed``) as the transport needs it."""
+        if self._wrapping is None:
+            self.socket.write(message)  # the whole message in one sendall
+        else:
+            self._wrapping.write(message)
+            self._wrapping.flush()
 
 
-def open_client(host: str, port: int, timeout_ms: int, *, framed: bool = False, compact: bool = False) -> Any:
-    """A blocking THBaseService client (a :class:`Thrift2Client`), connected; the caller closes it
-    (``client.close()``). Raises thriftpy2's ``TTransportException`` when the gateway is unreachable."""
+def open_client(host: str, port: int, timeout_ms: int, *, framed: bool = False, compact: bool = False,
+                security: ThriftSecurity = PLAIN) -> Any:
+    """A blocking THBaseService client (a :class:`Thrift2Client`), connected as ``security`` says
+    (:mod:`connectors.hbase.transport`); the caller closes it (``client.close()``). Raises thriftpy2's
+    ``TTransportException`` when the gateway is unreachable, :class:`~pipeline.errors.HBaseAuthError` when
+    it refuses the client."""
     idl = load_idl()
     factory: Any = TCompactProtocolFactory if compact else TBinaryProtocolFactory
-    transport: Any = TFramedTransportFactory if framed else TBufferedTransportFactory
-    new_socket: Any = TSocket  # thriftpy2's transports are untyped
-    socket = new_socket(host, port, socket_timeout=timeout_ms)  # as thriftpy2's make_client builds it
-    trans = transport().get_transport(socket)
+    trans, sock = open_transport(host, port, timeout_ms, security, framed=framed)
     proto = factory(decode_response=False).get_protocol(trans)
-    trans.open()
-    return Thrift2Client(idl.THBaseService, proto, socket, framed)
+    if sock is None:
+        return Thrift2Client(idl.THBaseService, proto, None, False, wrapping=trans)
+    return Thrift2Client(idl.THBaseService, proto, sock, framed)

@@ -18,6 +18,7 @@ import pipeline
 from pipeline.errors import (
     ConfigError,
     EventError,
+    HBaseAuthError,
     HBaseError,
     HBaseIngestError,
     HBaseRequestError,
@@ -59,6 +60,7 @@ SAMPLES: list[HBaseIngestError] = [
     RegionMapStale("moved", table="t"),
     TableNotFound("gone", table="t"),
     HBaseRequestError("bad", table=None),
+    HBaseAuthError("the gateway localhost:9190 refused the Kerberos login: Bad SASL result"),
     RowKeyError("bad key"),
     SpecSyntaxError("unexpected ']'", "[salt(host, 16)]]", 16),
     EventFieldError("user.id", {"nested": [1, 2]}, "bad_type", "expected a string"),
