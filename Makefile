@@ -12,14 +12,14 @@ PROMTOOL := $(VENV)/prometheus/usr/bin/promtool
 # each in a virtualenv of its own (.venv-3.N); the integration tests run under $(PYTHON) only
 OTHER_PYTHONS ?= 3.12 3.13 3.14
 
-.PHONY: demo test install stack-up stack-up-cdc stack-down lint test-pythons bench bench-scale
+.PHONY: demo test install kerberos stack-up stack-up-cdc stack-down lint test-pythons bench bench-scale
 
 demo: install
 	$(BIN)/hbase-ingest demo
 
 # the tests need the CDC part too (PostgreSQL 15 from the distribution, Kafka Connect with Debezium) and the
 # schema registry (Apicurio Registry)
-test: install lint test-pythons stack-up-cdc $(PROMTOOL)
+test: install kerberos lint test-pythons stack-up-cdc $(PROMTOOL)
 	PROMTOOL=$(PROMTOOL) $(BIN)/python -m pytest
 
 test-pythons: install $(PROMTOOL)
@@ -55,6 +55,21 @@ stack-up: install
 
 stack-up-cdc: install
 	$(BIN)/hbase-ingest stack up --secure --cdc --registry
+
+# Kerberos for the tests: MIT's KDC and client tools from the distribution (run as root on a fresh machine,
+# as CI does; otherwise install them first), and the gssapi package, which builds against libkrb5-dev
+KRB5_PKGS := krb5-kdc krb5-admin-server krb5-user libkrb5-dev
+kerberos: $(VENV)/.kerberos
+
+$(VENV)/.kerberos: $(VENV)/.installed
+	@if ! command -v krb5kdc >/dev/null || ! command -v krb5-config >/dev/null; then \
+	  if [ "$$(id -u)" != 0 ]; then echo "the Kerberos tests need: sudo apt-get install $(KRB5_PKGS)"; exit 1; fi; \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(KRB5_PKGS) >/dev/null || \
+	    { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(KRB5_PKGS) >/dev/null; } \
+	    || exit 1; \
+	fi
+	$(BIN)/pip install -q -e '.[dev,kerberos]'
+	touch $@
 
 stack-down:
 	$(BIN)/hbase-ingest stack down
