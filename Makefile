@@ -17,8 +17,8 @@ OTHER_PYTHONS ?= 3.12 3.13 3.14
 demo: install
 	$(BIN)/hbase-ingest demo
 
-# the tests need the CDC part too (PostgreSQL 15 from the distribution, Kafka Connect with Debezium) and the
-# schema registry (Apicurio Registry)
+# the tests need the CDC part too (PostgreSQL 15 from the distribution, Kafka Connect with Debezium), the
+# schema registry (Apicurio Registry) and the Kerberos part (an MIT KDC, a Kerberized HBase)
 test: install kerberos lint test-pythons stack-up-cdc $(PROMTOOL)
 	PROMTOOL=$(PROMTOOL) $(BIN)/python -m pytest
 
@@ -53,8 +53,8 @@ $(VENV)/.installed: pyproject.toml
 stack-up: install
 	$(BIN)/hbase-ingest stack up --secure
 
-stack-up-cdc: install
-	$(BIN)/hbase-ingest stack up --secure --cdc --registry
+stack-up-cdc: install kerberos
+	$(BIN)/hbase-ingest stack up --secure --cdc --registry --kerberos
 
 # Kerberos for the tests: MIT's KDC and client tools from the distribution (run as root on a fresh machine,
 # as CI does; otherwise install them first), and the gssapi package, which builds against libkrb5-dev

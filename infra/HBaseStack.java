@@ -7,6 +7,11 @@
 //       one gateway of a local cluster: the Thrift1 and Thrift2 servers in one JVM. HBase ships them as
 //       two main classes, but each is a plain HBase client (it needs only the ZooKeeper quorum), so one
 //       JVM can serve both and share one heap and one connection to the cluster.
+//   HBaseStack.java kerberos <plain1> <plain2> <sasl1> <sasl2> <https1> <https2>
+//       the Kerberized standalone HBase (`stack up --kerberos`; hbase-site.xml and core-site.xml set
+//       Kerberos) and six gateways, each a ThriftServer with its own Configuration copy: Thrift1 and
+//       Thrift2 without QOP (unauthenticated clients; the gateway calls HBase as its own principal), over
+//       SASL/GSSAPI with QOP auth-conf, and in HTTP mode with TLS and SPNEGO (QOP auth-conf).
 //
 // A server thread that fails ends the JVM (exit 1), so `stack status` sees the process die instead of a
 // JVM that lives on with half of its servers.
@@ -40,9 +45,44 @@ public class HBaseStack {
     return t1;
   }
 
+  /** One gateway of the Kerberized HBase: its QOP (null: none) and whether it speaks HTTPS. */
+  static void kerberosGateway(String name, int version, String port, String qop, boolean https) {
+    Configuration c = HBaseConfiguration.create();
+    if (qop != null) {
+      c.set("hbase.thrift.security.qop", qop);
+    } else {
+      c.unset("hbase.thrift.security.qop");
+    }
+    c.setBoolean("hbase.regionserver.thrift.http", https);
+    c.setBoolean("hbase.thrift.ssl.enabled", https);
+    String[] argv = {"-p", port, "-b", "127.0.0.1"};
+    if (version == 1) {
+      start(name, () -> new org.apache.hadoop.hbase.thrift.ThriftServer(c).run(argv));
+    } else {
+      start(name, () -> new org.apache.hadoop.hbase.thrift2.ThriftServer(c).run(argv));
+    }
+  }
+
+  static void kerberos(String[] p) throws Exception {
+    Thread master = start("hmaster",
+        () -> org.apache.hadoop.hbase.master.HMaster.main(new String[] {"start"}));
+    kerberosGateway("plain-thrift1", 1, p[1], null, false);
+    kerberosGateway("plain-thrift2", 2, p[2], null, false);
+    kerberosGateway("sasl-thrift1", 1, p[3], "auth-conf", false);
+    kerberosGateway("sasl-thrift2", 2, p[4], "auth-conf", false);
+    kerberosGateway("https-thrift1", 1, p[5], "auth-conf", true);
+    kerberosGateway("https-thrift2", 2, p[6], "auth-conf", true);
+    master.join();
+  }
+
   public static void main(String[] args) throws Exception {
+    if (args.length == 7 && args[0].equals("kerberos")) {
+      kerberos(args);
+      return;
+    }
     if (args.length != 3 || !(args[0].equals("standalone") || args[0].equals("gateway"))) {
-      System.err.println("usage: HBaseStack.java standalone|gateway <thrift1 port> <thrift2 port>");
+      System.err.println("usage: HBaseStack.java standalone|gateway <thrift1 port> <thrift2 port>\n"
+          + "       HBaseStack.java kerberos <plain1> <plain2> <sasl1> <sasl2> <https1> <https2>");
       System.exit(2);
     }
     if (args[0].equals("gateway")) {

@@ -314,7 +314,24 @@ class LoggingSettings(Section):
     format: Literal["text", "json"] = "text"
 
 
-class StackSettings(Section):
+class KerberosStackKeys(Section):
+    """The ``[stack]`` keys of the Kerberos part (``stack up --kerberos``; ``connectors.stack.kerberos``): an MIT
+    KDC and a Kerberized HBase whose six gateways take ``kerberos_thrift_port`` .. ``+ 5`` (plain Thrift1/2, SASL
+    Thrift1/2, HTTPS Thrift1/2). Loopback ports, clear of a second stack's (x90-x93, 2x81, 16x00/16x20)."""
+
+    kerberos: bool = Field(default=False, description="also a KDC and a Kerberized HBase (connectors.stack.kerberos)")
+    kdc_port: int = Field(default=8890, ge=1, le=MAX_PORT, description="the KDC's port (UDP and TCP)")
+    kerberos_zookeeper_port: int = Field(default=2182, ge=1, le=MAX_PORT)
+    kerberos_master_port: int = Field(default=16700, ge=1, le=MAX_PORT)
+    kerberos_regionserver_port: int = Field(default=16720, ge=1, le=MAX_PORT)
+    kerberos_thrift_port: int = Field(default=9690, ge=1, le=MAX_PORT - 5,
+                                 description="plain Thrift1 here; plain Thrift2 + 1, SASL Thrift1/2 + 2/+ 3, "
+                                             "HTTPS Thrift1/2 + 4/+ 5")
+    kerberos_heap_mb: int = Field(default=1024, ge=256, le=1024 * 1024,
+                             description="the Kerberized HBase JVM's heap (master, region server, six gateways)")
+
+
+class StackSettings(KerberosStackKeys):
     """The local stack started by ``hbase-ingest stack up``. Paths default to user cache/state dirs.
 
     ``region_servers`` and ``gateways`` both 0 (the default): one JVM holds the HBase master, the region

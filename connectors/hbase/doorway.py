@@ -22,7 +22,7 @@ from connectors.hbase.pool import ConnectionPool
 from connectors.hbase.probe import Prober, probe_gateway
 from connectors.hbase.putwire import direct_puts
 from connectors.hbase.scanprocs import Gateway
-from connectors.hbase.thrift2 import load_idl, open_client
+from connectors.hbase.thrift2 import load_idl
 from pipeline.errors import HBaseError, HBaseUnavailable
 from pipeline.settings import GatewaySpec, HBaseSettings
 
@@ -38,6 +38,7 @@ class _Endpoint:
     def __init__(self, spec: GatewaySpec, s: HBaseSettings) -> None:
         self.spec = spec
         self.gateway = gw = Gateway.of(spec, s)
+        self.ddl = Gateway.of(spec, s, s.ddl_timeout_ms)  # a DDL call (a table create, a split) may take minutes
         self.t1: ConnectionPool[happybase.Connection] = ConnectionPool(
             s.pool_size, gw.thrift1, lambda c: c.close(), name=f"thrift1 {spec.name}")
         self.t2: ConnectionPool[Any] = ConnectionPool(
@@ -200,13 +201,10 @@ class GatewayCalls:
                                       served=served)
 
     async def _ddl(self, fn: Callable[[Any, Any], T], table: str, what: str, idempotent: bool = False) -> T:
-        s = self.settings
-
         async def use(ep: _Endpoint, sent: _Sent) -> T:
             def run() -> T:
                 with map_exceptions(table, what):
-                    client = open_client(ep.spec.host, ep.spec.thrift2_port, s.ddl_timeout_ms,
-                                         framed=s.transport == "framed", compact=s.protocol == "compact")
+                    client = ep.ddl.thrift2()
                     sent.sent = True
                     try:
                         return fn(client, load_idl())

@@ -62,7 +62,7 @@ class Thrift2Client(TClient):
         if self._wrapping is None:
             self.socket.write(message)  # the whole message in one sendall
         else:
-            self._wrapping.write(message)
+            self._wrapping.write(bytes(message))  # SASL's and HTTP's write take bytes only
             self._wrapping.flush()
 
 

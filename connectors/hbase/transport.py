@@ -56,8 +56,8 @@ from thriftpy2.transport.base import TTransportBase
 from pipeline.errors import HBaseAuthError, HBaseUnavailable
 from pipeline.settings import GatewaySpec, HBaseSettings
 
-__all__ = ["PLAIN", "Qop", "ThriftSecurity", "credentials", "open_thrift1", "open_transport", "security_of",
-           "tls_context"]
+__all__ = ["PLAIN", "Qop", "ThriftSecurity", "credentials", "keytab_principals", "open_thrift1", "open_transport",
+           "security_of", "tls_context"]
 
 # thriftpy2's transports are untyped
 _socket_class: Any = TSocket
@@ -169,17 +169,58 @@ def credentials(sec: ThriftSecurity) -> Any:
         except Exception as exc:  # gssapi's GSSError family
             who = sec.principal or "the default principal"
             src = f"keytab {sec.keytab}" if sec.keytab else "the ticket cache (KRB5CCNAME; kinit first)"
+            held = keytab_principals(sec.keytab) if sec.keytab else None
+            if held is not None and sec.principal not in held:
+                raise HBaseAuthError(f"Kerberos credentials for {who}: the keytab {sec.keytab} holds no key of it "
+                                     f"(it holds {', '.join(held) or 'no key at all'})") from exc
             raise _auth_failure(f"Kerberos credentials for {who} from {src}", exc) from exc
         _creds[key] = creds
         return creds
 
 
-def _context(sec: ThriftSecurity, service: str, host: str) -> Any:
+def keytab_principals(path: str) -> list[str] | None:
+    """The principals (``name/instance@REALM``) whose keys the MIT keytab at ``path`` holds, in file order and
+    without repeats; None when the file cannot be read as one.
+
+    Layout (MIT's keytab format 0x0502, big-endian): ``u16`` version, then entries of ``i32`` size (negative:
+    a hole of that many bytes) holding ``u16`` component count, the realm and each component as ``u16``
+    length + bytes, then name type, timestamp, key version and key (not read here)."""
+    try:
+        data = Path(path).read_bytes()
+        if data[:2] != b"\x05\x02":
+            return None
+        out: list[str] = []
+        pos = 2
+        while pos + 4 <= len(data):
+            size = int.from_bytes(data[pos:pos + 4], "big", signed=True)
+            pos += 4
+            if size > 0:
+                entry, at, parts = data[pos:pos + size], 2, []
+                for _ in range(int.from_bytes(entry[:2], "big") + 1):  # the realm, then each component
+                    n = int.from_bytes(entry[at:at + 2], "big")
+                    parts.append(entry[at + 2:at + 2 + n].decode("utf-8", "replace"))
+                    at += 2 + n
+                name = "/".join(parts[1:]) + "@" + parts[0]
+                if name not in out:
+                    out.append(name)
+            pos += abs(size)
+    except (OSError, IndexError, ValueError):
+        return None
+    return out
+
+
+#: SPNEGO's mechanism (RFC 4178): what an HTTP ``Negotiate`` header carries
+_SPNEGO_OID = "1.3.6.1.5.5.2"
+
+
+def _context(sec: ThriftSecurity, service: str, host: str, *, spnego: bool = False) -> Any:
+    """A new initiator context for ``service@host`` (Kerberos itself, or wrapped in SPNEGO)."""
     gssapi = _gssapi()
     target = gssapi.Name(f"{service}@{host}", gssapi.NameType.hostbased_service)
     flags = [gssapi.RequirementFlag.mutual_authentication, gssapi.RequirementFlag.integrity,
-             gssapi.RequirementFlag.confidentiality, gssapi.RequirementFlag.out_of_sequence_detection]
-    return gssapi.SecurityContext(name=target, creds=credentials(sec), usage="initiate", flags=flags)
+             gssapi.RequirementFlag.confidentiality]
+    mech = gssapi.OID.from_int_seq(_SPNEGO_OID) if spnego else None
+    return gssapi.SecurityContext(name=target, creds=credentials(sec), usage="initiate", flags=flags, mech=mech)
 
 
 # -- SASL GSSAPI ---------------------------------------------------------------------------------------
@@ -281,7 +322,7 @@ class HttpTransport(TTransportBase):
         headers = {"Content-Type": "application/x-thrift", "Accept": "application/x-thrift"}
         if self._sec.kerberos:
             try:
-                token = _context(self._sec, self._sec.http_service, self._host).step()
+                token = _context(self._sec, self._sec.http_service, self._host, spnego=True).step()
             except (HBaseAuthError, HBaseUnavailable):
                 raise
             except Exception as exc:

@@ -16,6 +16,9 @@ Heaps (``[stack]`` settings, sized for a 2-core / 24 GB machine that also runs t
   JAXB and Hadoop's buffer cleaning reflect into java.base). Configuration from ``<state>/conf/hadoop``.
 - ``registry`` (``--registry``): ``registry_heap_mb`` (256), the serial collector; its command is
   :func:`.registry.registry_argv`.
+- ``kdc`` (``--kerberos``): MIT's ``krb5kdc`` in the foreground (:func:`.kerberos.kdc_argv`).
+- ``hbase-krb`` (``--kerberos``): ``kerberos_heap_mb`` (1024; a quarter at start), the standalone JVM's
+  options plus the realm's ``krb5.conf`` (:func:`kerberos_argv`, :mod:`.krb_hbase`).
 
 Cluster JVMs start with a quarter of their heap (-Xms) so that an idle cluster stays small in RSS;
 every HBase JVM is killed on OutOfMemoryError (as HBase's own scripts do) so that a broken server
@@ -29,11 +32,12 @@ from pathlib import Path
 from pipeline.settings import StackSettings
 
 from .hdfs import datanode_options, format_args
+from .kerberos import GATEWAY_PORT_OFFSETS, KerberosPart, KerberosSettings, kdc_argv
 from .layout import StackLayout
 from .registry import registry_argv
 from .topology import ServerProcess
 
-__all__ = ["CLUSTER_ID", "HBASE_JDK17", "kafka_format_argv", "namenode_format_argv", "server_argv"]
+__all__ = ["CLUSTER_ID", "HBASE_JDK17", "kafka_format_argv", "kerberos_argv", "namenode_format_argv", "server_argv"]
 
 CLUSTER_ID = "5L6g3nShT-eMCtK--X86sw"
 _KAFKA_JVM = ["-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
@@ -71,12 +75,29 @@ def namenode_format_argv(lay: StackLayout) -> list[str]:
     return [*_hadoop_jvm(lay, 256), "org.apache.hadoop.hdfs.server.namenode.NameNode", *format_args()]
 
 
-def _hbase_jvm(lay: StackLayout, xms_mb: int, xmx_mb: int, extra_cp: Path | None = None) -> list[str]:
+def _hbase_jvm(lay: StackLayout, xms_mb: int, xmx_mb: int, extra_cp: Path | None = None,
+               conf: Path | None = None) -> list[str]:
     classes = f"{extra_cp}:" if extra_cp is not None else ""
     return ["java", f"-Xms{xms_mb}m", f"-Xmx{xmx_mb}m", "-XX:+UseG1GC", "-XX:OnOutOfMemoryError=kill -9 %p",
             "-Djava.net.preferIPv4Stack=true", *HBASE_JDK17, _log4j(lay),
             "-Djava.util.logging.config.class=org.apache.hadoop.hbase.logging.JulToSlf4jInitializer",
-            "-cp", f"{lay.conf / 'hbase'}:{classes}{lay.hbase_lib}/*"]
+            "-cp", f"{conf or lay.conf / 'hbase'}:{classes}{lay.hbase_lib}/*"]
+
+
+def kerberos_argv(proc: ServerProcess, ks: KerberosSettings, part: KerberosPart, lay: StackLayout,
+                  launcher: Path | None = None) -> list[str]:
+    """The command of a ``--kerberos`` process: ``kdc`` or ``hbase-krb`` (the gateways' ports in the
+    order of :data:`~.kerberos.GATEWAY_PORT_OFFSETS`)."""
+    if proc.role == "kdc":
+        return kdc_argv(part)
+    if proc.role != "hbase-krb":
+        raise ValueError(f"no Kerberos command for role {proc.role!r}")
+    heap = ks.kerberos_heap_mb
+    jvm = _hbase_jvm(lay, heap // 4, heap, launcher, lay.krb_hbase_conf)
+    # zookeeper.sasl.client: ZooKeeper's client reads it as a system property, not from hbase-site.xml
+    props = [f"-Djava.security.krb5.conf={part.krb5_conf}", "-Dzookeeper.sasl.client=false"]
+    main = "HBaseStack" if launcher is not None else str(lay.infra / "HBaseStack.java")
+    return [*jvm[:1], *props, *jvm[1:], main, "kerberos", *(str(proc.ports[label]) for label in GATEWAY_PORT_OFFSETS)]
 
 
 def server_argv(proc: ServerProcess, s: StackSettings, lay: StackLayout, launcher: Path | None = None) -> list[str]:

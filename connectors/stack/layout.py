@@ -8,6 +8,8 @@
   ``postgres/``, Kafka Connect's offsets file and the password file of the CDC user in ``connect/``.
   A cluster on HDFS (``stack up --hdfs``) keeps the NameNode's and DataNodes' folders in ``hdfs/``.
   The schema registry (``stack up --registry``) keeps its H2 database and temporary files in ``registry/``.
+  The Kerberos part (``stack up --kerberos``) keeps its realm and keytabs in ``kerberos/``, the Kerberized
+  HBase its data in ``hbase-krb/`` and its configuration in ``conf/hbase-krb/``.
 - **infra** (the project's poms, config templates and the HBase launcher): ``$HBASE_INGEST_INFRA``,
   else ``infra/`` of the checkout the package runs from, else the copy an installed wheel carries
   (``connectors/stack/infra``, mapped from ``infra/`` by pyproject.toml).
@@ -142,6 +144,16 @@ class StackLayout:
     def registry_state(self) -> Path:
         """The schema registry's folder: ``db`` (its H2 database files) and ``tmp`` (its temporary files)."""
         return self.state / "registry"
+
+    @property
+    def krb_hbase(self) -> Path:
+        """The Kerberized HBase's folder (``--kerberos``): ``root``, ``tmp``, ``zk``, its TLS keystore."""
+        return self.state / "hbase-krb"
+
+    @property
+    def krb_hbase_conf(self) -> Path:
+        """The Kerberized HBase's configuration: ``hbase-site.xml``, ``core-site.xml`` (mode 0700)."""
+        return self.conf / "hbase-krb"
 
     @property
     def thrift2_idl(self) -> Path:

@@ -16,7 +16,10 @@ never stops them: a stack whose state folder holds their pid files keeps them (a
 SASL_SSL listener), and without ``--cdc`` nothing of theirs is provisioned. With ``registry`` (``stack up
 --registry``), either shape also runs ``registry``: Apicurio Registry, a schema registry with a
 Confluent-compatible API at :attr:`LocalStack.registry_url` (:mod:`.registry`); kept by a later ``up``
-without ``--registry`` in the same way.
+without ``--registry`` in the same way. With ``--kerberos``, either shape also runs ``kdc`` (an MIT KDC of
+a private realm, :mod:`.kerberos`) and ``hbase-krb`` (a Kerberized standalone HBase with plain, SASL and
+HTTPS+SPNEGO Thrift gateways, :mod:`.krb_hbase`), described for clients by :attr:`LocalStack.kerberos`;
+kept by a later ``up`` without ``--kerberos`` in the same way.
 
 The one-JVM stack stays the default (``make demo``, ``make test``): on a 2-core machine it was ready in
 24-35 s where a 2+2 cluster took 39-59 s, with 2 JVMs (~0.75 GB RSS) instead of 7 (~1.7 GB).
@@ -26,7 +29,8 @@ not running (reporting first any server that died, with the log lines that say w
 real round trips succeed (Kafka produce/consume; an HDFS file written and read back through WebHDFS;
 put/get through Thrift1 and Thrift2 of every gateway;
 every region server registered in ZooKeeper; a schema registered and read back by its id; a PostgreSQL
-row back as its change event on Kafka).
+row back as its change event on Kafka; a ticket from the KDC and a call through each of the Kerberized
+HBase's six gateways, the HTTPS ones refusing a request without credentials).
 ``down`` signals only the pids it started (SIGTERM, SIGINT for PostgreSQL's fast shutdown, then
 SIGKILL after a grace period): Connect and PostgreSQL first, then the registry, gateways, region
 servers, the master, the DataNodes and the NameNode, ZooKeeper, Kafka last.
@@ -53,7 +57,9 @@ from pipeline.settings import StackSettings
 from .cdc import CdcServers
 from .hdfs import hbase_fs_values, hdfs_values
 from .health import START_MARKER, DiedProcess
-from .launch import kafka_format_argv, namenode_format_argv, server_argv
+from .kerberos import KerberosPart, KerberosSettings, ensure_kdc_tools, ensure_realm, kinit_check
+from .krb_hbase import ensure_krb_hbase
+from .launch import kafka_format_argv, kerberos_argv, namenode_format_argv, server_argv
 from .layout import HBASE_VERSION, KAFKA_VERSION, StackLayout, default_cache_dir, default_state_dir, infra_dir
 from .pgserver import STOP_SIGNAL
 from .processes import OwnedProcess, port_in_use, tail, tail_lines
@@ -78,6 +84,7 @@ from .secure import (
 from .topology import (
     CDC_ROLES,
     HOST,
+    KERBEROS_ROLES,
     OPTIONAL_ROLES,
     SETTING_OF_LABEL,
     Gateway,
@@ -137,8 +144,11 @@ class UpReport:
 class LocalStack:
     """The local servers described by :class:`StackSettings`."""
 
-    def __init__(self, settings: StackSettings | None = None, topology: StackTopology | None = None) -> None:
-        """``topology``: the processes to manage; by default those ``settings`` plan (:func:`plan_topology`)."""
+    def __init__(self, settings: StackSettings | None = None, topology: StackTopology | None = None,
+                 kerberos: KerberosSettings | None = None) -> None:
+        """``topology``: the processes to manage; by default those ``settings`` plan (:func:`plan_topology`).
+        ``kerberos``: the Kerberos part's settings (by default those ``settings`` declare, see
+        :class:`.kerberos.KerberosSettings`)."""
         s = settings or StackSettings()
         self.layout = StackLayout(s.cache_dir or default_cache_dir(), s.state_dir or default_state_dir(),
                                   infra_dir())
@@ -148,8 +158,16 @@ class LocalStack:
         recorded_registry = topology is not None and any(p.role == "registry" for p in topology.processes)
         if not s.registry and (recorded_registry or self.layout.pid_file("registry").exists()):
             s = s.model_copy(update={"registry": True})  # likewise for `up --registry`
+        ks = kerberos or KerberosSettings.of(s)
+        recorded_krb = topology is not None and any(p.role in KERBEROS_ROLES for p in topology.processes)
+        if not ks.kerberos and (recorded_krb or any(self.layout.pid_file(n).exists() for n in KERBEROS_ROLES)):
+            # likewise for `up --kerberos`, with the ports that `up` recorded
+            saved = KerberosSettings.load(self._kerberos_record) or ks
+            ks = saved.model_copy(update={"kerberos": True})
         self.settings = s
-        self._topology = topology or plan_topology(s)
+        #: the Kerberos part's settings (``kerberos`` False: this stack has none)
+        self.kerberos_settings = ks
+        self._topology = topology or plan_topology(s, ks)
         self.procs = {p.name: self._owned(p.name) for p in self._topology.processes}
         #: the Kafka JVM, and the standalone HBase JVM (in a cluster its pid is None: see ``procs``)
         self.kafka = self.procs["kafka"]
@@ -160,6 +178,15 @@ class LocalStack:
         #: PostgreSQL and Kafka Connect (``--cdc``; see :mod:`.cdc`), None when this stack has no CDC part
         self.cdc = (CdcServers(s, self.layout, self.procs["postgres"], self.procs["connect"])
                     if "connect" in self.procs else None)
+        #: the KDC and the Kerberized HBase (``--kerberos``; see :mod:`.kerberos`): realm, krb5.conf, keytabs,
+        #: gateways' ports; None when this stack has no Kerberos part
+        self.kerberos: KerberosPart | None = (KerberosPart.of(ks, self.layout) if "hbase-krb" in self.procs
+                                              else None)
+
+    @property
+    def _kerberos_record(self) -> Path:
+        """Where ``up --kerberos`` records the Kerberos part's settings for a later ``up`` without the flag."""
+        return self.layout.state / "kerberos" / "settings.json"
 
     def __repr__(self) -> str:
         running = {name: p.pid() for name, p in self.procs.items()}
@@ -257,9 +284,23 @@ class LocalStack:
         if self.secure:
             secure_round_trip(self.secure_listener, timeout_s)
         self._check_hbase(timeout_s)
+        self._check_kerberos(timeout_s)
         self._check_registry(timeout_s)
         if self.cdc is not None:
             self.cdc.check_ready(timeout_s)
+
+    def _check_kerberos(self, timeout_s: float) -> None:
+        part = self.kerberos
+        if part is None:
+            return
+        kinit_check(part, timeout_s=timeout_s)
+        from .krb_client import gateways_round_trip  # gssapi is loaded only by stacks with Kerberos
+
+        try:
+            gateways_round_trip(part, timeout_s)
+        except Exception as exc:
+            raise StackError(f"the Kerberized HBase (gateways {part.plain_thrift1_port}..{part.https_thrift2_port}) "
+                             f"failed its round trip: {exc!r}") from exc
 
     def _check_registry(self, timeout_s: float) -> None:
         url = self.registry_url
@@ -353,6 +394,8 @@ class LocalStack:
         if self.cdc is not None:
             downloaded = self.cdc.provision() or downloaded
             self.cdc.restart_failed()
+        if self.kerberos is not None:
+            ensure_kdc_tools()
         t_prov = time.monotonic()
         self._launcher = ensure_launcher(self.layout)
         secure = self.secure
@@ -402,10 +445,10 @@ class LocalStack:
             for label, port in proc.ports.items():
                 if port_in_use(port):
                     setting = SETTING_OF_LABEL[label]
+                    where = f"HBASE_INGEST_STACK__{setting.upper()} or {setting} in [stack] of the config"
                     raise StackError(
                         f"port {port} ({label}) is already in use by a process this stack did not start. "
-                        f"Stop it (see `ss -ltnp 'sport = :{port}'`) or choose another port "
-                        f"(HBASE_INGEST_STACK__{setting.upper()} or {setting} in [stack] of the config).")
+                        f"Stop it (see `ss -ltnp 'sport = :{port}'`) or choose another port ({where}).")
 
     def _render(self, secure: bool = False) -> None:
         s, topo = self.settings, self._topology
@@ -422,12 +465,25 @@ class LocalStack:
         if secure:
             ensure_tls_and_passwords(self.secure_listener)
             render_secure_config(self.secure_listener, self.layout, {"STATE": str(self.layout.state), **values})
+        if self.kerberos is not None:
+            ensure_realm(self.kerberos, self.layout.infra)
+            self.kerberos_settings.save(self._kerberos_record)
+            ensure_krb_hbase(self.kerberos_settings, self.kerberos, self.layout, self.secure_listener)
         (self.layout.state / "topology.json").write_text(topo.to_json())
 
     def _start(self, proc: ServerProcess, deadline: float) -> None:
         lay = self.layout
         if self.cdc is not None and proc.role in CDC_ROLES:
             (self.cdc.start_postgres if proc.role == "postgres" else self.cdc.start_connect)(deadline)
+            return
+        if proc.role in KERBEROS_ROLES and self.kerberos is not None:
+            owned = self.procs[proc.name]
+            owned.start(kerberos_argv(proc, self.kerberos_settings, self.kerberos, lay, self._launcher),
+                        cwd=self.kerberos.folder if proc.role == "kdc" else lay.krb_hbase)
+            if proc.role == "kdc":
+                # HBase logs in from its keytab as it starts: the KDC must answer first
+                part = self.kerberos
+                self._wait(owned, lambda: kinit_check(part, timeout_s=5.0), deadline)
             return
         if proc.role == "registry":
             (lay.registry_state / "tmp").mkdir(parents=True, exist_ok=True)  # java.io.tmpdir; H2 makes db/
@@ -506,6 +562,8 @@ class LocalStack:
         # the log to point at when HBase never answers: the standalone JVM, or the master of a cluster
         main = self.procs.get("hbase") or self.procs["master"]
         self._wait(main, hbase, deadline)
+        if self.kerberos is not None:
+            self._wait(self.procs["hbase-krb"], lambda: self._check_kerberos(10.0), deadline)
         url = self.registry_url
         if url is not None:
             self._wait(self.procs["registry"], lambda: schema_round_trip(url, 10.0), deadline)

@@ -41,6 +41,7 @@ __all__ = [
     "WORKER_USER",
     "SecureListener",
     "ensure_tls_and_passwords",
+    "issue_server_keystore",
     "render_secure_config",
     "secure_port",
     "secure_round_trip",
@@ -143,6 +144,35 @@ def ensure_tls_and_passwords(listener: SecureListener) -> None:
         os.umask(old)
     listener.ca_file.chmod(0o644)
     (folder / "broker.p12.tmp").rename(listener.keystore)
+
+
+def issue_server_keystore(listener: SecureListener, keystore: Path, password_file: Path, name: str) -> None:
+    """A PKCS12 ``keystore`` for ``localhost`` and ``127.0.0.1`` signed by the listener's CA (made by
+    :func:`ensure_tls_and_passwords`, which runs first), its generated password in ``password_file``
+    (0600), so that a client verifies every TLS server of the stack with the one ``ca.pem``. Made once:
+    an existing ``keystore`` is kept. ``name``: the certificate's alias and the stem of its files."""
+    ensure_tls_and_passwords(listener)
+    if keystore.exists():
+        return
+    folder = keystore.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    if not password_file.exists():
+        _write_secret(password_file)
+    ca = listener.folder
+    old = os.umask(0o077)
+    try:
+        _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr",
+                 "-subj", "/CN=localhost", cwd=folder)
+        (folder / f"{name}.ext").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n"
+                                            "extendedKeyUsage=serverAuth\n")
+        _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", str(ca / "ca.pem"), "-CAkey", str(ca / "ca.key"),
+                 "-CAcreateserial", "-CAserial", str(folder / f"{name}.srl"), "-out", f"{name}.pem",
+                 "-days", "3650", "-extfile", f"{name}.ext", cwd=folder)
+        _openssl("pkcs12", "-export", "-in", f"{name}.pem", "-inkey", f"{name}.key", "-name", name,
+                 "-out", f"{keystore.name}.tmp", "-passout", f"file:{password_file}", cwd=folder)
+    finally:
+        os.umask(old)
+    (folder / f"{keystore.name}.tmp").rename(keystore)
 
 
 def render_secure_config(listener: SecureListener, layout: StackLayout, values: dict[str, str]) -> None:

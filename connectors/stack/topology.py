@@ -16,6 +16,9 @@ Two shapes, chosen by ``[stack] region_servers`` / ``gateways``:
 - **registry** (``[stack] registry``, on top of either shape, with or without cdc): ``registry`` (Apicurio
   Registry, HTTP on ``registry_port``), after the HBase processes and before the CDC ones: it needs
   neither, and starts at once.
+- **kerberos** (``stack up --kerberos``, on top of either shape): ``kdc`` (MIT's KDC on ``kdc_port``) and
+  ``hbase-krb`` (a Kerberized standalone HBase with six gateways: :mod:`.krb_hbase`), after the HBase
+  processes and before the registry; their ports come from :class:`.kerberos.KerberosSettings`.
 - **cdc** (``[stack] cdc``, on top of either shape): ``postgres`` (PostgreSQL on ``postgres_port``)
   and ``connect`` (Kafka Connect with Debezium, REST on ``connect_port``), after the HBase processes,
   so that ``stack down`` (reverse order) stops Connect first, then PostgreSQL.
@@ -34,8 +37,11 @@ from typing import Literal
 from pipeline.errors import StackError
 from pipeline.settings import StackSettings
 
-__all__ = ["CDC_ROLES", "DATANODE_PORT_STEP", "GATEWAY_PORT_STEP", "HOST", "OPTIONAL_ROLES", "SETTING_OF_LABEL",
-           "Gateway", "ServerProcess", "StackTopology", "plan_topology", "topology_from_json"]
+from .kerberos import GATEWAY_PORT_OFFSETS, KerberosSettings
+
+__all__ = ["CDC_ROLES", "DATANODE_PORT_STEP", "GATEWAY_PORT_STEP", "HOST", "KERBEROS_ROLES", "OPTIONAL_ROLES",
+           "SETTING_OF_LABEL", "Gateway", "ServerProcess", "StackTopology", "kerberos_processes", "plan_topology",
+           "topology_from_json"]
 
 HOST = "127.0.0.1"
 GATEWAY_PORT_STEP = 10
@@ -46,18 +52,24 @@ SETTING_OF_LABEL = {"kafka": "kafka_port", "kafka controller": "kafka_controller
                     "thrift1": "thrift_port", "thrift2": "thrift2_port", "postgres": "postgres_port",
                     "connect": "connect_port", "registry": "registry_port",
                     "namenode": "namenode_port", "namenode http": "namenode_port",
-                    "datanode": "datanode_port", "datanode ipc": "datanode_port", "datanode http": "datanode_port"}
+                    "datanode": "datanode_port", "datanode ipc": "datanode_port", "datanode http": "datanode_port",
+                    "kdc": "kdc_port", "krb zookeeper": "kerberos_zookeeper_port", "krb master": "kerberos_master_port",
+                    "krb regionserver": "kerberos_regionserver_port",
+                    **dict.fromkeys(GATEWAY_PORT_OFFSETS, "kerberos_thrift_port")}
 #: ports one DataNode takes from ``datanode_port`` (data transfer, IPC, HTTP)
 DATANODE_PORT_STEP = 3
 
-Role = Literal["kafka", "hbase", "zookeeper", "namenode", "datanode", "master", "regionserver", "gateway", "registry",
-               "postgres", "connect"]
-_ROLES = ("kafka", "hbase", "zookeeper", "namenode", "datanode", "master", "regionserver", "gateway", "registry",
-          "postgres", "connect")
+Role = Literal["kafka", "hbase", "zookeeper", "namenode", "datanode", "master", "regionserver", "gateway", "kdc",
+               "hbase-krb", "registry", "postgres", "connect"]
+_ROLES = ("kafka", "hbase", "zookeeper", "namenode", "datanode", "master", "regionserver", "gateway", "kdc",
+          "hbase-krb", "registry", "postgres", "connect")
 #: the roles of the CDC processes (``[stack] cdc``): neither Kafka nor HBase
 CDC_ROLES = ("postgres", "connect")
-#: the roles of the parts a stack adds on request (``[stack] registry``, ``cdc``): neither Kafka nor HBase
-OPTIONAL_ROLES = ("registry", *CDC_ROLES)
+#: the roles of the Kerberos part (``--kerberos``): the KDC and the Kerberized HBase, apart from the plain one
+KERBEROS_ROLES = ("kdc", "hbase-krb")
+#: the roles of the parts a stack adds on request (``[stack] registry``, ``cdc``, ``--kerberos``): neither
+#: Kafka nor the plain HBase
+OPTIONAL_ROLES = (*KERBEROS_ROLES, "registry", *CDC_ROLES)
 
 
 @dataclass(frozen=True)
@@ -140,9 +152,21 @@ def topology_from_json(text: str) -> StackTopology:
     return StackTopology(mode, procs, gateways, zookeeper_port)
 
 
-def plan_topology(s: StackSettings) -> StackTopology:
-    """The processes and ports for ``s``. Raises :class:`StackError` when two listeners would share a
-    port or a derived port passes 65535, naming the listeners and the settings to change."""
+def kerberos_processes(ks: KerberosSettings) -> tuple[ServerProcess, ...]:
+    """``kdc`` and ``hbase-krb`` with their ports (none when ``ks.kerberos`` is off)."""
+    if not ks.kerberos:
+        return ()
+    return (ServerProcess("kdc", "kdc", {"kdc": ks.kdc_port}),
+            ServerProcess("hbase-krb", "hbase-krb", {
+                "krb zookeeper": ks.kerberos_zookeeper_port, "krb master": ks.kerberos_master_port,
+                "krb regionserver": ks.kerberos_regionserver_port,
+                **{label: ks.port(label) for label in GATEWAY_PORT_OFFSETS}}))
+
+
+def plan_topology(s: StackSettings, kerberos: KerberosSettings | None = None) -> StackTopology:
+    """The processes and ports for ``s`` (and ``kerberos``, by default as ``s`` declares it). Raises
+    :class:`StackError` when two listeners would share a port or a derived port passes 65535, naming the
+    listeners and the settings to change."""
     kafka = ServerProcess("kafka", "kafka", {"kafka": s.kafka_port, "kafka controller": s.kafka_controller_port})
     if s.region_servers == 0:
         hbase = ServerProcess("hbase", "hbase", {
@@ -162,6 +186,7 @@ def plan_topology(s: StackSettings) -> StackTopology:
                  *(ServerProcess(g.name, "gateway", {"thrift1": g.thrift_port, "thrift2": g.thrift2_port})
                    for g in gateways))
         mode = "cluster"
+    procs = (*procs, *kerberos_processes(kerberos or KerberosSettings.of(s)))
     if s.registry:
         procs = (*procs, ServerProcess("registry", "registry", {"registry": s.registry_port}))
     if s.cdc:
@@ -196,5 +221,6 @@ def _check_ports(procs: tuple[ServerProcess, ...]) -> None:
                 raise StackError(f"port {port} is assigned to both {seen[port]} and {where}: change the [stack] "
                                  "ports so that they do not overlap (region servers take regionserver_port + i, "
                                  f"gateways thrift_port/thrift2_port + {GATEWAY_PORT_STEP} * j, the NameNode "
-                                 f"namenode_port and + 1, DataNodes datanode_port + {DATANODE_PORT_STEP} * k .. + 2)")
+                                 f"namenode_port and + 1, DataNodes datanode_port + {DATANODE_PORT_STEP} * k .. + 2, "
+                                 "the Kerberized HBase's gateways kerberos_thrift_port .. + 5)")
             seen[port] = where

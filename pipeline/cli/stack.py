@@ -57,8 +57,16 @@ RegistryOpt = typer.Option(
          "([stack] registry); added to a running stack without restarting it")
 
 
+KerberosOpt = typer.Option(
+    False, "--kerberos",
+    help="also a KDC of a private realm and a Kerberized HBase with plain, SASL (auth-conf) and HTTPS+SPNEGO "
+         "Thrift1/Thrift2 gateways on ports 9690..9695 (connectors.stack.kerberos); added to a running stack "
+         "without restarting it")
+
+
 def _settings(config: Path | None, region_servers: int | None, gateways: int | None,
-              secure: bool = False, cdc: bool = False, hdfs: bool = False, registry: bool = False) -> StackSettings:
+              secure: bool = False, cdc: bool = False, hdfs: bool = False, registry: bool = False,
+              kerberos: bool = False) -> StackSettings:
     base = load_settings(config).stack
     shape: dict[str, object] = {
         k: v for k, v in (("region_servers", region_servers), ("gateways", gateways)) if v is not None}
@@ -70,6 +78,8 @@ def _settings(config: Path | None, region_servers: int | None, gateways: int | N
         shape["hdfs"] = True
     if registry:
         shape["registry"] = True
+    if kerberos:
+        shape["kerberos"] = True
     if not shape:
         return base
     try:
@@ -92,14 +102,16 @@ def _print_deaths(stack_dead: list[str]) -> None:
 @stack_app.command()
 def up(config: Path | None = ConfigOpt, region_servers: int | None = RegionServersOpt,
        gateways: int | None = GatewaysOpt, secure: bool = SecureOpt, cdc: bool = CdcOpt,
-       hdfs: bool = HdfsOpt, registry: bool = RegistryOpt) -> None:
+       hdfs: bool = HdfsOpt, registry: bool = RegistryOpt, kerberos: bool = KerberosOpt) -> None:
     """Provision (first run downloads jars into the user cache) and start Kafka + HBase + Thrift; wait
     until real round trips succeed. Returns at once when the stack already runs. With --region-servers
     N --gateways M: ZooKeeper, a master, N region servers and M gateways, each its own JVM. With --cdc:
     also PostgreSQL and Kafka Connect with Debezium, ready once a row comes back from Kafka. With --hdfs
     (a cluster only): HBase's root and WALs on a local HDFS, ready once a file is written and read back.
-    With --registry: also Apicurio Registry, ready once a schema is registered and read back by its id."""
-    stack = LocalStack(_settings(config, region_servers, gateways, secure, cdc, hdfs, registry))
+    With --registry: also Apicurio Registry, ready once a schema is registered and read back by its id.
+    With --kerberos: also a KDC and a Kerberized HBase, ready once a ticket is issued from a keytab and
+    each of its six Thrift gateways answers a call (SASL and SPNEGO as the client principal)."""
+    stack = LocalStack(_settings(config, region_servers, gateways, secure, cdc, hdfs, registry, kerberos))
     report = stack.up()
     _print_deaths([d.describe() + "\n  (restarted by this `stack up`)" for d in report.died])
     t = report.timings_s
@@ -107,6 +119,7 @@ def up(config: Path | None = ConfigOpt, region_servers: int | None = RegionServe
         _console.print(f"stack already running (reused; checked in {t['total']:.2f} s); state: {stack.layout.state}")
         if stack.secure:
             _print_secure(stack)
+        _print_kerberos(stack)
         _print_registry(stack)
         _print_cdc(stack)
         return
@@ -116,6 +129,7 @@ def up(config: Path | None = ConfigOpt, region_servers: int | None = RegionServe
     _print_gateways(stack)
     if stack.secure:
         _print_secure(stack)
+    _print_kerberos(stack)
     _print_registry(stack)
     _print_cdc(stack)
 
@@ -140,6 +154,24 @@ def _print_secure(stack: LocalStack) -> None:
         _console.print(f"  user {user}: password file {lst.password_file(user)}", soft_wrap=True)
     _console.print(f"  ACLs: {WORKER_USER} may use topics '{TOPIC_PREFIX}*' and groups '{GROUP_PREFIX}*'; "
                    f"{OTHER_USER} has none", soft_wrap=True)
+
+
+def _print_kerberos(stack: LocalStack) -> None:
+    """The realm, its krb5.conf and keytabs (paths, never contents), and the Kerberized HBase's listeners."""
+    part = stack.kerberos
+    if part is None:
+        return
+    _console.print(f"Kerberos: realm {part.realm}, KDC 127.0.0.1:{part.kdc_port}; KRB5_CONFIG={part.krb5_conf}",
+                   soft_wrap=True)
+    for principal, keytab in ((part.client_principal, part.client_keytab),
+                              (part.stranger_principal, part.stranger_keytab),
+                              (part.service_principal, part.keytab(f"hbase/{part.host}")),
+                              (part.http_principal, part.keytab(f"HTTP/{part.host}"))):
+        _console.print(f"  {principal}: keytab {keytab}", soft_wrap=True)
+    _console.print(f"  Kerberized HBase on {part.host} (bound to 127.0.0.1): plain Thrift1 {part.plain_thrift1_port} "
+                   f"Thrift2 {part.plain_thrift2_port}; SASL/GSSAPI auth-conf Thrift1 {part.sasl_thrift1_port} "
+                   f"Thrift2 {part.sasl_thrift2_port}; HTTPS+SPNEGO Thrift1 {part.https_thrift1_port} "
+                   f"Thrift2 {part.https_thrift2_port} (CA {part.ca_file})", soft_wrap=True)
 
 
 def _print_registry(stack: LocalStack) -> None:
@@ -183,13 +215,15 @@ def status(config: Path | None = ConfigOpt) -> None:
     _console.print("ports: " + ", ".join(f"{k} {v}" for k, v in st.ports.items()))
     _print_gateways(stack)
     _print_secure(stack)
+    _print_kerberos(stack)
     _print_registry(stack)
     _print_cdc(stack)
     _print_deaths([d.describe() + "\n  (`hbase-ingest stack up` restarts it)" for d in st.died])
     if st.running:
         try:
             stack.check_ready(timeout_s=5.0)
-            parts = ["Kafka", "HBase", *(["schema registry"] if stack.registry_url is not None else []),
+            parts = ["Kafka", "HBase", *(["Kerberos"] if stack.kerberos is not None else []),
+                     *(["schema registry"] if stack.registry_url is not None else []),
                      *(["CDC"] if stack.cdc is not None else [])]
             _console.print(f"[green]ready[/green]: {', '.join(parts[:-1])} and {parts[-1]} round trips succeeded")
         except Exception as exc:

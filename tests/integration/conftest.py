@@ -3,6 +3,7 @@ from collections.abc import Iterator
 import pytest
 
 from connectors.stack import LocalStack
+from pipeline.settings import StackSettings
 from tests.integration.reader_support import design_tables
 
 
@@ -16,3 +17,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def reader_tables(stack: LocalStack) -> Iterator[dict[str, str]]:
     """One table per reader-test design (tests.integration.reader_support.DESIGNS) for a module."""
     yield from design_tables(stack)
+
+
+@pytest.fixture(scope="session")
+def kerberos_stack(stack: LocalStack) -> LocalStack:
+    """The stack with its Kerberos part (``stack up --kerberos``): a KDC and a Kerberized HBase whose gateways
+    ``.kerberos`` describes. When the stack runs without it, this adds it (nothing else restarts)."""
+    with_kerberos = LocalStack(StackSettings(kerberos=True))
+    with_kerberos.up()
+    assert with_kerberos.kerberos is not None
+    return with_kerberos

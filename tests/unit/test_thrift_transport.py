@@ -9,6 +9,7 @@ import http.server
 import socket
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
@@ -65,6 +66,12 @@ def tls_port(certs: Path) -> Iterator[int]:
     port = _free_port()
     server = make_server(HBASE, _Handler(), "127.0.0.1", port, certfile=str(certs / "server-bundle.pem"))
     threading.Thread(target=server.serve, daemon=True).start()
+    for _ in range(200):  # serve() starts listening in its thread
+        try:
+            socket.create_connection(("127.0.0.1", port), 1).close()
+            break
+        except OSError:
+            time.sleep(0.01)
     yield port
     server.close()
 
@@ -184,7 +191,7 @@ class _StandInContext:
 @pytest.fixture
 def stand_in(monkeypatch: pytest.MonkeyPatch) -> _StandInContext:
     ctx = _StandInContext()
-    monkeypatch.setattr(tr, "_context", lambda sec, service, host: ctx)
+    monkeypatch.setattr(tr, "_context", lambda sec, service, host, spnego=False: ctx)
     return ctx
 
 

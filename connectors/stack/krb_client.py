@@ -1,0 +1,115 @@
+"""The Kerberized HBase's gateways (:mod:`.krb_hbase`) as a client reaches them, and the readiness round
+trip of ``stack up --kerberos``: the stack uses the project's own Thrift transports
+(:mod:`connectors.hbase.transport`), so a stack that is ready is one the worker can use.
+
+- :func:`gateway_security`: the :class:`~connectors.hbase.transport.ThriftSecurity` of the ``plain``,
+  ``sasl`` (GSSAPI, QOP auth-conf) or ``https`` (TLS verified against the stack's CA, SPNEGO) gateways, as
+  the client principal with its keytab.
+- :func:`https_status_without_credentials`: the status an HTTPS gateway answers a request without
+  credentials with (401 when SPNEGO is required).
+
+MIT Kerberos finds the realm through ``KRB5_CONFIG``, read whenever a library context is made:
+:func:`krb5_config` sets it for the duration of a block (a process-wide variable: the round trips hold a
+lock while they use it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import os
+import ssl
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Literal
+
+from connectors.hbase.thrift2 import load_idl, open_client
+from connectors.hbase.transport import ThriftSecurity, open_thrift1
+
+from .kerberos import KerberosPart
+
+__all__ = ["GatewayKind", "gateway_ports", "gateway_security", "gateways_round_trip",
+           "https_status_without_credentials", "krb5_config"]
+
+GatewayKind = Literal["plain", "sasl", "https"]
+_ENV_LOCK = threading.RLock()
+
+
+@contextlib.contextmanager
+def krb5_config(path: Path) -> Iterator[None]:
+    """``KRB5_CONFIG=path`` for the block (restored after it), under a process-wide lock."""
+    with _ENV_LOCK:
+        before = os.environ.get("KRB5_CONFIG")
+        os.environ["KRB5_CONFIG"] = str(path)
+        try:
+            yield
+        finally:
+            if before is None:
+                os.environ.pop("KRB5_CONFIG", None)
+            else:
+                os.environ["KRB5_CONFIG"] = before
+
+
+def gateway_ports(part: KerberosPart, kind: GatewayKind) -> tuple[int, int]:
+    """The Thrift1 and Thrift2 ports of the ``kind`` gateways."""
+    return {"plain": (part.plain_thrift1_port, part.plain_thrift2_port),
+            "sasl": (part.sasl_thrift1_port, part.sasl_thrift2_port),
+            "https": (part.https_thrift1_port, part.https_thrift2_port)}[kind]
+
+
+def gateway_security(part: KerberosPart, kind: GatewayKind, *, principal: str | None = None,
+                     keytab: Path | None = None) -> ThriftSecurity:
+    """How a client reaches the ``kind`` gateways as ``principal`` (default: the client principal, with
+    its keytab)."""
+    if kind == "plain":
+        return ThriftSecurity()
+    who = principal or part.client_principal
+    tab = str(keytab or part.client_keytab)
+    if kind == "sasl":
+        return ThriftSecurity(kerberos=True, principal=who, keytab=tab, qop="auth-conf")
+    return ThriftSecurity(kerberos=True, principal=who, keytab=tab, http=True, tls=True, ca_file=str(part.ca_file))
+
+
+def https_status_without_credentials(part: KerberosPart, thrift: int = 1, timeout_s: float = 10.0) -> int:
+    """The HTTP status the HTTPS gateway answers a Thrift POST without credentials with (401 expected)."""
+    port = gateway_ports(part, "https")[thrift - 1]
+    context = ssl.create_default_context(cafile=str(part.ca_file))
+    conn = http.client.HTTPSConnection(part.host, port, timeout=timeout_s, context=context)
+    try:
+        conn.request("POST", "/", body=b"", headers={"Content-Type": "application/x-thrift"})
+        response = conn.getresponse()
+        response.read()
+        return response.status
+    finally:
+        conn.close()
+
+
+def gateways_round_trip(part: KerberosPart, timeout_s: float = 10.0) -> None:
+    """One call through each of the six gateways: Thrift1 ``getTableNames`` and Thrift2
+    ``tableExists(hbase:meta)``, plain, over SASL as the client principal, and over HTTPS with SPNEGO after a
+    request without credentials was refused with 401. Raises RuntimeError or the transport's error."""
+    timeout_ms = int(timeout_s * 1000)
+    meta = load_idl().TTableName(ns=b"hbase", qualifier=b"meta")
+    for thrift in (1, 2):
+        status = https_status_without_credentials(part, thrift, timeout_s)
+        if status != 401:
+            raise RuntimeError(f"the HTTPS Thrift{thrift} gateway answered {status} to a request without "
+                               "credentials, not 401")
+    with krb5_config(part.krb5_conf):
+        kinds: tuple[GatewayKind, ...] = ("plain", "sasl", "https")
+        for kind in kinds:
+            sec = gateway_security(part, kind)
+            t1, t2 = gateway_ports(part, kind)
+            transport = "http" if sec.http else "buffered"
+            conn = open_thrift1(part.host, t1, timeout_ms, transport, "binary", sec)
+            try:
+                conn.client.getTableNames()
+            finally:
+                conn.close()
+            client = open_client(part.host, t2, timeout_ms, security=sec)
+            try:
+                if not client.tableExists(meta):
+                    raise RuntimeError("the Kerberized HBase says hbase:meta does not exist")
+            finally:
+                client.close()
