@@ -20,10 +20,6 @@ import argparse
 import asyncio
 import json
 import random
-import resource
-import subprocess
-import sys
-import time
 import uuid
 from typing import Any
 
@@ -31,13 +27,12 @@ import orjson
 
 from bench.cpu import CpuMeter
 from bench.profile_worker import RESULTS, _summary, _us
+from bench.worker_child import measure_worker, run_child
 from connectors.hbase import HBaseClient
-from connectors.kafka import KafkaBroker, create_topics, delete_topics, end_offsets, make_producer
+from connectors.kafka import create_topics, delete_topics, make_producer
 from connectors.stack import LocalStack
 from pipeline.core.examples import generate
-from pipeline.core.model import TopicPartition
 from pipeline.runtime.admin.tables import create_tables
-from pipeline.runtime.process.proctune import tune_process
 from pipeline.settings import Settings, load_settings
 
 DESIGN = "[salt(hostname, log_event, 16)][hostname][_][log_event][reverse_ts(timestamp)]"
@@ -101,33 +96,12 @@ async def _recreate(settings: Settings) -> None:
 def _run(stack: LocalStack, kind: str, topic: str, table: str, partitions: int) -> dict[str, Any]:
     asyncio.run(_recreate(settings_for(kind, topic, table, partitions)))
     meter = CpuMeter(stack)
-    out = subprocess.run([sys.executable, "-m", "bench.bench_cdc", "--child", kind, "--topic", topic, "--table",
-                          table, "--partitions", str(partitions)], capture_output=True, text=True)
-    if out.returncode:
-        raise RuntimeError(f"the {kind} worker child failed with exit {out.returncode}: {out.stderr[-3000:]}")
+    child = run_child("bench.bench_cdc", kind, "--topic", topic, "--table", table, "--partitions", str(partitions))
     cpu = meter.stop()
-    child = dict(json.loads(out.stdout.strip().splitlines()[-1]))
     events = int(child["events"])
     return {"kind": kind, "events": events, "rows": child["rows"],
             "worker_us_per_event": _us(child["run_cpu_s"], events),
             "hbase_jvm_us_per_event": _us(cpu["hbase_jvm"], events), "events_per_s": round(child["events_per_s"])}
-
-
-async def _child(kind: str, topic: str, table: str, partitions: int) -> dict[str, Any]:
-    from pipeline.runtime.ingest.worker import Worker
-
-    settings = settings_for(kind, topic, table, partitions)
-    tune_process(settings.runtime)
-    stop_at = {TopicPartition(topic, p): e for p, e in (await end_offsets(settings.kafka, topic)).items()}
-    r0 = resource.getrusage(resource.RUSAGE_SELF)
-    async with HBaseClient(settings.hbase) as hb:
-        worker = Worker(settings, hb, KafkaBroker(settings.kafka), group_id=f"bench-{time.time_ns()}", stop_at=stop_at)
-        t0 = time.perf_counter()
-        summary = await worker.run()
-        wall = time.perf_counter() - t0
-    r1 = resource.getrusage(resource.RUSAGE_SELF)
-    return {"events": summary.consumed, "rows": summary.rows_written, "events_per_s": summary.consumed / wall,
-            "run_cpu_s": round(r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime, 3)}
 
 
 def main(args: argparse.Namespace) -> dict[str, Any]:
@@ -177,6 +151,6 @@ if __name__ == "__main__":
     parser.add_argument("--table")
     a = parser.parse_args()
     if a.child:
-        print(json.dumps(asyncio.run(_child(a.child, a.topic, a.table, a.partitions))))
+        print(json.dumps(asyncio.run(measure_worker(settings_for(a.child, a.topic, a.table, a.partitions), a.topic))))
     else:
         print(json.dumps(main(a)["cdc_over_json"]))

@@ -19,9 +19,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import resource
-import subprocess
-import sys
 import time
 import uuid
 from typing import Any
@@ -31,17 +28,14 @@ import orjson
 from bench.bench_cdc import COLUMNS, DESIGN, _drop, _produce, _recreate
 from bench.cpu import CpuMeter
 from bench.profile_worker import RESULTS, _summary, _us
-from connectors.hbase import HBaseClient
-from connectors.kafka import KafkaBroker, end_offsets
+from bench.worker_child import measure_worker, run_child
 from connectors.registry import RegistryClient
 from connectors.stack import LocalStack
 from pipeline.core.avro_examples import AVRO_EXAMPLES, avro_writer
 from pipeline.core.decode import loads
 from pipeline.core.examples import generate
-from pipeline.core.model import TopicPartition
 from pipeline.core.schemas import RegisteredSchema, SchemaCache, registry_decoder
 from pipeline.core.wire import frame
-from pipeline.runtime.process.proctune import tune_process
 from pipeline.settings import Settings, StackSettings, load_settings
 
 KINDS = ("json", "avro")
@@ -94,12 +88,8 @@ def decode_only(n: int = 100_000) -> dict[str, float]:
 def _run(stack: LocalStack, kind: str, topic: str, table: str, url: str) -> dict[str, Any]:
     asyncio.run(_recreate(settings_for(kind, topic, table, url)))
     meter = CpuMeter(stack)
-    out = subprocess.run([sys.executable, "-m", "bench.bench_registry", "--child", kind, "--topic", topic,
-                          "--table", table, "--url", url], capture_output=True, text=True)
-    if out.returncode:
-        raise RuntimeError(f"the {kind} worker child failed with exit {out.returncode}: {out.stderr[-3000:]}")
+    child = run_child("bench.bench_registry", kind, "--topic", topic, "--table", table, "--url", url)
     cpu = meter.stop()
-    child = dict(json.loads(out.stdout.strip().splitlines()[-1]))
     events = int(child["events"])
     return {"kind": kind, "events": events, "rows": child["rows"], "dead_lettered": child["dead_lettered"],
             "worker_us_per_event": _us(child["run_cpu_s"], events),
@@ -107,22 +97,9 @@ def _run(stack: LocalStack, kind: str, topic: str, table: str, url: str) -> dict
 
 
 async def _child(kind: str, topic: str, table: str, url: str) -> dict[str, Any]:
-    from pipeline.runtime.ingest.worker import Worker
-
     settings = settings_for(kind, topic, table, url)
-    tune_process(settings.runtime)
-    stop_at = {TopicPartition(topic, p): e for p, e in (await end_offsets(settings.kafka, topic)).items()}
-    r0 = resource.getrusage(resource.RUSAGE_SELF)
-    async with HBaseClient(settings.hbase) as hb, RegistryClient(settings.registry) as registry:
-        worker = Worker(settings, hb, KafkaBroker(settings.kafka), group_id=f"bench-{time.time_ns()}", stop_at=stop_at,
-                        registry=registry if kind == "avro" else None)
-        t0 = time.perf_counter()
-        summary = await worker.run()
-        wall = time.perf_counter() - t0
-    r1 = resource.getrusage(resource.RUSAGE_SELF)
-    return {"events": summary.consumed, "rows": summary.rows_written, "dead_lettered": summary.dead_lettered,
-            "events_per_s": summary.consumed / wall,
-            "run_cpu_s": round(r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime, 3)}
+    async with RegistryClient(settings.registry) as registry:
+        return await measure_worker(settings, topic, registry if kind == "avro" else None)
 
 
 def main(args: argparse.Namespace) -> dict[str, Any]:
