@@ -29,7 +29,8 @@ __all__ = ["START_MARKER", "Diagnosis", "DiedProcess", "death_cause"]
 START_MARKER = "==== hbase-ingest stack: starting "
 _CLASSES = (
     re.compile(r"java\.lang\.OutOfMemoryError"),
-    re.compile(r"ABORTING|\bFATAL\b|YouAreDeadException|Master server abort|region server .* abort", re.IGNORECASE),
+    # the markers in capitals as HBase and log4j write them ("non-fatal" is not one); the abort phrases in any case
+    re.compile(r"ABORTING|\bFATAL\b|YouAreDeadException|(?i:master server abort|region server .* abort)"),
     re.compile(r"BindException|Address already in use"),
 )
 _LAST_ERROR = re.compile(r"\bERROR\b|^\S*(Exception|Error)\b|Exception:")

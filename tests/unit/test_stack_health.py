@@ -103,3 +103,10 @@ def test_region_servers_are_read_from_zookeepers_dump_and_their_logs() -> None:
     log = ["INFO [regionserver/localhost:16120] regionserver.HRegionServer: Serving as localhost,16120,1, RpcServer",
            "INFO [regionserver/localhost:16120] regionserver.HRegionServer: Serving as localhost,16120,2, RpcServer"]
     assert serving_as(log) == (16120, 2) and serving_as(["INFO nothing"]) is None
+
+
+
+def test_non_fatal_is_not_an_abort_but_a_master_abort_in_any_case_is() -> None:
+    got = death_cause(["WARN [main] x: a non-fatal condition, going on", "INFO quiet"])
+    assert not got.explained
+    assert death_cause(["ERROR [main] HMaster: MASTER SERVER ABORT: loaded coprocessors are: []"]).explained
