@@ -233,6 +233,11 @@ class SchemaCache:
     def get(self, ident: int) -> CompiledSchema | None:
         return self._compiled.get(ident)
 
+    def lookup(self) -> Callable[[int], CompiledSchema | None]:
+        """:meth:`get` without a method call of its own, for a per-record loop: the live mapping's bound
+        ``get`` (it sees schemas added and trimmed later)."""
+        return self._compiled.get
+
     def problems(self) -> Mapping[int, str]:
         """Id -> why its records are dead letters, for the ids that cannot be decoded."""
         return {i: c.problem for i, c in self._compiled.items() if c.problem is not None}
@@ -243,11 +248,11 @@ def registry_decoder(fmt: str, cache: SchemaCache, what: str) -> Callable[[bytes
     ``cache``: framing checked, the schema's type checked against the format, the body decoded.
     ``what`` ("value" or "key") names the part in errors."""
     expected = SCHEMA_TYPES[fmt]
-    compiled = cache._compiled  # the hot path reads the dict itself: one lookup per record
+    lookup = cache.lookup()
 
     def decode(raw: bytes) -> Any:
         ident = schema_id(raw, what)
-        schema = compiled.get(ident)
+        schema = lookup(ident)
         if schema is None:
             raise RuntimeError(f"schema id {ident} was not fetched before decoding (SchemaCache.missing)")
         if schema.schema_type != expected and schema.problem is None:
