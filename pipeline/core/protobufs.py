@@ -46,7 +46,7 @@ from google.protobuf import (
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import DecodeError, Message
 
-from pipeline.core.schemas import CompiledSchema, RegisteredSchema
+from pipeline.core.schematypes import CompiledSchema, RegisteredSchema
 from pipeline.core.wire import message_indexes
 from pipeline.errors import EventError
 
