@@ -88,6 +88,7 @@ from connectors.hbase import HBaseClient
 from connectors.stack import LocalStack
 from pipeline.core.model import Mutation, MutationKind, Origin, TopicPartition
 from pipeline.rowkey import compile_rowkey
+from pipeline.rowkey.splits import split_points
 from pipeline.runtime.process.proctune import tune_process
 from pipeline.runtime.read.merge import Row, merge_batches, merge_pieces
 from pipeline.runtime.read.reader import PAGE_SIZE, PROCESS_PAGE_SIZE, Reader, ReadRow
@@ -320,7 +321,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             await hb.delete_table(name)
             exists = False
         if not exists:
-            await hb.create_table(name, {"d": FamilySpec()}, compile_rowkey(spec).split_points(16))
+            await hb.create_table(name, {"d": FamilySpec()}, split_points(compile_rowkey(spec), 16))
             load_s = await load(hb, name, args.rows, args.hosts, 2000, spec, spread_ms=name == by_time)
             out[key] = {"seconds": round(load_s, 2), "rows_per_s": round(args.rows / load_s)}
             print(f"loaded {args.rows} rows of {spec} in {load_s:.1f} s")

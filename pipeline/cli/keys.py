@@ -16,6 +16,8 @@ import typer
 
 from pipeline.cli.errors import check_time_range
 from pipeline.rowkey import RowKeyError, compile_rowkey, format_key, parse_key
+from pipeline.rowkey.explain import explain
+from pipeline.rowkey.splits import split_points
 
 __all__ = ["keys_app"]
 
@@ -89,7 +91,7 @@ def build_cmd(
 @keys_app.command("explain")
 def explain_cmd(rowkey: RowkeyOpt) -> None:
     """Print the layout: segments, widths, sort orders, query shapes and warnings."""
-    _run(lambda: typer.echo(compile_rowkey(rowkey).explain()))
+    _run(lambda: typer.echo(explain(compile_rowkey(rowkey))))
 
 
 @keys_app.command("decode")
@@ -145,7 +147,7 @@ def splits_cmd(
     """Print pre-split points, one per line."""
 
     def go() -> None:
-        for point in compile_rowkey(rowkey).split_points(regions):
+        for point in split_points(compile_rowkey(rowkey), regions):
             typer.echo(_show(point, as_hex))
 
     _run(go)

@@ -1,4 +1,4 @@
-"""Human-readable description of a design and its warnings (``RowKey.explain`` / ``.warnings``)."""
+"""Human-readable description of a design and its warnings (:func:`explain`, :func:`design_warnings`)."""
 
 from __future__ import annotations
 
@@ -153,7 +153,7 @@ def explain(rk: RowKey) -> str:
             f"  {rk.time_field} in [t0, t1): "
             f"{_describe_query(rk, {}, (1_700_000_000_000, 1_700_003_600_000))}"
         )
-    warnings = rk.warnings
+    warnings = design_warnings(rk)
     lines.append("")
     lines.append("warnings:" if warnings else "warnings: none")
     lines.extend(f"  - {w}" for w in warnings)

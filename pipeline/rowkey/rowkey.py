@@ -12,7 +12,7 @@ import math
 import operator
 import random as _random
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pipeline.rowkey.codecs import fetch
@@ -329,26 +329,6 @@ class RowKey:
     def min_length(self) -> int:
         """The bytes every key has (variable-width segments counted as empty)."""
         return sum(s.width or 0 for s in self.segments)
-
-    @property
-    def warnings(self) -> list[str]:
-        from pipeline.rowkey.explain import design_warnings
-
-        return design_warnings(self)
-
-    def explain(self) -> str:
-        """A readable description of the layout, the queries it answers and its warnings."""
-        from pipeline.rowkey.explain import explain
-
-        return explain(self)
-
-    def split_points(
-        self, n_regions: int, sample_keys: Iterable[bytes] | None = None
-    ) -> list[bytes]:
-        """Split keys that pre-split the table into ``n_regions`` regions (see ``splits``)."""
-        from pipeline.rowkey.splits import split_points
-
-        return split_points(self, n_regions, sample_keys)
 
 
 def _lead_end(segments: tuple[Segment, ...]) -> int:

@@ -40,7 +40,7 @@ def sample_quantiles(sample: Iterable[bytes], n_regions: int) -> list[bytes]:
     return out
 
 
-def split_points(rk: RowKey, n_regions: int, sample_keys: Iterable[bytes] | None) -> list[bytes]:
+def split_points(rk: RowKey, n_regions: int, sample_keys: Iterable[bytes] | None = None) -> list[bytes]:
     """Split keys for ``n_regions`` regions (``n_regions - 1`` keys, ascending)."""
     if n_regions < 1:
         raise PlanError("n_regions must be at least 1")

@@ -14,6 +14,7 @@ from connectors.hbase import HBaseClient
 from connectors.stack import LocalStack
 from pipeline.core.model import Mutation, MutationKind, Origin, TopicPartition
 from pipeline.rowkey import RowKey, compile_rowkey
+from pipeline.rowkey.splits import split_points
 from pipeline.settings import FamilySpec, HBaseSettings, RouteSpec
 
 ORIGIN = Origin(TopicPartition("reader-test", 0), 0)
@@ -56,7 +57,7 @@ def mutation(rowkey: RowKey, table: str, host: str, ts: int) -> Mutation:
 
 
 async def create(hb: HBaseClient, table: str, rowkey: RowKey, regions: int) -> None:
-    await hb.create_table(table, {"d": FamilySpec()}, rowkey.split_points(regions))
+    await hb.create_table(table, {"d": FamilySpec()}, split_points(rowkey, regions))
 
 
 def design_tables(stack: LocalStack) -> Iterator[dict[str, str]]:

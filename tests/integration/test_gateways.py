@@ -23,6 +23,7 @@ from connectors.stack import LocalStack
 from pipeline.core.model import Mutation, MutationKind, Origin, TopicPartition
 from pipeline.errors import HBaseError
 from pipeline.rowkey import compile_rowkey
+from pipeline.rowkey.splits import split_points
 from pipeline.runtime.read.reader import Reader
 from pipeline.settings import FamilySpec, HBaseSettings, RouteSpec, StackSettings
 
@@ -113,7 +114,7 @@ async def create_table(cluster: LocalStack, table: str) -> list[str | None]:
     """The table, pre-split into 8 regions and balanced over both region servers; the server (host:port)
     each gateway is declared to sit with: gateway j with region server j."""
     async with HBaseClient(settings_for(cluster, [None, None])) as hb:
-        await hb.create_table(table, {"d": FamilySpec(versions=10)}, ROWKEY.split_points(8))
+        await hb.create_table(table, {"d": FamilySpec(versions=10)}, split_points(ROWKEY, 8))
         servers = sorted({s for _, _, s in await region_servers(hb, table)})
     by_port = {int(s.rpartition(":")[2]): s for s in servers}
     return [by_port.get(PORTS["regionserver_port"] + j) for j in range(2)]

@@ -16,6 +16,7 @@ from connectors.hbase import HBaseClient
 from connectors.kafka import KafkaBroker, create_topics
 from pipeline.core.model import TopicPartition
 from pipeline.rowkey import compile_rowkey
+from pipeline.rowkey.splits import split_points
 from pipeline.runtime.ingest.worker import Worker
 from pipeline.runtime.metrics import MetricsObserver, serve_metrics
 from pipeline.settings import FamilySpec, MetricsSettings, load_settings
@@ -122,8 +123,8 @@ async def test_skew_gauge_exposes_a_timestamp_first_hotspot(hbase: HBaseClient, 
 
     earlier = [event(now - 86_400_000 + i * 60_000) for i in range(1000)]  # yesterday
     tsk = compile_rowkey(designs[ts_first])
-    splits = {ts_first: tsk.split_points(8, sample_keys=[tsk.build(e) for e in earlier]),
-              salted: compile_rowkey(designs[salted]).split_points(8)}
+    splits = {ts_first: split_points(tsk, 8, sample_keys=[tsk.build(e) for e in earlier]),
+              salted: split_points(compile_rowkey(designs[salted]), 8)}
     await create_topics(settings.kafka, {topic: 2, settings.kafka.dead_letter_topic: 1})
     for table, points in splits.items():
         assert len(points) == 7

@@ -32,6 +32,7 @@ from pipeline.core.routing import compile_route
 from pipeline.errors import ConfigError, HBaseIngestError
 from pipeline.ports import HBase
 from pipeline.rowkey import PlanError, RowKey, format_key
+from pipeline.rowkey.splits import split_points
 from pipeline.settings import FamilySpec, RouteSpec, Settings
 
 __all__ = [
@@ -122,11 +123,11 @@ def plan_splits(rowkey: RowKey, regions: int,
     if regions <= 1:
         return [], "none"
     try:
-        return list(rowkey.split_points(regions)), "design"
+        return list(split_points(rowkey, regions)), "design"
     except PlanError:
         if not sample_keys:
             raise
-    return list(rowkey.split_points(regions, sample_keys=list(sample_keys))), "sample"
+    return list(split_points(rowkey, regions, sample_keys=list(sample_keys))), "sample"
 
 
 @dataclass(frozen=True, slots=True)

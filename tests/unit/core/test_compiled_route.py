@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from connectors.memory import MemoryHBase
 from pipeline.core.routing import Router, compile_route
+from pipeline.rowkey.splits import split_points
 from pipeline.runtime.admin.tables import plan_tables
 from pipeline.runtime.read.reader import Reader
 from pipeline.settings import load_settings
@@ -20,7 +21,7 @@ def test_every_side_shares_the_route_compiled_once() -> None:
     assert Router(settings.routes).routes[0] is compiled  # the writer
     assert Reader(MemoryHBase()).design(spec)[0] is compiled.rowkey  # the reader
     plan = plan_tables(settings)[0]  # table creation: split keys from the same design
-    assert list(plan.split_keys) == compiled.rowkey.split_points(4)
+    assert list(plan.split_keys) == split_points(compiled.rowkey, 4)
 
 
 def test_a_changed_spec_is_compiled_anew() -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from pipeline.rowkey import KeyRange, PlanError, compile_rowkey
+from pipeline.rowkey.explain import design_warnings, explain
+from pipeline.rowkey.splits import split_points
 
 SALTED = "[salt(user_id, 16)][user_id][_][long(ts)]"
 
@@ -161,32 +163,32 @@ def test_fanout_values() -> None:
     ],
 )
 def test_split_points(spec: str, n: int, expected: list[bytes]) -> None:
-    assert compile_rowkey(spec).split_points(n) == expected
+    assert split_points(compile_rowkey(spec), n) == expected
 
 
 def test_split_points_need_a_sample_without_leading_distribution() -> None:
     rk = compile_rowkey("[host][_][long(ts)]")
     with pytest.raises(PlanError, match="sample_keys"):
-        rk.split_points(4)
+        split_points(rk, 4)
     sample = [rk.build({"host": f"h{i:02d}", "ts": 1}) for i in range(100)]
-    points = rk.split_points(4, sample_keys=sample)
+    points = split_points(rk, 4, sample_keys=sample)
     assert [p[:3] for p in points] == [b"h25", b"h50", b"h75"]
     with pytest.raises(PlanError):
-        compile_rowkey(SALTED).split_points(32)
-    assert len(compile_rowkey(SALTED).split_points(32, sample_keys=sample)) == 31
+        split_points(compile_rowkey(SALTED), 32)
+    assert len(split_points(compile_rowkey(SALTED), 32, sample_keys=sample)) == 31
 
 
 def test_explain_and_warnings() -> None:
     rk = compile_rowkey("[long(ts)][host][metric]")
-    text = rk.explain()
+    text = explain(rk)
     assert "long(ts)" in text and "var" in text and "warnings:" in text
-    warnings = rk.warnings
+    warnings = design_warnings(rk)
     assert any(w.startswith("hotspot") for w in warnings)
     assert any(w.startswith("ambiguous") and "rpad" in w for w in warnings)
-    assert any("no point reads" in w for w in compile_rowkey("[a][_][random(9)]").warnings)
-    assert any("100 bytes" in w for w in compile_rowkey("[rpad(a, 'x', 120)]").warnings)
-    assert any("16 bytes" in w for w in compile_rowkey("[rpad(a, 'x', 20)]").warnings)
-    assert compile_rowkey("[salt(h, 8)][h][_][reverse_ts(ts)]").warnings == []
-    good = compile_rowkey(SALTED).explain()
+    assert any("no point reads" in w for w in design_warnings(compile_rowkey("[a][_][random(9)]")))
+    assert any("100 bytes" in w for w in design_warnings(compile_rowkey("[rpad(a, 'x', 120)]")))
+    assert any("16 bytes" in w for w in design_warnings(compile_rowkey("[rpad(a, 'x', 20)]")))
+    assert design_warnings(compile_rowkey("[salt(h, 8)][h][_][reverse_ts(ts)]")) == []
+    good = explain(compile_rowkey(SALTED))
     assert "fan-out over 16 ranges" in good and "single prefix scan" in good
     assert "point get" in good
