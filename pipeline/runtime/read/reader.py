@@ -257,7 +257,14 @@ class Reader:
                     columns=[c.encode() for c in columns] if columns else None,
                     timeout_s=self.timeout_s if timeout_s is None else timeout_s)
 
-    def _spawn(self, fn: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    @property
+    def process_limiter(self) -> anyio.CapacityLimiter | None:
+        """The bound on pages in worker processes at once (``processes``), None when pages are decoded in
+        this process."""
+        return self._procs
+
+    def spawn(self, fn: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Run ``fn`` in the reader's task group (a scan's ranges: they end with the reader)."""
         if self._tg is None:
             raise RuntimeError("use the Reader as 'async with Reader(hbase) as reader:'")
         self._tg.start_soon(fn)

@@ -11,10 +11,12 @@ from collections import deque
 from collections.abc import (
     AsyncGenerator,
     Callable,
+    Coroutine,
+    Mapping,
     Sequence,
 )
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -37,9 +39,38 @@ from pipeline.runtime.read.stats import QueryStats, RangeStats
 from pipeline.settings import RouteSpec
 
 if TYPE_CHECKING:
-    from pipeline.runtime.read.reader import Reader
+    from pipeline.ports import HBase
+    from pipeline.rowkey import RowKey
+    from pipeline.runtime.read.rows import RowDecoder
+    from pipeline.runtime.read.stats import ReaderTotals
 
-__all__ = ["Scan", "page_query"]
+__all__ = ["Scan", "ScanSource", "page_query"]
+
+
+class ScanSource(Protocol):
+    """What a :class:`Scan` takes from the reader that made it (:class:`~pipeline.runtime.read.reader.Reader`
+    is one): its HBase, paging and concurrency, its totals, the compiled designs and plans, the worker-process
+    limiter (None: pages are decoded in this process) and the task group a scan's ranges run in."""
+
+    hbase: HBase
+    page_size: int
+    first_page: int
+    read_ahead: int
+    concurrency: int
+    totals: ReaderTotals
+
+    @property
+    def process_limiter(self) -> anyio.CapacityLimiter | None: ...
+
+    def design(self, route: RouteSpec) -> tuple[RowKey, RowDecoder]: ...
+
+    def transform(self, route: RouteSpec, query: PageQuery | None = None) -> PageTransform: ...
+
+    async def plan(self, route: RouteSpec, *, where: Mapping[str, Any] | None = None,
+                   time_range: tuple[int, int] | None = None, newest_first: bool = False,
+                   limit: int | None = None, by_time: bool = False, skip_scan: bool = False) -> QueryPlan: ...
+
+    def spawn(self, fn: Callable[[], Coroutine[Any, Any, None]]) -> None: ...
 
 Row = ScannedRow
 _PRUNED_FIRST_PAGE = 4  # rows an entity's first page asks for once a by-time top-k is full
@@ -75,7 +106,7 @@ class Scan:
     reaches it.
     """
 
-    def __init__(self, reader: Reader, route: RouteSpec, *, where: dict[str, Any],
+    def __init__(self, reader: ScanSource, route: RouteSpec, *, where: dict[str, Any],
                  time_range: tuple[int, int] | None, newest_first: bool, limit: int | None,
                  columns: list[bytes] | None, timeout_s: float | None, by_time: bool = False,
                  skip_scan: bool = False) -> None:
@@ -194,7 +225,7 @@ class Scan:
         limiter = anyio.CapacityLimiter(self.reader.concurrency)
         # built once per query; a worker caches the decoder it builds from it by value
         transform, keep = None, _key_filter(plan.matches)
-        if self.reader._procs is not None:
+        if self.reader.process_limiter is not None:
             query = page_query(plan)
             transform = self.reader.transform(self.route, query)
             if query is not None:  # the workers filter: the rows they dropped come back as (key,)
@@ -212,7 +243,7 @@ class Scan:
         """One range's producer: pages it (never raising) and records how it ended. ``keep``
         filters the fetched rows (None: every row matches)."""
         rng, st, reader = plan.ranges[i], self.stats.ranges[i], self.reader
-        hb, table, columns, procs = reader.hbase, plan.table, self.columns, reader._procs
+        hb, table, columns, procs = reader.hbase, plan.table, self.columns, reader.process_limiter
         fetch: Fetch
         if procs is not None and transform is not None:
             async def fetch(start: bytes, stop: bytes, limit: int, reverse: bool) -> list[Row]:
@@ -356,7 +387,7 @@ class Scan:
             recvs.append(r)
         cutoff = Cutoff(plan.descending)
         try:
-            reader._spawn(lambda: self._run(plan, sends, cutoff))
+            reader.spawn(lambda: self._run(plan, sends, cutoff))
         except BaseException:
             for s in sends:
                 s.close()
@@ -376,7 +407,7 @@ class Scan:
             batches = top_k(recvs, receive, plan.sort_key, plan.descending, self.limit, cutoff)
         else:
             batches = merge_batches(len(recvs), receive, plan.sort_key, plan.descending)
-        sort_key, in_procs = plan.sort_key, reader._procs is not None
+        sort_key, in_procs = plan.sort_key, reader.process_limiter is not None
         _, decode_run = reader.design(self.route)
         left = self.limit
         outcome = "closed"
