@@ -41,7 +41,7 @@ from types import ModuleType
 from typing import Any
 
 from thriftpy2.protocol import TBinaryProtocolFactory
-from thriftpy2.thrift import TClient
+from thriftpy2.thrift import TMessageType
 from thriftpy2.transport import TMemoryBuffer
 
 from connectors.hbase.thrift2 import Thrift2Client
@@ -164,7 +164,7 @@ def put_multiple(client: Thrift2Client, table: bytes, puts: Sequence[Mutation]) 
     returns when HBase applied every put, raises thriftpy2's exception otherwise (the caller
     translates it)."""
     client.send(encode_put_multiple(table, puts, framed=client.framed))
-    client._recv("putMultiple")
+    client.receive("putMultiple")
 
 
 def use_encoder(name: str) -> None:
@@ -201,6 +201,9 @@ def thriftpy2_message(idl: ModuleType, table: bytes, puts: Sequence[Mutation]) -
     memory: Any = TMemoryBuffer  # thriftpy2's Cython classes are untyped
     factory: Any = TBinaryProtocolFactory
     buf = memory()
-    client = TClient(idl.THBaseService, factory(decode_response=False).get_protocol(buf))
-    client._send("putMultiple", table=table, tputs=tputs(idl, puts))
+    proto = factory(decode_response=False).get_protocol(buf)
+    args = idl.THBaseService.putMultiple_args(table=table, tputs=tputs(idl, puts))
+    proto.write_message_begin("putMultiple", TMessageType.CALL, 0)  # as thriftpy2's client writes a call
+    args.write(proto)
+    proto.write_message_end()
     return bytes(buf.getvalue())

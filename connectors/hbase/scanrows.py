@@ -79,13 +79,13 @@ _ATTR = "_hbase_ingest_lean_client"
 
 
 def _lean_client(conn: happybase.Connection) -> Any:
-    """A Thrift client over ``conn``'s own socket and protocols whose ``scannerGetList`` decodes
-    lean rows (cached on the connection; rebuilt if happybase replaced its client)."""
+    """A Thrift client over ``conn``'s own protocol (:func:`~connectors.hbase.transport.open_thrift1`) whose
+    ``scannerGetList`` decodes lean rows (cached on the connection; rebuilt if happybase replaced its client)."""
     client = conn.client
     cached = getattr(conn, _ATTR, None)
     if cached is None or cached[0] is not client:
         service: Any = _LeanHbase  # thriftpy2 types it as a module; any class with the IDL attributes works
-        cached = (client, TClient(service, client._iprot, client._oprot))
+        cached = (client, TClient(service, conn.protocol))  # one protocol reads and writes, as the client's
         setattr(conn, _ATTR, cached)
     return cached[1]
 

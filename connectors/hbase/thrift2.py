@@ -11,7 +11,7 @@ from typing import Any
 
 import thriftpy2
 from thriftpy2.protocol import TBinaryProtocolFactory, TCompactProtocolFactory
-from thriftpy2.thrift import TClient
+from thriftpy2.thrift import TApplicationException, TClient, TMessageType
 
 from connectors.hbase.thrift2_idl import resolve_idl
 from connectors.hbase.transport import PLAIN, ThriftSecurity, open_transport
@@ -53,9 +53,31 @@ class Thrift2Client(TClient):
 
     def __init__(self, service: Any, protocol: Any, socket: Any, framed: bool, wrapping: Any = None) -> None:
         super().__init__(service, protocol)
+        self.service = service
+        self.protocol = protocol
         self.socket = socket
         self.framed = framed
         self._wrapping = wrapping  # a SASL or HTTP transport: messages go through it, not to the socket
+
+    def receive(self, api: str) -> Any:
+        """Read the reply to a call of ``api`` sent with :meth:`send`: its result, or raise what it carries
+        (the IDL's exception, or a ``TApplicationException``), as thriftpy2's own client does."""
+        proto = self.protocol
+        _, mtype, _ = proto.read_message_begin()
+        if mtype == TMessageType.EXCEPTION:
+            failure = TApplicationException()
+            failure.read(proto)
+            proto.read_message_end()
+            raise failure
+        result = getattr(self.service, api + "_result")()
+        result.read(proto)
+        proto.read_message_end()
+        if getattr(result, "success", None) is not None:
+            return result.success
+        for name, value in result.__dict__.items():  # the IDL's exceptions (TIOError, TIllegalArgument)
+            if name != "success" and value:
+                raise value
+        return None
 
     def send(self, message: bytes | bytearray) -> None:
         """Send an encoded call message (framed when ``framed``) as the transport needs it."""

@@ -432,7 +432,7 @@ def open_transport(host: str, port: int, timeout_ms: int, sec: ThriftSecurity, *
 
 class _Thrift1(happybase.Connection):  # type: ignore[misc]
     """A happybase connection whose transport :func:`open_transport` opens (happybase itself knows only
-    plain buffered or framed sockets)."""
+    plain buffered or framed sockets), keeping its protocol in view."""
 
     def __init__(self, host: str, port: int, timeout_ms: int, transport: str, protocol: str,
                  sec: ThriftSecurity) -> None:
@@ -443,14 +443,13 @@ class _Thrift1(happybase.Connection):  # type: ignore[misc]
 
     def _refresh_thrift_client(self) -> None:
         self.transport, _ = open_transport(self.host, self.port, self.timeout, self._security, framed=self._framed)
-        protocol = self._protocol_class(self.transport, decode_response=False)
-        self.client = TClient(happybase.connection.Hbase, protocol)
+        #: the connection's protocol (a second client may share it: :mod:`connectors.hbase.scanrows`)
+        self.protocol = self._protocol_class(self.transport, decode_response=False)
+        self.client = TClient(happybase.connection.Hbase, self.protocol)
 
 
 def open_thrift1(host: str, port: int, timeout_ms: int, transport: str, protocol: str,
                  sec: ThriftSecurity = PLAIN) -> happybase.Connection:
-    """An open happybase connection to a Thrift1 gateway as ``sec`` says; the caller closes it."""
-    if sec == PLAIN and transport != "http":
-        return happybase.Connection(host, port, timeout=timeout_ms, transport=transport, protocol=protocol,
-                                    autoconnect=True)
+    """An open happybase connection to a Thrift1 gateway as ``sec`` says (its ``protocol`` attribute is its
+    Thrift protocol); the caller closes it."""
     return _Thrift1(host, port, timeout_ms, transport, protocol, sec)
