@@ -101,6 +101,27 @@ class KafkaSettings(Section):
     ssl_cafile: str | None = None
     ssl_certfile: str | None = None
     ssl_keyfile: str | None = None
+    # GSSAPI (connectors.kafka.kerberos): the broker's principal is <service>/<domain or the broker's host>@REALM
+    sasl_kerberos_service_name: str = Field(default="kafka", min_length=1,
+                                            description="the broker's sasl.kerberos.service.name")
+    sasl_kerberos_domain_name: str | None = Field(
+        default=None, min_length=1,
+        description="the host name in the broker's principal; None: the host the client connects to")
+    sasl_kerberos_principal: str | None = Field(
+        default=None, min_length=1, description="the client's principal (user@REALM); None: the ticket cache's")
+    sasl_kerberos_keytab: Path | None = Field(
+        default=None, description="tickets from this keytab into a private memory cache, re-acquired as they expire")
+    # OAUTHBEARER (connectors.kafka.oauth): a token file, or the OAuth 2 client-credentials grant
+    sasl_oauth_token_file: Path | None = Field(
+        default=None, description="a file holding the access token, re-read at every login (a sidecar may rotate it)")
+    sasl_oauth_token_endpoint_url: str | None = Field(
+        default=None, pattern=r"^https?://[^\s/@]+(/\S*)?$",
+        description="the OAuth 2 token endpoint (client-credentials grant; no user:password@ in it)")
+    sasl_oauth_client_id: str | None = Field(default=None, min_length=1)
+    sasl_oauth_client_secret: SecretStr | None = None
+    sasl_oauth_client_secret_file: Path | None = Field(
+        default=None, description="a file holding the client secret (one line), instead of sasl_oauth_client_secret")
+    sasl_oauth_scope: str | None = Field(default=None, min_length=1, description="the scope asked for, if any")
     auto_offset_reset: Literal["earliest", "latest"] = "earliest"
     dead_letter_topic: TopicName = "hbase-ingest.dead-letter"
     max_poll_records: int = Field(default=2000, ge=1, le=1_000_000)
@@ -116,6 +137,60 @@ class KafkaSettings(Section):
             raise ValueError("sasl_plain_password and sasl_password_file are both set: give the SASL password "
                              "one way (the environment variable or the file), not both")
         return self
+
+    @model_validator(mode="after")
+    def _mechanism_fits(self) -> KafkaSettings:
+        """GSSAPI and OAUTHBEARER settings that cannot work are refused here, naming the key, rather than
+        failing at the first login (connectors.kafka.kerberos and .oauth say what each key does)."""
+        mech = self.sasl_mechanism
+        if mech in ("GSSAPI", "OAUTHBEARER") and not self.security_protocol.startswith("SASL_"):
+            raise ValueError(f'sasl_mechanism = "{mech}" with security_protocol = "{self.security_protocol}": '
+                             'SASL runs only on a SASL_SSL (or SASL_PLAINTEXT) listener; set security_protocol')
+        kerberos = sorted(k for k in ("sasl_kerberos_principal", "sasl_kerberos_keytab", "sasl_kerberos_domain_name")
+                          if getattr(self, k) is not None)
+        oauth = sorted(k for k in _OAUTH_KEYS if getattr(self, k) is not None)
+        if kerberos and mech != "GSSAPI":
+            raise ValueError(f'{", ".join(kerberos)} set but sasl_mechanism is {mech!r}, not "GSSAPI": '
+                             'they would be ignored; set sasl_mechanism = "GSSAPI" or remove them')
+        if oauth and mech != "OAUTHBEARER":
+            raise ValueError(f'{", ".join(oauth)} set but sasl_mechanism is {mech!r}, not "OAUTHBEARER": '
+                             'they would be ignored; set sasl_mechanism = "OAUTHBEARER" or remove them')
+        if self.sasl_kerberos_keytab is not None and self.sasl_kerberos_principal is None:
+            raise ValueError("sasl_kerberos_keytab without sasl_kerberos_principal: name the principal whose keys "
+                             "it holds (user@REALM)")
+        if self.sasl_kerberos_principal is not None and self.sasl_kerberos_keytab is None:
+            raise ValueError("sasl_kerberos_principal without sasl_kerberos_keytab: without a keytab the client "
+                             "logs in as the ticket cache's principal (kinit); set the keytab, or remove the principal")
+        if mech == "OAUTHBEARER":
+            self._check_oauth()
+        return self
+
+    def _check_oauth(self) -> None:
+        url, file = self.sasl_oauth_token_endpoint_url, self.sasl_oauth_token_file
+        if url is None and file is None:
+            raise ValueError('sasl_mechanism = "OAUTHBEARER" needs a token source: set sasl_oauth_token_file (a file '
+                             "holding the token) or sasl_oauth_token_endpoint_url with sasl_oauth_client_id and "
+                             "sasl_oauth_client_secret (or sasl_oauth_client_secret_file)")
+        if url is not None and file is not None:
+            raise ValueError("sasl_oauth_token_file and sasl_oauth_token_endpoint_url are both set: give the token "
+                             "one way")
+        secrets = [k for k in ("sasl_oauth_client_secret", "sasl_oauth_client_secret_file")
+                   if getattr(self, k) is not None]
+        grant = [k for k in ("sasl_oauth_client_id", *secrets, "sasl_oauth_scope") if getattr(self, k) is not None]
+        if url is None and grant:
+            raise ValueError(f"{', '.join(grant)} set without sasl_oauth_token_endpoint_url: the client-credentials "
+                             "grant needs the token endpoint")
+        if url is not None and self.sasl_oauth_client_id is None:
+            raise ValueError("sasl_oauth_token_endpoint_url without sasl_oauth_client_id: the client-credentials "
+                             "grant needs the client id")
+        if url is not None and len(secrets) != 1:
+            raise ValueError("sasl_oauth_token_endpoint_url needs the client secret one way: sasl_oauth_client_secret "
+                             "or sasl_oauth_client_secret_file" + (", not both" if secrets else ""))
+
+
+#: the OAUTHBEARER keys of :class:`KafkaSettings` (any of them set asks for sasl_mechanism = "OAUTHBEARER")
+_OAUTH_KEYS = ("sasl_oauth_token_file", "sasl_oauth_token_endpoint_url", "sasl_oauth_client_id",
+               "sasl_oauth_client_secret", "sasl_oauth_client_secret_file", "sasl_oauth_scope")
 
 
 class RegistrySettings(Section):
@@ -178,7 +253,8 @@ class GatewaySpec(Section):
 
 
 class HBaseSettings(Section):
-    """The HBase Thrift gateways: Thrift1 (happybase, data) and Thrift2 (DDL with split keys).
+    """The HBase Thrift gateways: Thrift2 (writes, increments, DDL with split keys, small scan pages) and
+    Thrift1 (happybase: scans, region lists).
 
     ``gateways`` lists several gateways (the client spreads calls over the healthy ones,
     :mod:`connectors.hbase.gateways`); without it, ``host``/``port``/``thrift2_port`` are the one
@@ -329,6 +405,9 @@ class KerberosStackKeys(Section):
                                              "HTTPS Thrift1/2 + 4/+ 5")
     kerberos_heap_mb: int = Field(default=1024, ge=256, le=1024 * 1024,
                              description="the Kerberized HBase JVM's heap (master, region server, six gateways)")
+    kafka_sso_port: int = Field(default=9096, ge=1, le=MAX_PORT,
+                                description="with secure too: Kafka's SASL_SSL listener for GSSAPI and OAUTHBEARER "
+                                            "(connectors.stack.krb_kafka)")
 
 
 class StackSettings(KerberosStackKeys):

@@ -53,10 +53,11 @@ from thriftpy2.transport import TBufferedTransport, TFramedTransport, TSocket, T
 from thriftpy2.transport import sasl as _sasl
 from thriftpy2.transport.base import TTransportBase
 
+from connectors.kerberos import KDC_UNREACHABLE, acquire, gss_reason, is_gss_error, keytab_problem, load_gssapi
 from pipeline.errors import HBaseAuthError, HBaseUnavailable
 from pipeline.settings import GatewaySpec, HBaseSettings
 
-__all__ = ["PLAIN", "Qop", "ThriftSecurity", "credentials", "keytab_principals", "open_thrift1", "open_transport",
+__all__ = ["PLAIN", "Qop", "ThriftSecurity", "credentials", "open_thrift1", "open_transport",
            "security_of", "tls_context"]
 
 # thriftpy2's transports are untyped
@@ -126,22 +127,15 @@ _creds: dict[tuple[str | None, str | None], Any] = {}
 
 def _gssapi() -> Any:
     try:
-        import gssapi
+        return load_gssapi()
     except ImportError as exc:  # an optional dependency: the `kerberos` extra
         raise HBaseAuthError("Kerberos for the HBase gateways needs the Python package gssapi "
                              "(pip install 'hbase-ingest[kerberos]'; it builds against libkrb5-dev)") from exc
-    return gssapi
-
-
-def _gss_text(exc: BaseException) -> str:
-    gen, minor = getattr(exc, "gen_message", None), getattr(exc, "min_message", None)
-    text = f"{gen()}: {minor}" if callable(gen) and minor else str(exc)
-    return " ".join(text.split())
 
 
 def _auth_failure(what: str, exc: BaseException) -> Exception:
-    text = _gss_text(exc)
-    if "Cannot contact any KDC" in text or "Cannot find KDC" in text:
+    text = gss_reason(exc)
+    if any(words in text for words in KDC_UNREACHABLE):
         return HBaseUnavailable(f"{what}: the Kerberos KDC cannot be reached ({text})")
     return HBaseAuthError(f"{what}: {text}")
 
@@ -153,60 +147,23 @@ def credentials(sec: ThriftSecurity) -> Any:
         found = _creds.get(key)
         if found is not None:
             return found
-        gssapi = _gssapi()
+        _gssapi()
         if sec.keytab and not Path(sec.keytab).is_file():
             raise HBaseAuthError(f"kerberos_keytab {sec.keytab}: no such file")
-        name = gssapi.Name(sec.principal, gssapi.NameType.kerberos_principal) if sec.principal else None
+        ccache = f"MEMORY:hbase-ingest-{os.getpid()}-{len(_creds)}" if sec.keytab else None
         try:
-            if sec.keytab:
-                store = {"client_keytab": sec.keytab, "ccache": f"MEMORY:hbase-ingest-{os.getpid()}-{len(_creds)}"}
-                creds = gssapi.Credentials(name=name, usage="initiate", store=store)
-            else:
-                creds = gssapi.Credentials(name=name, usage="initiate")
-            creds.lifetime  # noqa: B018 - forces the ticket to be had now: its error names the cause
-        except HBaseAuthError:
-            raise
-        except Exception as exc:  # gssapi's GSSError family
+            creds = acquire(sec.principal, sec.keytab, ccache)
+        except Exception as exc:
+            if not is_gss_error(exc):
+                raise
             who = sec.principal or "the default principal"
+            problem = keytab_problem(sec.principal, sec.keytab)
+            if problem is not None:
+                raise HBaseAuthError(f"Kerberos credentials for {who}: {problem}") from exc
             src = f"keytab {sec.keytab}" if sec.keytab else "the ticket cache (KRB5CCNAME; kinit first)"
-            held = keytab_principals(sec.keytab) if sec.keytab else None
-            if held is not None and sec.principal not in held:
-                raise HBaseAuthError(f"Kerberos credentials for {who}: the keytab {sec.keytab} holds no key of it "
-                                     f"(it holds {', '.join(held) or 'no key at all'})") from exc
             raise _auth_failure(f"Kerberos credentials for {who} from {src}", exc) from exc
         _creds[key] = creds
         return creds
-
-
-def keytab_principals(path: str) -> list[str] | None:
-    """The principals (``name/instance@REALM``) whose keys the MIT keytab at ``path`` holds, in file order and
-    without repeats; None when the file cannot be read as one.
-
-    Layout (MIT's keytab format 0x0502, big-endian): ``u16`` version, then entries of ``i32`` size (negative:
-    a hole of that many bytes) holding ``u16`` component count, the realm and each component as ``u16``
-    length + bytes, then name type, timestamp, key version and key (not read here)."""
-    try:
-        data = Path(path).read_bytes()
-        if data[:2] != b"\x05\x02":
-            return None
-        out: list[str] = []
-        pos = 2
-        while pos + 4 <= len(data):
-            size = int.from_bytes(data[pos:pos + 4], "big", signed=True)
-            pos += 4
-            if size > 0:
-                entry, at, parts = data[pos:pos + size], 2, []
-                for _ in range(int.from_bytes(entry[:2], "big") + 1):  # the realm, then each component
-                    n = int.from_bytes(entry[at:at + 2], "big")
-                    parts.append(entry[at + 2:at + 2 + n].decode("utf-8", "replace"))
-                    at += 2 + n
-                name = "/".join(parts[1:]) + "@" + parts[0]
-                if name not in out:
-                    out.append(name)
-            pos += abs(size)
-    except (OSError, IndexError, ValueError):
-        return None
-    return out
 
 
 #: SPNEGO's mechanism (RFC 4178): what an HTTP ``Negotiate`` header carries
@@ -257,7 +214,7 @@ class GssapiSasl:
             try:
                 return True, ctx.step(challenge) or b""
             except Exception as exc:
-                self._error = f"the gateway's Kerberos reply did not verify: {_gss_text(exc)}"
+                self._error = f"the gateway's Kerberos reply did not verify: {gss_reason(exc)}"
                 return False, b""
         # the security-layer offer: u8 bitmask of the QOPs the server accepts + u24 its max buffer size
         offer = ctx.unwrap(challenge).message
@@ -282,7 +239,7 @@ class GssapiSasl:
         try:
             return True, self._ctx.unwrap(data[4:]).message
         except Exception as exc:
-            self._error = f"a message from the gateway did not unwrap: {_gss_text(exc)}"
+            self._error = f"a message from the gateway did not unwrap: {gss_reason(exc)}"
             return False, b""
 
 

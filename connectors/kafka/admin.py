@@ -19,7 +19,7 @@ from aiokafka.errors import KafkaError as _AioKafkaError
 from aiokafka.errors import TopicAlreadyExistsError
 
 from connectors.kafka.errors import translate
-from connectors.kafka.security import sasl_password, ssl_context, start_client
+from connectors.kafka.security import sasl_options, sasl_password, ssl_context, start_client
 from pipeline.errors import KafkaAuthError, KafkaError, TopicNotCreated
 from pipeline.settings import KafkaSettings
 
@@ -45,9 +45,11 @@ def common_options(s: KafkaSettings, client_suffix: str = "") -> dict[str, Any]:
     """Connection options shared by consumers, producers and admin clients.
 
     The SASL password comes from ``sasl_plain_password`` or the file ``sasl_password_file``
-    (:func:`connectors.kafka.security.sasl_password`); the TLS context from ``ssl_cafile`` (and a
-    client certificate). Raises :class:`~pipeline.errors.ConfigError` naming the file when one of
-    them is missing or unreadable."""
+    (:func:`connectors.kafka.security.sasl_password`); GSSAPI's service and host names and Kerberos login,
+    and OAUTHBEARER's token provider, from :func:`connectors.kafka.security.sasl_options`; the TLS context
+    from ``ssl_cafile`` (and a client certificate). Raises :class:`~pipeline.errors.ConfigError` naming the
+    file when one of them is missing or unreadable, :class:`~pipeline.errors.KafkaAuthError` when no
+    Kerberos ticket can be had."""
     opts: dict[str, Any] = {
         "bootstrap_servers": s.bootstrap_servers,
         "client_id": s.client_id + client_suffix,
@@ -61,6 +63,7 @@ def common_options(s: KafkaSettings, client_suffix: str = "") -> dict[str, Any]:
     password = sasl_password(s)
     if password is not None:
         opts["sasl_plain_password"] = password
+    opts.update(sasl_options(s))
     if s.security_protocol in ("SSL", "SASL_SSL"):
         opts["ssl_context"] = ssl_context(s)
     return opts

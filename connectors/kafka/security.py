@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -20,10 +21,27 @@ from aiokafka import errors as ak
 from aiokafka.conn import create_conn
 
 from connectors.kafka.errors import translate
+from connectors.kafka.kerberos import kerberos_login
+from connectors.kafka.oauth import FileTokenProvider, token_expiry, token_provider
+from connectors.kafka.secretfile import first_line
+from connectors.kerberos import gss_reason, is_gss_error
 from pipeline.errors import ConfigError, HBaseIngestError, KafkaAuthError, KafkaError
 from pipeline.settings import KafkaSettings
 
-__all__ = ["diagnose", "sasl_password", "ssl_context", "start_client"]
+__all__ = ["diagnose", "sasl_options", "sasl_password", "ssl_context", "start_client"]
+
+
+def sasl_options(s: KafkaSettings) -> dict[str, object]:
+    """aiokafka's options for GSSAPI (service and host names of the broker's principal, after
+    :func:`~connectors.kafka.kerberos.kerberos_login`) or OAUTHBEARER (the token provider); empty for the
+    other mechanisms."""
+    if s.sasl_mechanism == "GSSAPI":
+        kerberos_login(s)
+        return {"sasl_kerberos_service_name": s.sasl_kerberos_service_name,
+                "sasl_kerberos_domain_name": s.sasl_kerberos_domain_name}
+    if s.sasl_mechanism == "OAUTHBEARER":
+        return {"sasl_oauth_token_provider": token_provider(s)}
+    return {}
 
 
 def sasl_password(s: KafkaSettings) -> str | None:
@@ -32,17 +50,7 @@ def sasl_password(s: KafkaSettings) -> str | None:
         return s.sasl_plain_password.get_secret_value()
     if s.sasl_password_file is None:
         return None
-    path = Path(s.sasl_password_file)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise ConfigError(f"[kafka] sasl_password_file {str(path)!r} does not exist") from None
-    except OSError as exc:
-        raise ConfigError(f"[kafka] sasl_password_file {str(path)!r} cannot be read: {exc.strerror}") from None
-    lines = text.splitlines()
-    if not lines or not lines[0].strip():
-        raise ConfigError(f"[kafka] sasl_password_file {str(path)!r} is empty")
-    return lines[0].strip()
+    return first_line(Path(s.sasl_password_file), "sasl_password_file", ConfigError)
 
 
 def ssl_context(s: KafkaSettings) -> ssl.SSLContext:
@@ -65,9 +73,35 @@ def ssl_context(s: KafkaSettings) -> ssl.SSLContext:
 
 def _listener(s: KafkaSettings, address: str) -> str:
     text = f"{address} (listener protocol {s.security_protocol}"
-    if s.security_protocol.startswith("SASL_"):
+    if s.sasl_mechanism == "GSSAPI":
+        host = s.sasl_kerberos_domain_name or address.rpartition(":")[0]
+        who = s.sasl_kerberos_principal or "the ticket cache's principal"
+        text += f", mechanism GSSAPI, principal {who}, broker principal {s.sasl_kerberos_service_name}/{host}"
+    elif s.sasl_mechanism == "OAUTHBEARER":
+        source = (f"sasl_oauth_token_file {str(s.sasl_oauth_token_file)!r}" if s.sasl_oauth_token_file is not None
+                  else f"sasl_oauth_token_endpoint_url {s.sasl_oauth_token_endpoint_url!r}")
+        text += f", mechanism OAUTHBEARER, token from {source}"
+    elif s.security_protocol.startswith("SASL_"):
         text += f", mechanism {s.sasl_mechanism or 'PLAIN'}, user {s.sasl_plain_username!r}"
     return text + ")"
+
+
+def _refused(s: KafkaSettings, provider: object) -> str:
+    """Why the broker refused the login, as far as the client can tell (never the token itself)."""
+    if s.sasl_mechanism == "GSSAPI":
+        return "the broker refused the Kerberos login"
+    if s.sasl_mechanism != "OAUTHBEARER":
+        return "the broker refused the user name or password"
+    token = provider.read() if isinstance(provider, FileTokenProvider) else None
+    if token is None:
+        return "the broker refused the token"
+    exp = token_expiry(token)
+    if exp is None:
+        return "the broker refused the token, which is not a JWT with an exp claim"
+    if exp <= time.time():
+        when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(exp))
+        return f"the broker refused the token, which expired at {when}"
+    return "the broker refused the token (its signature, issuer, audience or scope)"
 
 
 async def diagnose(s: KafkaSettings, what: str) -> KafkaError | None:
@@ -81,7 +115,7 @@ async def diagnose(s: KafkaSettings, what: str) -> KafkaError | None:
     options: dict[str, object] = {}
     if s.security_protocol.startswith("SASL_"):
         options.update(sasl_mechanism=s.sasl_mechanism or "PLAIN", sasl_plain_username=s.sasl_plain_username,
-                       sasl_plain_password=sasl_password(s))
+                       sasl_plain_password=sasl_password(s), **sasl_options(s))
     if s.security_protocol in ("SSL", "SASL_SSL"):
         options["ssl_context"] = ssl_context(s)
     try:
@@ -93,12 +127,19 @@ async def diagnose(s: KafkaSettings, what: str) -> KafkaError | None:
         return KafkaAuthError(f"{what}: TLS to {_listener(s, address)}: the broker's certificate did not verify "
                               f"against {ca} ({exc.verify_message})")
     except (ak.SaslAuthenticationFailed, ak.AuthenticationFailedError) as exc:
-        return KafkaAuthError(f"{what}: SASL authentication failed at {_listener(s, address)}: the broker "
-                              f"refused the user name or password ({type(exc).__name__})")
+        refused = _refused(s, options.get("sasl_oauth_token_provider"))
+        return KafkaAuthError(f"{what}: SASL authentication failed at {_listener(s, address)}: {refused} "
+                              f"({type(exc).__name__})")
     except ak.UnsupportedSaslMechanismError:
         return KafkaAuthError(f"{what}: {_listener(s, address)}: the listener does not offer this SASL mechanism")
     except (OSError, TimeoutError, ak.KafkaError):
         return None
+    except HBaseIngestError as exc:
+        return exc if isinstance(exc, KafkaError) else None
+    except Exception as exc:
+        if is_gss_error(exc):
+            return _gss_failure(s, address, what, exc)
+        raise
     conn.close()
     return None
 
@@ -116,3 +157,13 @@ async def start_client(start: Callable[[], Awaitable[None]], s: KafkaSettings, w
             if found is not None:
                 raise found from None
         raise translate(exc, what) from exc
+    except Exception as exc:
+        if not is_gss_error(exc):
+            raise
+        raise _gss_failure(s, s.bootstrap_servers.split(",")[0].strip(), what, exc) from None
+
+
+def _gss_failure(s: KafkaSettings, address: str, what: str, exc: BaseException) -> KafkaAuthError:
+    """GSSAPI failed on the client's side while logging in (no ticket for the broker's principal, a KDC that
+    does not answer): aiokafka lets gssapi's error through unwrapped."""
+    return KafkaAuthError(f"{what}: Kerberos (GSSAPI) login failed at {_listener(s, address)}: {gss_reason(exc)}")

@@ -59,6 +59,7 @@ from .hdfs import hbase_fs_values, hdfs_values
 from .health import START_MARKER, DiedProcess
 from .kerberos import KerberosPart, KerberosSettings, ensure_kdc_tools, ensure_realm, kinit_check
 from .krb_hbase import ensure_krb_hbase
+from .krb_kafka import SsoListener, kafka_jvm_options, render_sso_config, setup_sso_acls, sso_rendered, sso_round_trip
 from .launch import kafka_format_argv, kerberos_argv, namenode_format_argv, server_argv
 from .layout import HBASE_VERSION, KAFKA_VERSION, StackLayout, default_cache_dir, default_state_dir, infra_dir
 from .pgserver import STOP_SIGNAL
@@ -182,6 +183,9 @@ class LocalStack:
         #: gateways' ports; None when this stack has no Kerberos part
         self.kerberos: KerberosPart | None = (KerberosPart.of(ks, self.layout) if "hbase-krb" in self.procs
                                               else None)
+        #: Kafka's GSSAPI/OAUTHBEARER listener (:mod:`.krb_kafka`), served when the stack is secure too
+        self.sso_listener = (SsoListener.of(ks, self.secure_listener, self.kerberos) if self.kerberos is not None
+                             else None)
 
     @property
     def _kerberos_record(self) -> Path:
@@ -278,11 +282,18 @@ class LocalStack:
         except OSError:
             return False
 
+    @property
+    def sso(self) -> bool:
+        """Whether Kafka has (or is to get) the SSO listener (:mod:`.krb_kafka`): a secure stack with Kerberos."""
+        return self.sso_listener is not None and self.secure
+
     def check_ready(self, timeout_s: float = 10.0) -> None:
         """Every round trip, once (see the module docstring). Raises on failure."""
         kafka_round_trip(self.bootstrap, timeout_s)
         if self.secure:
             secure_round_trip(self.secure_listener, timeout_s)
+        if self.sso_listener is not None and self.sso:
+            sso_round_trip(self.sso_listener, timeout_s)
         self._check_hbase(timeout_s)
         self._check_kerberos(timeout_s)
         self._check_registry(timeout_s)
@@ -398,11 +409,12 @@ class LocalStack:
             ensure_kdc_tools()
         t_prov = time.monotonic()
         self._launcher = ensure_launcher(self.layout)
-        secure = self.secure
-        if secure and self.kafka.pid() is not None and not self._secure_rendered():
-            self.kafka.stop()  # a running plaintext-only Kafka asked for --secure: restart it (only it)
+        secure, sso = self.secure, self.sso
+        if self.kafka.pid() is not None and ((secure and not self._secure_rendered())
+                                             or (sso and not sso_rendered(self.layout))):
+            self.kafka.stop()  # a running Kafka without a listener asked for: restart it (only it)
         self._check_ports()
-        self._render(secure)
+        self._render(secure, sso)
         deadline = time.monotonic() + self.settings.start_timeout_s
         for proc in self._topology.processes:
             if self.procs[proc.name].pid() is None:
@@ -450,7 +462,7 @@ class LocalStack:
                         f"port {port} ({label}) is already in use by a process this stack did not start. "
                         f"Stop it (see `ss -ltnp 'sport = :{port}'`) or choose another port ({where}).")
 
-    def _render(self, secure: bool = False) -> None:
+    def _render(self, secure: bool = False, sso: bool = False) -> None:
         s, topo = self.settings, self._topology
         values = {
             "KAFKA_PORT": str(s.kafka_port), "KAFKA_CONTROLLER_PORT": str(s.kafka_controller_port),
@@ -469,6 +481,8 @@ class LocalStack:
             ensure_realm(self.kerberos, self.layout.infra)
             self.kerberos_settings.save(self._kerberos_record)
             ensure_krb_hbase(self.kerberos_settings, self.kerberos, self.layout, self.secure_listener)
+        if sso and self.sso_listener is not None:
+            render_sso_config(self.sso_listener, self.layout, {"STATE": str(self.layout.state), **values})
         (self.layout.state / "topology.json").write_text(topo.to_json())
 
     def _start(self, proc: ServerProcess, deadline: float) -> None:
@@ -508,7 +522,14 @@ class LocalStack:
         if proc.role == "datanode":
             lay.datanode_dir(proc.name).mkdir(parents=True, exist_ok=True)
         owned = self.procs[proc.name]
-        owned.start(server_argv(proc, self.settings, lay, self._launcher))
+        argv = server_argv(proc, self.settings, lay, self._launcher)
+        if proc.role == "kafka" and self.sso_listener is not None and sso_rendered(lay):
+            # the broker logs in from its keytab as it starts: the KDC must answer first
+            kdc = self._topology.by_role("kdc")[0]
+            if self.procs[kdc.name].pid() is None:
+                self._start(kdc, deadline)
+            argv = [argv[0], *kafka_jvm_options(self.sso_listener), *argv[1:]]
+        owned.start(argv)
         if proc.role == "zookeeper":
             # every HBase server needs ZooKeeper: wait for its port before starting them
             self._wait(owned, lambda: _connectable(proc.ports["zookeeper"]), deadline)
@@ -552,6 +573,8 @@ class LocalStack:
         self._wait(self.kafka, lambda: kafka_round_trip(self.bootstrap, 10.0), deadline)
         if self.secure:
             self._wait_secure(deadline)
+        if self.sso_listener is not None and self.sso:
+            self._wait_sso(self.sso_listener, deadline)
         hbase_side = [self.procs[p.name] for p in self._hbase_side()]
 
         def hbase() -> None:
@@ -579,6 +602,15 @@ class LocalStack:
         except Exception:  # users or ACLs not there yet: make them, then wait for the round trip
             setup_users_and_acls(listener, self.layout, self.bootstrap)
             self._wait(self.kafka, lambda: secure_round_trip(listener, 10.0), deadline)
+
+
+    def _wait_sso(self, listener: SsoListener, deadline: float) -> None:
+        """ACLs of the SSO principals (made once, kept in Kafka's metadata), then an OAUTHBEARER round trip."""
+        try:
+            sso_round_trip(listener, 5.0)
+        except Exception:  # ACLs not there yet: make them, then wait for the round trip
+            setup_sso_acls(self.layout, self.bootstrap)
+            self._wait(self.kafka, lambda: sso_round_trip(listener, 10.0), deadline)
 
 
 def _connectable(port: int) -> None:

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from connectors.stack import LocalStack
 from connectors.stack.connect import CONNECTOR_NAME
+from connectors.stack.krb_kafka import KERBEROS_USER, OAUTH_SUBJECT
 from connectors.stack.layout import APICURIO_VERSION, DEBEZIUM_VERSION
 from connectors.stack.pgserver import CDC_USER, DATABASE, POSTGRES_MAJOR, captured_tables
 from connectors.stack.secure import GROUP_PREFIX, OTHER_USER, TOPIC_PREFIX, WORKER_USER
@@ -120,6 +121,7 @@ def up(config: Path | None = ConfigOpt, region_servers: int | None = RegionServe
         if stack.secure:
             _print_secure(stack)
         _print_kerberos(stack)
+        _print_sso(stack)
         _print_registry(stack)
         _print_cdc(stack)
         return
@@ -130,6 +132,7 @@ def up(config: Path | None = ConfigOpt, region_servers: int | None = RegionServe
     if stack.secure:
         _print_secure(stack)
     _print_kerberos(stack)
+    _print_sso(stack)
     _print_registry(stack)
     _print_cdc(stack)
 
@@ -174,6 +177,18 @@ def _print_kerberos(stack: LocalStack) -> None:
                    f"Thrift2 {part.https_thrift2_port} (CA {part.ca_file})", soft_wrap=True)
 
 
+def _print_sso(stack: LocalStack) -> None:
+    """Kafka's GSSAPI/OAUTHBEARER listener: port, mechanisms, principals (never a secret)."""
+    lst = stack.sso_listener
+    if lst is None or not stack.sso:
+        return
+    _console.print(f"SSO listener: SASL_SSL {lst.bootstrap} (GSSAPI, OAUTHBEARER; TLS as the secured listener): "
+                   f"broker principal {lst.broker_principal} (sasl_kerberos_service_name \"kafka\", "
+                   f"sasl_kerberos_domain_name \"{lst.kerberos.host}\")", soft_wrap=True)
+    _console.print(f"  ACLs as {WORKER_USER}'s for {lst.kerberos.client_principal} (User:{KERBEROS_USER}) and the "
+                   f"OAUTHBEARER subject User:{OAUTH_SUBJECT} (unsecured JWS tokens: test only)", soft_wrap=True)
+
+
 def _print_registry(stack: LocalStack) -> None:
     """Where the schema registry's Confluent-compatible API answers, and where it keeps its schemas."""
     url = stack.registry_url
@@ -216,6 +231,7 @@ def status(config: Path | None = ConfigOpt) -> None:
     _print_gateways(stack)
     _print_secure(stack)
     _print_kerberos(stack)
+    _print_sso(stack)
     _print_registry(stack)
     _print_cdc(stack)
     _print_deaths([d.describe() + "\n  (`hbase-ingest stack up` restarts it)" for d in st.died])

@@ -3,16 +3,19 @@ subprocess with a clean environment, and the committed offsets of a group read t
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+from connectors.hbase import HBaseClient
 from connectors.kafka import TopicPartition, make_consumer
 from connectors.stack.secure import GROUP_PREFIX, TOPIC_PREFIX, WORKER_USER, SecureListener
 from pipeline.settings import KafkaSettings, Settings, load_settings
 
-from .worker_support import order_settings, write_config
+from .worker_support import expected_cells, order_event, order_settings, write_config
 
 PASSWORD_ENV = "HBASE_INGEST_KAFKA__SASL_PLAIN_PASSWORD"
 
@@ -78,3 +81,34 @@ async def committed(plain: KafkaSettings, group: str, topic: str, partitions: in
         return {p: await consumer.committed(TopicPartition(topic, p)) for p in range(partitions)}
     finally:
         await consumer.stop()
+
+
+async def run_until_committed(config: Path, env: dict[str, str], plain: KafkaSettings, settings: Settings,
+                              partitions: int, ends: dict[int, int], timeout_s: float = 180) -> None:
+    """``hbase-ingest run -c config`` until its group (read through ``plain``) has committed ``ends``, it
+    exits, or ``timeout_s`` passes; then stopped. Fails with the end of its output unless all was committed."""
+    topic = settings.routes[0].topic
+    proc = start_cli("run", "-c", str(config), "--no-metrics", "--log-level", "INFO", env=env)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            done = await committed(plain, settings.kafka.group_id, topic, partitions)
+            if done == ends or proc.poll() is not None or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.5)
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=60)
+    assert done == ends, out.decode()[-3000:]
+
+
+async def assert_order_rows(hbase: HBaseClient, settings: Settings, events: int) -> None:
+    """Every table of :func:`order_settings` holds exactly the rows of ``order_event(0 .. events - 1)``."""
+    by_table: dict[str, dict[bytes, dict[bytes, bytes]]] = {}
+    for i in range(events):
+        for table, (row, cells) in expected_cells(settings, order_event(i)).items():
+            by_table.setdefault(table, {})[row] = cells
+    for table, expected in by_table.items():
+        got = dict(await hbase.scan_page(table, limit=len(expected) + 100))
+        assert set(got) == set(expected), f"{table}: {len(set(expected) - set(got))} rows missing"
+        assert got == expected, table

@@ -5,7 +5,6 @@ the ACL and a wrong CA file (exit status, one ``error:`` line, nothing committed
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 
 import orjson
@@ -16,7 +15,16 @@ from connectors.stack.secure import OTHER_USER, WORKER_USER, SecureListener
 from pipeline.runtime.admin.tables import create_tables
 from pipeline.settings import KafkaSettings, Settings
 
-from .secure_support import PASSWORD_ENV, cli_env, committed, make_ca, run_cli, secure_profile, start_cli
+from .secure_support import (
+    PASSWORD_ENV,
+    assert_order_rows,
+    cli_env,
+    committed,
+    make_ca,
+    run_cli,
+    run_until_committed,
+    secure_profile,
+)
 from .worker_support import drop_tables, expected_cells, order_event
 
 EVENTS = 300
@@ -65,27 +73,9 @@ async def test_full_ingest_through_sasl_ssl(secure_listener: SecureListener, kaf
     assert "sasl_plain_password" not in config and _password(secure_listener) not in config
     ends = await end_offsets(settings.kafka, topic)
     assert sum(ends.values()) == EVENTS
-    proc = start_cli("run", "-c", str(path), "--no-metrics", "--log-level", "INFO", env=cli_env())
+    await run_until_committed(path, cli_env(), kafka_settings, settings, PARTITIONS, ends, 120)
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            done = await committed(kafka_settings, settings.kafka.group_id, topic, PARTITIONS)
-            if done == ends or proc.poll() is not None or time.monotonic() > deadline:
-                break
-            await asyncio.sleep(0.5)
-    finally:
-        proc.terminate()
-        out, _ = proc.communicate(timeout=60)
-    assert done == ends, out.decode()[-3000:]
-    try:
-        by_table: dict[str, dict[bytes, dict[bytes, bytes]]] = {}
-        for i in range(EVENTS):
-            for table, (row, cells) in expected_cells(settings, order_event(i)).items():
-                by_table.setdefault(table, {})[row] = cells
-        for table, expected in by_table.items():
-            got = dict(await hbase.scan_page(table, limit=len(expected) + 100))
-            assert set(got) == set(expected), f"{table}: {len(set(expected) - set(got))} rows missing"
-            assert got == expected, table
+        await assert_order_rows(hbase, settings, EVENTS)
     finally:
         await drop_tables(hbase, settings)
 

@@ -64,3 +64,19 @@ def test_password_from_the_environment_or_a_file_not_both(tmp_path: Path, monkey
     with pytest.raises(ConfigError) as both:
         load_settings(profile)
     assert "sasl_password_file" in str(both.value) and SECRET not in str(both.value)
+
+
+def test_the_oauth_client_secret_is_hidden_and_the_kerberos_keytab_shown_by_path_only(tmp_path: Path) -> None:
+    keytab = tmp_path / "ingest.keytab"
+    keytab.write_bytes(b"\x05\x02" + SECRET.encode())  # a keytab's contents are keys: never read into settings
+    s = load_settings(None, kafka={
+        "security_protocol": "SASL_SSL", "sasl_mechanism": "OAUTHBEARER",
+        "sasl_oauth_token_endpoint_url": "https://idp.example/token", "sasl_oauth_client_id": "ingest",
+        "sasl_oauth_client_secret": SECRET}, hbase={
+        "auth": "kerberos", "kerberos_principal": "ingest@R", "kerberos_keytab": str(keytab)})
+    assert s.kafka.sasl_oauth_client_secret is not None
+    assert s.kafka.sasl_oauth_client_secret.get_secret_value() == SECRET
+    texts = _shown(s) + _shown(s.kafka) + _shown(s.hbase)
+    for text in texts:
+        assert SECRET not in text
+    assert any(str(keytab) in text for text in _shown(s.hbase))  # the path may be shown, never the keys

@@ -24,6 +24,7 @@ from thriftpy2.transport import TMemoryBuffer
 
 from connectors.hbase import transport as tr
 from connectors.hbase.transport import GssapiSasl, ThriftSecurity, open_thrift1, security_of
+from connectors.kerberos import keytab_principals, keytab_problem
 from pipeline.errors import HBaseAuthError
 from pipeline.settings import GatewaySpec, HBaseSettings
 
@@ -243,3 +244,26 @@ def test_each_gateway_takes_the_hbase_keys_unless_it_overrides_them() -> None:
 def test_security_keys_that_cannot_work_are_refused(keys: dict[str, Any], problem: str) -> None:
     with pytest.raises(ValidationError, match=problem):
         HBaseSettings(**keys)
+
+
+def _keytab_entry(realm: str, *components: str) -> bytes:
+    body = len(components).to_bytes(2, "big")
+    for part in (realm, *components):
+        body += len(part).to_bytes(2, "big") + part.encode()
+    # name type, timestamp, key version, key type 18 (aes256) and a 32-byte key
+    body += (1).to_bytes(4, "big") + bytes(4) + b"\x01" + (18).to_bytes(2, "big") + (32).to_bytes(2, "big") + bytes(32)
+    return len(body).to_bytes(4, "big", signed=True) + body
+
+
+def test_a_keytab_names_the_principals_it_holds(tmp_path: Path) -> None:
+    keytab = tmp_path / "k.keytab"
+    hole = (-8).to_bytes(4, "big", signed=True) + bytes(8)  # a deleted entry
+    keytab.write_bytes(b"\x05\x02" + _keytab_entry("R", "hbase", "gw1") + hole + _keytab_entry("R", "ingest")
+                       + _keytab_entry("R", "ingest"))
+    assert keytab_principals(str(keytab)) == ["hbase/gw1@R", "ingest@R"]
+    assert keytab_problem("ingest@R", str(keytab)) is None
+    assert keytab_problem("other@R", str(keytab)) == (f"the keytab {keytab} holds no key of other@R "
+                                                      "(it holds hbase/gw1@R, ingest@R)")
+    (tmp_path / "not.keytab").write_bytes(b"hello")
+    assert keytab_principals(str(tmp_path / "not.keytab")) is None
+    assert keytab_problem("other@R", str(tmp_path / "not.keytab")) is None
