@@ -9,6 +9,7 @@ import hashlib
 import re
 import struct
 from collections.abc import Callable, Mapping
+from decimal import Decimal
 from typing import Any
 
 import mmh3
@@ -76,14 +77,17 @@ def fetch(event: Mapping[str, Any], path: tuple[str, ...], field: str) -> Any:
 
 
 def as_text(field: str, value: Any) -> str:
-    """Text for a text segment: a ``str`` as is, an ``int`` (not bool) in decimal, anything else is
-    ``bad_type``."""
+    """Text for a text segment: a ``str`` as is, an ``int`` (not bool) in decimal, a
+    :class:`~decimal.Decimal` (a registry format's ``decimal``) as plain decimal text with its scale (no
+    exponent: ``12.50``), anything else is ``bad_type``."""
     if type(value) is str:
         return value
     if isinstance(value, str):
         return str.__str__(value)
     if isinstance(value, int) and not isinstance(value, bool):
         return str(int(value))
+    if isinstance(value, Decimal) and value.is_finite():
+        return format(value, "f")
     raise EventFieldError(
         field, value, "bad_type", f"must be text or an integer, got {type(value).__name__}"
     )
@@ -101,7 +105,10 @@ def as_int(field: str, value: Any, lo: int, hi: int, what: str) -> int:
 
 
 def encode_text(field: str, value: Any) -> bytes:
-    """UTF-8 bytes of :func:`as_text`; lone surrogates are ``bad_type``."""
+    """UTF-8 bytes of :func:`as_text`; ``bytes`` as they are (a registry format's ``bytes``/``fixed``, a
+    record key read as ``bytes``); lone surrogates are ``bad_type``."""
+    if isinstance(value, bytes):
+        return value
     text = as_text(field, value)
     try:
         return text.encode()

@@ -81,3 +81,25 @@ def _outcome(fn: Any, event: dict[str, Any]) -> tuple[str, Any]:
 def test_generated_and_reference_agree(b: Any, m: Any, t: Any, j: Any) -> None:
     event = {"id": "k", "b": b, "m": m, "t": t, "j": j}
     assert _outcome(ROUTE.mutation, event) == _outcome(ROUTE.mutation_reference, event)
+
+
+KEYED = CompiledRoute(RouteSpec(name="k", topic="t", table="t", rowkey="[salt(b, 8)][b][_][m]",
+                                columns={"d:v": {"field": "b", "encoding": "bytes"}}),
+                      max_key_bytes=64, max_cell_bytes=40)
+
+
+def test_bytes_and_decimals_feed_rowkey_segments_as_the_columns_take_them() -> None:
+    event = {"b": b"\x01\xffab", "m": Decimal("12.50")}
+    got = KEYED.mutation(event, ORIGIN)
+    assert got.row[1:] == b"\x01\xffab_12.50"  # bytes as they are, a decimal as plain text with its scale
+    assert got == KEYED.mutation_reference(event, ORIGIN)
+    assert KEYED.mutation({"b": "x", "m": Decimal("1E+3")}, ORIGIN).row[1:] == b"x_1000"
+    with pytest.raises(EventError, match="bad_type|must be text"):
+        KEYED.mutation({"b": "x", "m": Decimal("NaN")}, ORIGIN)
+
+
+@settings(max_examples=300, deadline=None)
+@given(b=_values, m=_values)
+def test_generated_and_reference_keys_agree(b: Any, m: Any) -> None:
+    event = {"b": b, "m": m}
+    assert _outcome(KEYED.mutation, event) == _outcome(KEYED.mutation_reference, event)
