@@ -41,6 +41,7 @@ from pipeline.core.schemas import SCHEMA_TYPES, SchemaCache, registry_decoder
 from pipeline.errors import ConfigError, EventError
 from pipeline.rowkey import RowKey, RowKeyError, compile_rowkey
 from pipeline.settings import RouteSpec, TopicSpec
+from pipeline.settings_specs import DEBEZIUM_FIELDS, METADATA_FIELDS, metadata_root
 
 __all__ = ["CompiledRoute", "Record", "RoutedRun", "Router", "compile_route", "decode_value", "dumps", "encode_long",
            "encoder", "getter", "loads", "text"]
@@ -73,6 +74,12 @@ class CompiledRoute:
             self.rowkey: RowKey = compile_rowkey(spec.rowkey)
         except RowKeyError as exc:
             raise ConfigError(f"route {spec.name!r}: rowkey {spec.rowkey!r} is invalid: {exc}") from exc
+        allowed = METADATA_FIELDS + (DEBEZIUM_FIELDS if spec.envelope == "debezium" else ())
+        for field in self.rowkey.fields:
+            root = metadata_root(field)
+            if root is not None and root not in allowed:
+                raise ConfigError(f"route {spec.name!r}: rowkey field {field!r} names no record metadata; a field "
+                                  f"starting with '$' is one of {', '.join(allowed)}")
         self.columns = [_Column(c.encode(), cs.field, getter(cs.field), encoder(cs), cs.required)
                         for c, cs in spec.columns.items()]
         self.families = sorted({c.split(":", 1)[0] for c in spec.columns}

@@ -1,6 +1,7 @@
 """The rowkey design engine: one declarative key-layout spec drives the writer (``build``), the
 decoder (``decode``), the scan planner (``plan``, ``sort_key``, ``fanout``), the pre-splitter
-(``split_points``) and the design review (``explain``, ``warnings``). Pure logic, no I/O.
+(:func:`~pipeline.rowkey.splits.split_points`) and the design review
+(:func:`~pipeline.rowkey.explain.explain`, :func:`~pipeline.rowkey.explain.design_warnings`). Pure logic, no I/O.
 
 A spec is a sequence of bracketed segments, e.g.::
 

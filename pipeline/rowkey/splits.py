@@ -75,10 +75,9 @@ def split_points(rk: RowKey, n_regions: int, sample_keys: Iterable[bytes] | None
     if lead is not None and (lead.distributing or isinstance(lead, Md5)):
         raise PlanError(
             f"{n_regions} regions exceed the {lead.value_count} values of "
-            f"{lead.source}; pass sample_keys= to split inside buckets"
+            f"{lead.source}; split at a sample's quantiles instead (tables create --sample)"
         )
     raise PlanError(
         "the key has no leading salt/hash/bucket segment, so its keyspace is unknown: "
-        "pass sample_keys= (e.g. keys built from a sample of events) to split at "
-        "their quantiles"
+        "split at the quantiles of keys built from a sample of events instead (tables create --sample)"
     )

@@ -5,7 +5,8 @@ The original record's key, value and headers are kept, and ours are added after 
 UTF-8): ``hbase-ingest.source.topic``, ``hbase-ingest.source.partition``,
 ``hbase-ingest.source.offset``, ``hbase-ingest.reason`` (a short code: undecodable, not_an_object,
 missing_field, bad_type, too_long, contains_delimiter, empty_key, key_too_long, value_too_large, unmapped_code,
-out_of_range, hbase_rejected), ``hbase-ingest.error`` (the message). For ``hbase_rejected`` the value is a JSON
+out_of_range, tombstone, no_before_image, unsupported_op, unknown_schema, schema_mismatch, hbase_rejected),
+``hbase-ingest.error`` (the message). For ``hbase_rejected`` the value is a JSON
 description of the refused mutation (table, row in HBase shell escaping, columns), because the
 original record is no longer held once its mutations were batched.
 """

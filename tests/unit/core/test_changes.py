@@ -80,6 +80,11 @@ def test_an_unknown_metadata_name_is_a_config_error() -> None:
         route(columns={"d:v": "$offsets"})
     with pytest.raises(ValueError, match=r"\$source"):
         route(timestamp_field="$source.lsn")  # only in a Debezium route
+    with pytest.raises(ConfigError, match=r"rowkey field '\$foo.x' names no record metadata"):
+        Router([route(rowkey="[$foo.x][_][id]")])
+    with pytest.raises(ConfigError, match=r"rowkey field '\$source.lsn' names no record metadata"):
+        Router([route(rowkey="[$source.lsn]")])  # only in a Debezium route
+    assert Router([route(rowkey="[$key.id][$][id]", envelope="none")])  # '$' alone is a delimiter
 
 
 def test_plain_topics_keep_the_generated_path() -> None:
