@@ -94,7 +94,7 @@ def test_bytes_and_decimals_feed_rowkey_segments_as_the_columns_take_them() -> N
     assert got.row[1:] == b"\x01\xffab_12.50"  # bytes as they are, a decimal as plain text with its scale
     assert got == KEYED.mutation_reference(event, ORIGIN)
     assert KEYED.mutation({"b": "x", "m": Decimal("1E+3")}, ORIGIN).row[1:] == b"x_1000"
-    with pytest.raises(EventError, match="bad_type|must be text"):
+    with pytest.raises(EventError, match=r"bad_type|must be text"):
         KEYED.mutation({"b": "x", "m": Decimal("NaN")}, ORIGIN)
 
 
