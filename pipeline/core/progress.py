@@ -155,10 +155,26 @@ class Progress:
                 out.append(tp)
         return out
 
+    # -- records in hand --------------------------------------------------------------------------------
+
+    def take_in_hand(self, tps: Iterable[TopicPartition]) -> None:
+        """A fetch of ``tps`` is being routed: their fetch position has moved past records not yet
+        registered, so it is not progress (:meth:`stop_candidates`, :meth:`reached_stop`) until
+        :meth:`release_hand`. A stop or an error part way leaves them in hand."""
+        self.in_hand = set(tps)
+
+    def release_hand(self) -> None:
+        """The whole fetch is registered (its records are queued or done)."""
+        self.in_hand = set()
+
     # -- flow control --------------------------------------------------------------------------------
 
     def add_in_flight(self, nbytes: int) -> None:
         self.in_flight += nbytes
+
+    def set_paused(self, paused: bool) -> None:
+        """Fetching was paused (True, at the budget) or resumed (False)."""
+        self.paused = paused
 
     def release_in_flight(self, nbytes: int) -> None:
         self.in_flight -= nbytes

@@ -271,13 +271,12 @@ class Worker:
             fetched = await source.fetch(200, self.settings.kafka.max_poll_records)
             if not fetched:
                 continue
-            # the fetch position of these partitions has moved past records not yet registered. Cleared only
-            # once the whole fetch is registered: a stop or an error part way leaves them "in hand", so
-            # the final commit never takes the position for progress (bounded runs commit by position)
-            progress.in_hand = set(fetched)
+            # until the whole fetch is registered, its partitions' fetch position is not progress (a bounded
+            # run's final commit goes by position): a stop or an error part way leaves them in hand
+            progress.take_in_hand(fetched)
             if not await self._handle(source, fetched):
                 return
-            progress.in_hand = set()
+            progress.release_hand()
             self.observer.in_flight(self.in_flight)
 
     async def _handle(self, source: RecordSource, fetched: Mapping[TopicPartition, Sequence[KafkaRecord]]) -> bool:
@@ -354,7 +353,7 @@ class Worker:
         if not mutations:
             return
         self.stats.mutations += len(mutations)
-        self.progress.in_flight += footprint_of(mutations)
+        self.progress.add_in_flight(footprint_of(mutations))
         sealed = self.batcher.add_many(mutations, self.maps, now)
         if sealed:
             self._ready.extend(sealed)
@@ -372,7 +371,7 @@ class Worker:
         parts = source.assignment()
         if parts:
             source.pause(*parts)
-        self.progress.paused = True
+        self.progress.set_paused(True)
         self.stats.pauses += 1
         log.info("fetch_paused", in_flight_bytes=self.in_flight)
 
@@ -380,7 +379,7 @@ class Worker:
         parts = self.progress.resumable(source.assignment())
         if parts:
             source.resume(*parts)
-        self.progress.paused = False
+        self.progress.set_paused(False)
         log.info("fetch_resumed", in_flight_bytes=self.in_flight)
 
     # -- dead letters --------------------------------------------------------------------------
