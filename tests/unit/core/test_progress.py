@@ -51,10 +51,10 @@ def test_stop_offset_is_reached_by_position_only_when_nothing_is_in_hand() -> No
     p = Progress(1000, stop_at={TP: 100})
     p.assign(TP, committed=95)
     assert p.stop_candidates(busy=[TP]) == []  # registered, not yet written: not a candidate
-    p.in_hand = {TP}  # fetched records not yet routed
+    p.take_in_hand([TP])  # fetched records not yet routed
     assert p.stop_candidates(busy=[]) == []
     assert p.reached_stop(TP, 100, position=100) is False  # a fetch landed while asking the position
-    p.in_hand = set()
+    p.release_hand()
     p.read_up_to(TP, 95)
     assert p.stop_candidates(busy=[]) == [(TP, 100)]
     assert p.reached_stop(TP, 100, position=99) is False
@@ -81,7 +81,7 @@ def test_partitions_past_their_stop_stay_paused() -> None:
 def test_revocation_forgets_reading_state_but_keeps_commits() -> None:
     p = Progress(1000)
     p.assign(TP, committed=3)
-    p.in_hand = {TP}
+    p.take_in_hand([TP])
     p.revoke([TP])
     assert TP not in p.assigned and TP not in p.next and TP not in p.in_hand
     assert p.committable({TP: 9, OTHER: 2}) == {}  # nothing of a partition no longer held
@@ -94,12 +94,12 @@ def test_the_budget_pauses_at_the_bound_and_resumes_below_half(sizes: list[int])
     held: list[int] = []
     for n in sizes:
         if p.should_pause():
-            p.paused = True
+            p.set_paused(True)
         if p.paused:  # drain while paused, as the writers would
             while held and not p.may_resume():
                 p.release_in_flight(held.pop(0))
             assert p.may_resume() or not held
-            p.paused = False
+            p.set_paused(False)
         assert p.in_flight < 1000 or not p.paused
         p.add_in_flight(n)
         held.append(n)

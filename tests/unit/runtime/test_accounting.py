@@ -30,7 +30,7 @@ def test_what_batches_release_is_what_mutations_added(shapes: list[tuple[bytes, 
         cells = {b"f:%d" % i: b"v" * i for i in range(ncells)}
         m = Mutation("t", row, MutationKind.DELETE if delete else MutationKind.PUT, cells, None, Origin(TP, offset))
         tracker.register(m.origin, 1)
-        progress.in_flight += footprint(m)
+        progress.add_in_flight(footprint(m))
         batches += batcher.add(m, RMAP.locate(row), 0)
     batches += batcher.drain()
     for b in batches:
