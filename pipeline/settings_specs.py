@@ -3,6 +3,7 @@ rowkey designs. See :mod:`pipeline.settings` for how a profile is loaded and che
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import (
@@ -32,6 +33,8 @@ __all__ = ["METADATA_FIELDS", "REGISTRY_FORMATS", "ColumnSpec", "CounterSpec", "
 #: Debezium route also ``$op`` (c, r, u, d) and ``$source`` (the change's source block:
 #: ``$source.lsn``, ``$source.ts_ms``, ``$source.txId``...).
 METADATA_FIELDS = ("$key", "$header", "$timestamp", "$topic", "$partition", "$offset")
+#: a record-metadata name in a rowkey design (``[$key.id]``); a ``$`` alone (``[$]``) is a delimiter
+_METADATA_IN_ROWKEY = re.compile(r"\$[A-Za-z_]")
 DEBEZIUM_FIELDS = ("$op", "$source")
 
 
@@ -214,6 +217,6 @@ class RouteSpec(Section):
         fields = [c.field for c in self.columns.values()] + [self.cell_timestamp or ""]
         return (self.envelope != "none" or self.deleted_field is not None or self.tombstones != "dead_letter"
                 or any(c.null is not None for c in self.columns.values()) or any(f.startswith("$") for f in fields)
-                or "$" in self.rowkey)
+                or _METADATA_IN_ROWKEY.search(self.rowkey) is not None)
 
 
