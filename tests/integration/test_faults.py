@@ -409,8 +409,9 @@ async def test_workers_killed_and_restarted_while_hbase_is_down_wait_then_finish
 async def test_three_workers_killed_at_random_over_200k_events_lose_nothing(
         whole: LocalStack, hbase: HBaseClient, workers: MakeWorker, tmp_path: Path, unique: str,
         report: Report) -> None:
-    # small batches, two at a time: slow enough that the kills land over the whole run
-    settings = with_cluster(index_settings(unique, max_batch_rows=200, concurrency=2), whole)
+    # small batches, one at a time: slow enough that the kills (each with a check of the whole index table)
+    # land over the whole run
+    settings = with_cluster(index_settings(unique, max_batch_rows=100, concurrency=1), whole)
     partitions, total = 6, 200_000
     topic = await setup(settings, hbase, partitions=partitions)
     table = settings.routes[0].table
