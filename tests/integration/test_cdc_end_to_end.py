@@ -216,7 +216,14 @@ async def test_random_dml_reaches_main_and_index_tables_through_kills_and_a_repl
 
         t1 = time.monotonic()
         while not await caught_up():
-            assert time.monotonic() - t1 < 300, "the workers did not commit every change within 300 s"
+            if time.monotonic() - t1 >= 300:
+                ends = await end_offsets(settings.kafka, TOPIC)
+                committed = await committed_offsets(settings, TOPIC, len(ends))
+                sentinel = bool(await hbase.get(main, SENTINEL.to_bytes(8, "big")))
+                alive = [w.alive for w in crew]
+                raise AssertionError(f"the workers did not commit every change within 300 s: ends {dict(ends)}, "
+                                     f"committed {committed}, sentinel in HBase {sentinel}, workers alive {alive}; "
+                                     f"last worker output: {crew[0].output()[-1500:]}")
             await anyio.sleep(1)
         for w in crew:
             assert await run_sync(w.stop) == 0, w.output()[-3000:]
