@@ -10,6 +10,12 @@ a non-retryable ``TIOError`` whose message is the name of the table the call was
 ("Failed 1 action: <name>: 1 time, servers with issues: null"): when every cause is that name and
 no server was reached, the table is missing too.
 
+A failure of the project's own code (a ``TypeError``, ``AttributeError``, ``LookupError``,
+``ValueError``, ``AssertionError``, ``NameError`` raised on this side of the wire, for instance while
+encoding a request) is not HBase's answer and is never translated: it propagates as it is, so the
+worker stops without committing. Translated, it would be an :class:`HBaseRequestError`, and the
+writer would dead-letter every mutation of every batch it touches as refused by HBase.
+
 Connection-level failures (the gateway refused, reset or closed the connection, a round trip timed
 out) are marked: :func:`is_gateway_failure` is True for their errors, also after the error crossed
 a process boundary (the mark is an attribute, and the project's errors pickle with theirs). The
@@ -47,6 +53,10 @@ _BUSY = ("RegionTooBusyException", "CallQueueTooBigException", "ServerNotRunning
 _MISSING_TABLE = ("TableNotFoundException",)
 _BAD_REQUEST = ("NoSuchColumnFamilyException", "IllegalArgumentException", "DoNotRetryIOException",
                 "FailedSanityCheckException", "KeyValue size too large", "TableExistsException")
+
+
+#: errors of the project's own code: :func:`map_exceptions` lets them through (module docstring)
+PROGRAM_ERRORS = (TypeError, AttributeError, LookupError, ValueError, AssertionError, NameError)
 
 
 def _message(exc: BaseException) -> str:
@@ -135,10 +145,11 @@ def _translate(exc: BaseException, table: str | None, what: str) -> HBaseError:
 
 @contextmanager
 def map_exceptions(table: str | None = None, what: str = "HBase call") -> Iterator[None]:
-    """Re-raise any exception from the block as the project's own type."""
+    """Re-raise any exception from the block as the project's own type, except the project's own
+    errors and :data:`PROGRAM_ERRORS` (module docstring)."""
     try:
         yield
-    except HBaseError:
+    except (HBaseError, *PROGRAM_ERRORS):
         raise
     except Exception as exc:
         raise translate(exc, table, what) from exc

@@ -4,8 +4,10 @@ for the shapes HBase's Thrift2 gateway gives (seen against the local stack): a m
 
 from __future__ import annotations
 
-from connectors.hbase.errors import translate
-from pipeline.errors import HBaseUnavailable, TableNotFound
+import pytest
+
+from connectors.hbase.errors import PROGRAM_ERRORS, map_exceptions, translate
+from pipeline.errors import HBaseRequestError, HBaseUnavailable, TableNotFound
 
 
 class TIOError(Exception):
@@ -31,3 +33,23 @@ def test_a_thrift2_error_naming_only_the_table_is_table_not_found() -> None:
     for other in (b"Failed 1 action: dev_logs: 1 time, servers with issues: rs1:16020",
                   b"Failed 1 action: RegionTooBusyException: 1 time, servers with issues: null"):
         assert isinstance(translate(TIOError(other, True), "logs", "write batch"), HBaseUnavailable)
+
+
+@pytest.mark.parametrize("error", [cls("a bug of ours") for cls in PROGRAM_ERRORS] + [KeyError("k"), UnicodeError("u")])
+def test_errors_of_our_own_code_pass_through_untranslated(error: Exception) -> None:
+    # translated, they would be HBaseRequestError, and the writer would dead-letter valid events as refused
+    with pytest.raises(type(error)) as caught, map_exceptions("t", "write batch"):
+        raise error
+    assert caught.value is error
+
+
+def test_what_hbase_and_thrift_raise_is_still_translated() -> None:
+    with pytest.raises(HBaseUnavailable), map_exceptions("t", "write batch"):
+        raise TIOError(b"java.io.IOException: something transient", True)
+
+    class TApplicationException(Exception):  # thriftpy2's: the gateway failed to process the call
+        pass
+
+    with pytest.raises(HBaseRequestError, match="TApplicationException: Internal error processing"), \
+            map_exceptions("t", "write batch"):
+        raise TApplicationException("Internal error processing mutateRows")

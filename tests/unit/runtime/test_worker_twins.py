@@ -129,6 +129,17 @@ async def test_mutations_hbase_refuses_become_dead_letters_one_by_one() -> None:
     assert broker2.groups["g"].committed == _ends(broker2)
 
 
+async def test_a_bug_in_the_write_path_stops_the_worker_without_dead_letters_or_commits() -> None:
+    # connectors.hbase lets a TypeError of our own through untranslated: the worker stops, uncommitted,
+    # instead of dead-lettering valid events as refused by HBase
+    broker, hbase = _stack(60)
+    hbase.fail_writes(1, TypeError("a bug of ours"))  # type: ignore[arg-type]
+    with pytest.raises(ExceptionGroup) as info:
+        await _run(Worker(_settings(), hbase, broker, stop_at=_ends(broker)))
+    assert info.group_contains(TypeError)
+    assert broker.records(DLQ) == [] and broker.groups["g"].committed == {}
+
+
 async def test_a_refused_commit_is_retried_at_the_next_tick() -> None:
     broker, hbase = _stack(100)
     broker.fail_next("commit", KafkaCommitFailed("rebalance in progress"), times=3)
