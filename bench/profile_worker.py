@@ -30,7 +30,7 @@ shared with the stack's JVMs and other work, and CPU time is what a core can spe
    (``bench_worker``'s Kafka ceiling), this process's CPU per event.
 5. **End to end**: ``bench_worker``'s worker child (its settings, its design, ``Worker.run`` from the
    earliest offset until every row is written and committed) on this run's own topic and a table
-   recreated before each run, alternating the two put encoders (``putwire.use_encoder``); the
+   recreated before each run, alternating the two put encoders (``[hbase] put_encoder``); the
    child's ``getrusage`` CPU from after its imports to its end (start-up and group join included,
    the interpreter's start-up and imports not) per event, and the HBase JVM's CPU per event over the
    child's run (which counts whatever else the shared stack served meanwhile).
@@ -68,7 +68,7 @@ import orjson
 import bench.bench_worker as bw
 from bench.cpu import CpuMeter, hbase_cpu_seconds
 from connectors.hbase import HBaseClient
-from connectors.hbase.putwire import encode_put_multiple, thriftpy2_message, tputs, use_encoder
+from connectors.hbase.putwire import encode_put_multiple, thriftpy2_message, tputs
 from connectors.hbase.thrift2 import load_idl
 from connectors.stack import LocalStack
 from pipeline.core.batcher import Batch, RegionBatcher
@@ -223,8 +223,7 @@ async def write_path(settings: Settings, stack: LocalStack, batches: list[Batch]
     jvm: dict[str, list[float]] = {e: [] for e in ENCODERS}
     for _ in range(reps):
         for encoder in ENCODERS:
-            use_encoder(encoder)  # read when the client is made
-            async with HBaseClient(settings.hbase) as hb:
+            async with HBaseClient(settings.hbase.model_copy(update={"put_encoder": encoder})) as hb:
                 await hb.write(table, batches[0].mutations[:10])  # connections open before the clock
                 queue = list(reversed(batches))
 
@@ -239,7 +238,6 @@ async def write_path(settings: Settings, stack: LocalStack, batches: list[Batch]
                         tg.start_soon(writer)
                 cpu[encoder].append(_us(time.process_time() - t0, n))
                 jvm[encoder].append(_us(hbase_cpu_seconds(stack) - j0, n))
-    use_encoder("direct")
     return {e: {"process": _summary(cpu[e]), "hbase_jvm": _summary(jvm[e])} for e in ENCODERS}
 
 
@@ -287,8 +285,8 @@ def _child(topic: str, table: str, partitions: int, encoder: str) -> dict[str, A
     imports too, about a second, rounded to 0.1 s)."""
     import pipeline.runtime.ingest.worker  # noqa: F401  (bench_worker's child imports it late)
 
+    os.environ["HBASE_INGEST_HBASE__PUT_ENCODER"] = encoder  # the worker's settings read it
     _settings(topic, table, partitions)
-    use_encoder(encoder)
     r0 = resource.getrusage(resource.RUSAGE_SELF)
     out = asyncio.run(bw._child(partitions))
     r1 = resource.getrusage(resource.RUSAGE_SELF)

@@ -275,6 +275,9 @@ class HBaseSettings(Section):
     transport: Literal["buffered", "framed", "http"] = Field(
         default="buffered", description="http: the gateway runs in HTTP mode (hbase.regionserver.thrift.http)")
     protocol: Literal["binary", "compact"] = "binary"
+    put_encoder: Literal["direct", "thriftpy2"] = Field(
+        default="direct", description="how puts are encoded on the binary protocol: direct (straight to bytes, "
+        "connectors.hbase.putwire) or thriftpy2 (its objects: the fallback, and the benchmarks' baseline)")
     # security of the gateways (connectors.hbase.transport has the server options each must match);
     # a gateway of `gateways` may override transport, tls, auth and sasl_qop
     tls: bool = Field(default=False, description="TLS to the gateways (hbase.thrift.ssl.enabled); HTTPS in http mode")

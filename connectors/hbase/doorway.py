@@ -73,7 +73,7 @@ class GatewayCalls:
         self._board = GatewayBoard([(spec.name, spec.server) for spec in specs])
         self._prober = Prober(self._board, lambda i: probe_gateway(specs[i], s), s.probe_interval_ms / 1000)
         # puts are encoded straight to bytes on the binary protocol (connectors.hbase.putwire)
-        self._direct_puts = direct_puts(s.protocol)
+        self._direct_puts = direct_puts(s)
 
     def __repr__(self) -> str:
         return f"HBaseClient({self._board!r})"

@@ -46,12 +46,10 @@ from thriftpy2.transport import TMemoryBuffer
 
 from connectors.hbase.thrift2 import Thrift2Client
 from pipeline.core.model import Mutation
+from pipeline.settings import HBaseSettings
 
-__all__ = ["ENCODERS", "direct_puts", "encode_put_multiple", "put_multiple", "split_column", "thriftpy2_message",
-           "tputs", "use_encoder"]
+__all__ = ["direct_puts", "encode_put_multiple", "put_multiple", "split_column", "thriftpy2_message", "tputs"]
 
-ENCODERS = ("direct", "thriftpy2")
-_encoder = "direct"
 
 _I32 = struct.Struct(">i").pack
 _I64 = struct.Struct(">q").pack
@@ -167,26 +165,15 @@ def put_multiple(client: Thrift2Client, table: bytes, puts: Sequence[Mutation]) 
     client.receive("putMultiple")
 
 
-def use_encoder(name: str) -> None:
-    """Choose how :class:`~connectors.hbase.HBaseClient` objects made from now on (in this process)
-    send puts on the binary protocol: ``"direct"`` (this module: the default) or ``"thriftpy2"``
-    (thriftpy2's objects, as before this module): for benchmarks that compare the two on one stack.
-    Anything else is a :class:`ValueError` naming the choices."""
-    global _encoder
-    if name not in ENCODERS:
-        raise ValueError(f"unknown put encoder {name!r}: expected one of {', '.join(ENCODERS)}")
-    _encoder = name
-
-
-def direct_puts(protocol: str) -> bool:
-    """Whether a client on a gateway speaking ``protocol`` sends puts through this module: on
-    ``binary`` (the only protocol it encodes) unless :func:`use_encoder` chose ``"thriftpy2"``."""
-    return protocol == "binary" and _encoder == "direct"
+def direct_puts(settings: HBaseSettings) -> bool:
+    """Whether a client with ``settings`` sends puts through this module: on the ``binary`` protocol
+    (the only one it encodes) unless ``put_encoder`` is ``"thriftpy2"``."""
+    return settings.protocol == "binary" and settings.put_encoder == "direct"
 
 
 def tputs(idl: ModuleType, puts: Sequence[Mutation]) -> list[Any]:
     """The ``TPut`` objects of thriftpy2's path for ``puts`` (``idl``: the Thrift2 IDL module): the
-    client's path on the compact protocol, or after ``use_encoder("thriftpy2")``."""
+    client's path on the compact protocol, or with ``put_encoder = "thriftpy2"``."""
     # positional arguments in IDL field order: (family, qualifier, value, timestamp) and
     # (row, columnValues, timestamp); keyword construction costs 2.5x as much per row
     tcv, tput, split = idl.TColumnValue, idl.TPut, split_column

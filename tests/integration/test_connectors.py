@@ -11,7 +11,6 @@ import anyio
 import pytest
 
 from connectors.hbase import HBaseClient
-from connectors.hbase.putwire import use_encoder
 from connectors.hbase.scanrows import SMALL_PAGE_ROWS, CellRow
 from connectors.kafka import create_topics, delete_topics, end_offsets, make_consumer, make_producer
 from pipeline.core.model import Mutation, MutationKind, Origin, TopicPartition
@@ -212,7 +211,7 @@ async def test_kafka_topics_produce_consume(kafka_settings: KafkaSettings, uniqu
 
 
 async def _write_and_read_back(settings: HBaseSettings, table: str, batch: list[Mutation]) -> tuple[list[Any], ...]:
-    """Write ``batch`` into a fresh ``table`` with a client made now (the put encoder is chosen then),
+    """Write ``batch`` into a fresh ``table`` with a client on ``settings`` (its put encoder),
     read every cell back with its timestamp, and the errors of two refused writes (type, message)."""
     async with HBaseClient(settings) as hb:
         await hb.create_table(table, {"d": FamilySpec(versions=3), "e": FamilySpec()})
@@ -244,11 +243,8 @@ async def test_the_direct_put_encoder_writes_the_cells_thriftpy2s_objects_write(
     batch.append(Mutation(table, b"server-time", MutationKind.PUT, {b"d:v": b"now"}, None, ORIGIN))
     got = {}
     for encoder in ("thriftpy2", "direct"):
-        use_encoder(encoder)  # chosen when a client is made
-        try:
-            got[encoder] = await _write_and_read_back(hbase_settings, table, batch)
-        finally:
-            use_encoder("direct")
+        chosen = hbase_settings.model_copy(update={"put_encoder": encoder})
+        got[encoder] = await _write_and_read_back(chosen, table, batch)
     (old_cells, old_errors), (new_cells, new_errors) = got["thriftpy2"], got["direct"]
     assert len(new_cells) == 301
     server_time = [(row, {c: v for c, (v, _) in cols.items()}) for row, cols in new_cells if row == b"server-time"]

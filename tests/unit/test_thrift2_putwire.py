@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 from thriftpy2.protocol import TBinaryProtocolFactory
 from thriftpy2.thrift import TClient, TMessageType
 from thriftpy2.transport import TBufferedTransport, TFramedTransport, TMemoryBuffer
@@ -25,11 +26,11 @@ from connectors.hbase.putwire import (
     put_multiple,
     thriftpy2_message,
     tputs,
-    use_encoder,
 )
 from connectors.hbase.thrift2 import Thrift2Client, load_idl
 from pipeline.core.model import Mutation, MutationKind, Origin, TopicPartition
 from pipeline.errors import TableNotFound
+from pipeline.settings import HBaseSettings
 
 ORIGIN = Origin(TopicPartition("t", 0), 0)
 PROTOCOL = TBinaryProtocolFactory(decode_response=False)  # as connectors.hbase.thrift2.open_client
@@ -138,14 +139,11 @@ def test_the_reply_is_read_by_thriftpy2_and_its_errors_translate_as_before(idl: 
                                                              "dev_logs")
 
 
-def test_the_encoder_switch() -> None:
-    assert direct_puts("binary") and not direct_puts("compact")  # the compact protocol keeps thriftpy2's path
-    try:
-        use_encoder("thriftpy2")
-        assert not direct_puts("binary")
-        with pytest.raises(ValueError, match=r"unknown put encoder 'fast': expected one of direct, thriftpy2"):
-            use_encoder("fast")
-        assert not direct_puts("binary")  # a refused choice changes nothing
-    finally:
-        use_encoder("direct")
-    assert direct_puts("binary")
+def test_the_encoder_setting() -> None:
+    def settings(**kw: str) -> HBaseSettings:
+        return HBaseSettings.model_validate(kw)
+
+    assert direct_puts(settings()) and not direct_puts(settings(protocol="compact"))  # compact: thriftpy2's path
+    assert not direct_puts(settings(put_encoder="thriftpy2"))
+    with pytest.raises(ValidationError, match="put_encoder"):
+        settings(put_encoder="fast")
