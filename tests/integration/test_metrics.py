@@ -18,7 +18,7 @@ from pipeline.core.model import TopicPartition
 from pipeline.rowkey import compile_rowkey
 from pipeline.rowkey.splits import split_points
 from pipeline.runtime.ingest.worker import Worker
-from pipeline.runtime.metrics import MetricsObserver, serve_metrics
+from pipeline.runtime.metrics import metrics_of, serve_metrics
 from pipeline.settings import FamilySpec, MetricsSettings, load_settings
 from tests.http_get import http_get
 
@@ -55,7 +55,7 @@ async def test_counters_match_processed_events_and_lag_reaches_zero(hbase: HBase
         async with anyio.create_task_group() as tg:
             port: Any = await tg.start(partial(serve_metrics, MetricsSettings(port=0), worker,
                                                lag_interval_s=0.3, probe_interval_s=0.3))
-            assert isinstance(worker.observer, MetricsObserver)
+            assert metrics_of(worker) is not None
             assert (await http_get(port, "/healthz"))[0] == 200
             status, body = await http_get(port, "/readyz")
             assert status == 503 and b"worker: not running" in body

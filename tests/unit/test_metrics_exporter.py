@@ -12,7 +12,7 @@ from pipeline.core.model import TopicPartition
 from pipeline.core.regions import Region, RegionMap
 from pipeline.runtime.ingest.observer import Observer
 from pipeline.runtime.ingest.worker import Worker
-from pipeline.runtime.metrics import Metrics, MetricsObserver, MetricsServer, attach_metrics
+from pipeline.runtime.metrics import Metrics, MetricsObserver, MetricsServer, attach_metrics, metrics_of
 from pipeline.settings import load_settings
 from tests.http_get import http_get
 
@@ -20,10 +20,10 @@ TP0 = TopicPartition("t", 0)
 TP1 = TopicPartition("t", 1)
 
 
-def _worker() -> Worker:
+def _worker(observer: Observer | None = None) -> Worker:
     settings = load_settings(None, routes=[{"name": "r", "topic": "t", "table": "tbl", "rowkey": "[id]",
                                             "columns": {"d:v": "v"}}])
-    worker = Worker(settings, MemoryHBase(), MemoryBroker())  # __init__ does no I/O
+    worker = Worker(settings, MemoryHBase(), MemoryBroker(), observer=observer)  # __init__ does no I/O
     worker.maps["tbl"] = RegionMap(Region("tbl", s, e, "rs1:16020", f"tbl,{s.decode()},1.")
                                    for s, e in ((b"", b"b"), (b"b", b"c"), (b"c", b"d"), (b"d", b"")))
     return worker
@@ -48,17 +48,17 @@ class _Recorder(Observer):
         self.calls.append("dead_lettered")
 
 
-def test_attach_wraps_the_existing_observer_once() -> None:
-    worker = _worker()
+def test_attach_adds_one_metrics_observer_beside_the_workers_own() -> None:
     inner = _Recorder()
-    worker.observer = inner
+    worker = _worker(observer=inner)
     metrics = attach_metrics(worker)
-    assert isinstance(worker.observer, MetricsObserver) and worker.observer.inner is inner
-    assert attach_metrics(worker) is metrics
+    assert attach_metrics(worker) is metrics is metrics_of(worker)
+    assert [type(o) for o in worker.observer.members] == [_Recorder, MetricsObserver]
     worker.observer.dead_lettered("undecodable")
     worker.stats.consumed += 1
     worker.observer.consumed(TP0, 1)
     assert inner.calls == ["dead_lettered", "consumed"]
+    assert _samples(metrics)[("hbase_ingest_dead_lettered_total", (("reason", "undecodable"),))] == 1
 
 
 def test_hooks_become_series_and_consumed_counts_processed_records() -> None:

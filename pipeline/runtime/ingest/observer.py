@@ -1,5 +1,6 @@
 """What the worker reports while it runs. :class:`WorkerStats` is a plain snapshot-able record;
-:class:`Observer` receives events as they happen (the Prometheus exporter implements it)."""
+:class:`Observer` receives events as they happen (the Prometheus exporter implements it);
+:class:`Observers` hands each event to several, in the order they were added."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from dataclasses import dataclass, field
 
 from pipeline.core.model import TopicPartition
 
-__all__ = ["Observer", "WorkerStats"]
+__all__ = ["Observer", "Observers", "WorkerStats"]
 
 
 @dataclass
@@ -56,3 +57,51 @@ class Observer:
     def assigned(self, tps: list[TopicPartition]) -> None: ...
 
     def revoked(self, tps: list[TopicPartition]) -> None: ...
+
+
+class Observers(Observer):
+    """Every event to each observer of ``members``, in order. The worker holds one from its start and
+    hands that same object to its committer and writer, so an observer added at any time (before or
+    during ``run``) sees every event from then on."""
+
+    def __init__(self, *members: Observer) -> None:
+        self.members: list[Observer] = list(members)
+
+    def add(self, observer: Observer) -> None:
+        self.members.append(observer)
+
+    def consumed(self, tp: TopicPartition, n: int) -> None:
+        for o in self.members:
+            o.consumed(tp, n)
+
+    def batch_written(self, table: str, region: str, server: str, rows: int, size: int, seconds: float) -> None:
+        for o in self.members:
+            o.batch_written(table, region, server, rows, size, seconds)
+
+    def retried(self, table: str, reason: str) -> None:
+        for o in self.members:
+            o.retried(table, reason)
+
+    def dead_lettered(self, reason: str) -> None:
+        for o in self.members:
+            o.dead_lettered(reason)
+
+    def committed(self, tp: TopicPartition, offset: int) -> None:
+        for o in self.members:
+            o.committed(tp, offset)
+
+    def skipped(self, tp: TopicPartition, n: int) -> None:
+        for o in self.members:
+            o.skipped(tp, n)
+
+    def in_flight(self, nbytes: int) -> None:
+        for o in self.members:
+            o.in_flight(nbytes)
+
+    def assigned(self, tps: list[TopicPartition]) -> None:
+        for o in self.members:
+            o.assigned(tps)
+
+    def revoked(self, tps: list[TopicPartition]) -> None:
+        for o in self.members:
+            o.revoked(tps)

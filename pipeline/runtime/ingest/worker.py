@@ -53,7 +53,7 @@ from pipeline.runtime.ingest.accounting import footprint_of, settle_written
 from pipeline.runtime.ingest.commits import Committer
 from pipeline.runtime.ingest.deadletter import DeadLetters
 from pipeline.runtime.ingest.ledger import AckLedger
-from pipeline.runtime.ingest.observer import Observer, WorkerStats
+from pipeline.runtime.ingest.observer import Observer, Observers, WorkerStats
 from pipeline.runtime.ingest.report import EventWarnings, WorkerSummary
 from pipeline.runtime.ingest.schemas import SchemaFetcher
 from pipeline.runtime.ingest.startup import check_tables, ensure_dead_letter_topic, until_reachable
@@ -118,7 +118,8 @@ class Worker:
         self.group_id = group_id or settings.kafka.group_id
         self.stop_at = dict(stop_at) if stop_at else None
         self.start_offsets = dict(start_offsets) if start_offsets else {}
-        self.observer = observer or Observer()
+        #: every observer of the worker (``observer``, then those :meth:`Observers.add` adds, e.g. metrics)
+        self.observer = Observers(*([observer] if observer is not None else []))
         self.rate_limit = rate_limit
         w = settings.writer
         self.progress = Progress(w.max_in_flight_bytes, self.stop_at, self.start_offsets)
@@ -131,7 +132,7 @@ class Worker:
         self._refetched: dict[TopicPartition, int] = {}
         self._source: RecordSource | None = None
         self._committer: Committer | None = None
-        self._warnings = EventWarnings(self.observer, settings.kafka.dead_letter_topic)  # replaced in run()
+        self._warnings = EventWarnings(self.observer, settings.kafka.dead_letter_topic)
         self._send: MemoryObjectSendStream[Batch] | None = None
         self._ready: list[Batch] = []  # sealed by the hot path, sent by its async caller
         self._writer: BatchWriter | None = None
@@ -201,7 +202,6 @@ class Worker:
         producer = self.kafka.sink(max_request_size=16 * 1024 * 1024)  # dead letters carry originals
         source = self.kafka.source(self.group_id)
         self._source = source
-        self._warnings = EventWarnings(self.observer, self.settings.kafka.dead_letter_topic)  # a metrics observer
         self._committer = Committer(source, self.tracker, self.progress, self.observer, self.stats,
                                     self._warnings.skipped)
         self._dead = DeadLetters(producer, self.settings.kafka.dead_letter_topic, self.stats, self._warnings)

@@ -67,7 +67,7 @@ async def serve_metrics(
     lag_interval_s: float = 3.0,
     probe_interval_s: float = 3.0,
 ) -> None:
-    """Install the metrics observer on ``worker`` (call before ``worker.run``), serve ``/metrics``,
+    """Add the metrics observer to ``worker`` (before or while it runs), serve ``/metrics``,
     ``/healthz`` and ``/readyz`` on ``settings.host:settings.port`` (0: an ephemeral port), refresh
     lag and the HBase probe in the background, until cancelled. ``task_status.started(port)``
     reports the bound port."""
