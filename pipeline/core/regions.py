@@ -4,17 +4,20 @@ A region holds the rows ``start_key <= row < end_key`` (start inclusive, end exc
 unsigned byte order). An empty ``start_key`` means "from the first row" and an empty ``end_key``
 means "to the end of the table". The regions of a table tile its keyspace: the first starts at
 ``b""``, the last ends at ``b""``, and each region ends exactly where the next one starts.
+
+:class:`RegionMaps` holds one worker's maps, table -> :class:`RegionMap`: everyone reads it as a
+mapping (the batcher, the flush timer, the metrics); :meth:`RegionMaps.replace` is its one change.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from pipeline.errors import RegionMapStale
 
-__all__ = ["Region", "RegionMap"]
+__all__ = ["Region", "RegionMap", "RegionMaps"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,3 +147,29 @@ def _check_tiling(table: str, ordered: list[Region]) -> None:
                     f"{kind} between {region.name!r} (ends {region.end_key!r}) and "
                     f"{following.name!r} (starts {following.start_key!r})"
                 )
+
+
+class RegionMaps(Mapping[str, RegionMap]):
+    """The region maps of the tables one worker writes: a read-only mapping, table -> map, whose only
+    change is :meth:`replace` (a map loaded at start-up, or refreshed after a split or a move).
+    ``generation`` counts the replacements that changed a map."""
+
+    def __init__(self) -> None:
+        self._maps: dict[str, RegionMap] = {}
+        self.generation = 0
+
+    def __getitem__(self, table: str) -> RegionMap:
+        return self._maps[table]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._maps)
+
+    def __len__(self) -> int:
+        return len(self._maps)
+
+    def replace(self, table: str, new: RegionMap) -> bool:
+        """Make ``new`` the map of ``table``; True when it differs from the one before (or is the first)."""
+        changed = self._maps.get(table) != new
+        self._maps[table] = new
+        self.generation += changed
+        return changed

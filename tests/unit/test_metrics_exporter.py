@@ -24,8 +24,8 @@ def _worker(observer: Observer | None = None) -> Worker:
     settings = load_settings(None, routes=[{"name": "r", "topic": "t", "table": "tbl", "rowkey": "[id]",
                                             "columns": {"d:v": "v"}}])
     worker = Worker(settings, MemoryHBase(), MemoryBroker(), observer=observer)  # __init__ does no I/O
-    worker.maps["tbl"] = RegionMap(Region("tbl", s, e, "rs1:16020", f"tbl,{s.decode()},1.")
-                                   for s, e in ((b"", b"b"), (b"b", b"c"), (b"c", b"d"), (b"d", b"")))
+    worker.maps.replace("tbl", RegionMap(Region("tbl", s, e, "rs1:16020", f"tbl,{s.decode()},1.")
+                                         for s, e in ((b"", b"b"), (b"b", b"c"), (b"c", b"d"), (b"d", b""))))
     return worker
 
 

@@ -23,7 +23,7 @@ import anyio
 import structlog
 
 from pipeline.core.backoff import Backoff
-from pipeline.core.regions import RegionMap
+from pipeline.core.regions import RegionMaps
 from pipeline.core.routing import CompiledRoute
 from pipeline.errors import ConfigError, HBaseError, KafkaError, RegistryError, TableNotFound, TopicNotCreated
 from pipeline.ports import HBase, TopicAdmin
@@ -66,7 +66,7 @@ async def until_reachable(step: Callable[[], Awaitable[T]], what: str, *, fail_f
             return result
 
 
-async def check_tables(hbase: HBase, routes: Sequence[CompiledRoute], maps: dict[str, RegionMap]) -> None:
+async def check_tables(hbase: HBase, routes: Sequence[CompiledRoute], maps: RegionMaps) -> None:
     """Fail, naming the route, when a table or family does not exist (:class:`~pipeline.errors.ConfigError`);
     load each table's region map into ``maps``. HBase unreachable raises its retryable error."""
     for route in routes:
@@ -80,7 +80,7 @@ async def check_tables(hbase: HBase, routes: Sequence[CompiledRoute], maps: dict
             raise ConfigError(f"route {route.name!r}: table {route.table!r} has no column family "
                               f"{', '.join(missing)} (it has: {', '.join(sorted(families))})")
         if route.table not in maps:
-            maps[route.table] = await load_region_map(hbase, route.table)
+            maps.replace(route.table, await load_region_map(hbase, route.table))
 
 
 async def ensure_dead_letter_topic(kafka: TopicAdmin, topic: str) -> None:

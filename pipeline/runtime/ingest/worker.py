@@ -45,7 +45,7 @@ from pipeline.core.batcher import Batch, RegionBatcher
 from pipeline.core.model import Mutation, Origin, TopicPartition
 from pipeline.core.offsets import OffsetTracker
 from pipeline.core.progress import Progress
-from pipeline.core.regions import RegionMap
+from pipeline.core.regions import RegionMaps
 from pipeline.core.routing import Record, Router
 from pipeline.errors import ConfigError
 from pipeline.ports import Broker, HBase, KafkaRecord, RecordSource, SchemaRegistry
@@ -126,7 +126,8 @@ class Worker:
         self.stats = WorkerStats(committed=self.progress.committed, skipped=self.progress.skipped)
         self.tracker = OffsetTracker()
         self.batcher = RegionBatcher(w.max_batch_rows, w.max_batch_bytes, w.max_batch_age_ms)
-        self.maps: dict[str, RegionMap] = {}
+        #: the region maps of the tables written (the writer replaces one after a split or a move)
+        self.maps = RegionMaps()
         self._drained = anyio.Event()  # set by a writer when the in-flight bytes go down
         #: partition -> the offset it was fetched again from after a fetch started past it
         self._refetched: dict[TopicPartition, int] = {}

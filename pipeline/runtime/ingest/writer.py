@@ -21,7 +21,7 @@ import structlog
 from pipeline.core.backoff import Backoff
 from pipeline.core.batcher import Batch
 from pipeline.core.model import Mutation
-from pipeline.core.regions import Region, RegionMap
+from pipeline.core.regions import Region, RegionMap, RegionMaps
 from pipeline.errors import HBaseError, HBaseIngestError, HBaseRequestError, RegionMapStale
 from pipeline.ports import RegionLocator, RowSink
 from pipeline.runtime.ingest.ledger import AckLedger, now_ms
@@ -48,7 +48,7 @@ async def load_region_map(hbase: RegionLocator, table: str) -> RegionMap:
 
 
 class BatchWriter:
-    def __init__(self, hbase: _Writable, settings: WriterSettings, maps: dict[str, RegionMap],
+    def __init__(self, hbase: _Writable, settings: WriterSettings, maps: RegionMaps,
                  observer: Observer, reject: Callable[[Mutation, str], Awaitable[None]],
                  ledger: AckLedger | None = None) -> None:
         self.hbase = hbase
@@ -75,9 +75,8 @@ class BatchWriter:
     async def refresh(self, table: str) -> RegionMap:
         async with self._refresh_lock:
             new = await load_region_map(self.hbase, table)
-            if new != self.maps.get(table):
+            if self.maps.replace(table, new):
                 log.info("region_map_refreshed", table=table, regions=len(new))
-            self.maps[table] = new
             self.refreshes += 1
             return new
 

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline.core.regions import Region, RegionMap
+from pipeline.core.regions import Region, RegionMap, RegionMaps
 from pipeline.errors import RegionMapStale
 
 
@@ -108,3 +108,14 @@ def test_property_locate_matches_linear_search(splits: list[bytes], rows: list[b
         holders = [r for r in regions if r.contains(row)]
         assert len(holders) == 1
         assert rmap.locate(row) is holders[0]
+
+
+def test_region_maps_change_only_through_replace() -> None:
+    maps = RegionMaps()
+    first = RegionMap(tiling([b"m"]))
+    assert maps.replace("t", first) and maps.generation == 1
+    assert not maps.replace("t", RegionMap(tiling([b"m"])))  # an equal map: no new generation
+    assert maps.replace("t", RegionMap(tiling([b"g", b"m"]))) and maps.generation == 2
+    assert list(maps) == ["t"] and len(maps) == 1 and len(maps["t"]) == 3 and maps.get("u") is None
+    with pytest.raises(TypeError):
+        maps["t"] = first  # type: ignore[index]
