@@ -212,6 +212,54 @@ def _walked_entity(rowkey: RowKey, route: RouteSpec, tf: str, flag: str, decodes
     return entity_fields(rowkey, tf, what)
 
 
+def _walked_entities(rowkey: RowKey, route: RouteSpec, tf: str | None, where: Mapping[str, Any],
+                     time_range: tuple[int, int] | None, newest_first: bool, limit: int | None, by_time: bool,
+                     skip_scan: bool) -> tuple[tuple[str, ...], str]:
+    """Check the flags of a query against the design: the entity fields its walk goes by (empty: no
+    walk) and, for a skip scan that needs none, the note that says why. Raises :class:`QueryError`
+    as :func:`plan_query` documents."""
+    for wanted, flag in ((newest_first, "newest_first"), (by_time, "by_time"), (skip_scan, "skip_scan")):
+        if wanted and tf is None:
+            raise QueryError(f"{flag} needs a time field, and the key {route.rowkey!r} has none "
+                             "that the design or the route's timestamp_field names", table=route.table)
+    if by_time:
+        assert tf is not None
+        if limit is None:
+            raise QueryError("by_time needs a limit: it returns the newest (or oldest) N rows by "
+                             f"{tf} across the whole query, and reads at most N rows per entity",
+                             table=route.table)
+        if skip_scan:
+            raise QueryError("skip_scan with by_time: a by-time query already walks entity by entity",
+                             table=route.table)
+        entity = _walked_entity(rowkey, route, tf, "by_time", f"{tf} from every key", "a by-time query")
+        return (() if all(f in where for f in entity) else entity), ""  # one entity: already in time order
+    if not skip_scan:
+        return (), ""
+    if time_range is None or tf is None:  # (tf is None was refused above)
+        raise QueryError("skip_scan needs a time range: it reads each entity's rows in the time range "
+                         "and skips the rest of the entity", table=route.table)
+    entity = _walked_entity(rowkey, route, tf, "skip_scan", "each entity from its first key", "a skip scan")
+    if not entity:
+        return (), ("skip scan: not needed, the key leads with the time, so the ranges hold only "
+                    "rows in the time range")
+    if all(f in where for f in entity):
+        return (), f"skip scan: not needed, where gives the whole entity ({', '.join(entity)})"
+    return entity, ""
+
+
+def _newest_first_note(rowkey: RowKey, tf: str, where: Mapping[str, Any]) -> str | None:
+    """What newest first means on a key that orders other fields (not in ``where``) before the time."""
+    before = [f for f in rowkey.ordered_before_time(tf) if f not in where]
+    if not before:
+        return None
+    names = ", ".join(before)
+    return (f"newest first is per ({names}): the key orders rows by {names} before "
+            f"{tf}, so rows of different {names} come in key order, not by time; give "
+            f"{names} in where for one newest-first stream, ask by_time (--by-time) "
+            f"with a limit for the newest rows across every {names}, or use a design that "
+            f"leads with time (for example [mod({tf}, 16)][long({tf})]...)")
+
+
 async def plan_query(hbase: RegionLocator, rowkey: RowKey, route: RouteSpec, *,
                      where: Mapping[str, Any] | None, time_range: tuple[int, int] | None,
                      newest_first: bool, limit: int | None, by_time: bool = False, skip_scan: bool = False,
@@ -226,35 +274,8 @@ async def plan_query(hbase: RegionLocator, rowkey: RowKey, route: RouteSpec, *,
     cannot walk, and HBase errors from the region list."""
     where = dict(where or {})
     tf = time_field_of(rowkey, route)
-    for wanted, flag in ((newest_first, "newest_first"), (by_time, "by_time"), (skip_scan, "skip_scan")):
-        if wanted and tf is None:
-            raise QueryError(f"{flag} needs a time field, and the key {route.rowkey!r} has none "
-                             "that the design or the route's timestamp_field names", table=route.table)
-    entity: tuple[str, ...] = ()
-    if by_time:
-        assert tf is not None
-        if limit is None:
-            raise QueryError("by_time needs a limit: it returns the newest (or oldest) N rows by "
-                             f"{tf} across the whole query, and reads at most N rows per entity",
-                             table=route.table)
-        entity = _walked_entity(rowkey, route, tf, "by_time", f"{tf} from every key", "a by-time query")
-        if all(f in where for f in entity):
-            entity = ()  # one entity: its rows are already in time order
-    skip_note = ""
-    if skip_scan:
-        if by_time:
-            raise QueryError("skip_scan with by_time: a by-time query already walks entity by entity",
-                             table=route.table)
-        if time_range is None or tf is None:  # (tf is None was refused above)
-            raise QueryError("skip_scan needs a time range: it reads each entity's rows in the time range "
-                             "and skips the rest of the entity", table=route.table)
-        entity = _walked_entity(rowkey, route, tf, "skip_scan", "each entity from its first key", "a skip scan")
-        if not entity:
-            skip_note = ("skip scan: not needed, the key leads with the time, so the ranges hold only "
-                         "rows in the time range")
-        elif all(f in where for f in entity):
-            skip_note = f"skip scan: not needed, where gives the whole entity ({', '.join(entity)})"
-            entity = ()
+    entity, skip_note = _walked_entities(rowkey, route, tf, where, time_range, newest_first, limit, by_time,
+                                         skip_scan)
     sp = rowkey.plan(where, time_range, time_field=tf)
     reverse = newest_first != time_descending(rowkey, tf) if by_time else (
         newest_first and not time_descending(rowkey, tf))
@@ -267,15 +288,8 @@ async def plan_query(hbase: RegionLocator, rowkey: RowKey, route: RouteSpec, *,
                         r.label if "=" in r.label else f"{r.label} {format_key(r.start)}".rstrip())
               for r in sp.ranges]
     notes = list(sp.notes)
-    if newest_first and tf is not None and not by_time:
-        before = [f for f in rowkey.ordered_before_time(tf) if f not in where]
-        if before:
-            names = ", ".join(before)
-            notes.append(f"newest first is per ({names}): the key orders rows by {names} before "
-                         f"{tf}, so rows of different {names} come in key order, not by time; give "
-                         f"{names} in where for one newest-first stream, ask by_time (--by-time) "
-                         f"with a limit for the newest rows across every {names}, or use a design that "
-                         f"leads with time (for example [mod({tf}, 16)][long({tf})]...)")
+    if newest_first and tf is not None and not by_time and (note := _newest_first_note(rowkey, tf, where)):
+        notes.append(note)
     if sp.per_region:
         regions = await hbase.regions(route.table)
         ranges = clip_to_regions(ranges, regions)
@@ -284,7 +298,6 @@ async def plan_query(hbase: RegionLocator, rowkey: RowKey, route: RouteSpec, *,
                      f"scanning {len(ranges)} region range(s) with a client-side filter")
     else:
         order = "logical"
-    matches = None if sp.exact and not sp.per_region else sp.matches
     sort_key: Callable[[bytes], Any] = _identity if order == "table" else rowkey.sort_key_fn
     bounds: EntityBounds | None = None
     decode = decode_key or rowkey.decode  # what an entity walk reads the entity (and time) with
@@ -300,7 +313,7 @@ async def plan_query(hbase: RegionLocator, rowkey: RowKey, route: RouteSpec, *,
             bounds = entity_bounds(rowkey, tf, entity, where, time_range, decode)
             notes.append(f"by time across every ({', '.join(entity)}): each range is walked entity by "
                          f"entity, reading at most {limit} row(s) of each (one or two scanner calls per entity)")
-    if skip_scan and entity:
+    elif entity:  # a skip scan
         assert tf is not None and time_range is not None
         bounds = entity_bounds(rowkey, tf, entity, where, time_range, decode, "a skip scan")
         notes.append(f"skip scan: each range is walked entity by entity ({', '.join(entity)}), reading only "
@@ -312,7 +325,8 @@ async def plan_query(hbase: RegionLocator, rowkey: RowKey, route: RouteSpec, *,
         time_field=tf, newest_first=newest_first, limit=limit, ranges=tuple(ranges),
         reverse=reverse, order=order, per_region=sp.per_region,
         exact=sp.exact and not sp.per_region,
-        fanout_size=rowkey.fanout_size, key_order=sp.order, notes=tuple(notes), matches=matches,
+        fanout_size=rowkey.fanout_size, key_order=sp.order, notes=tuple(notes),
+        matches=None if sp.exact and not sp.per_region else sp.matches,
         sort_key=sort_key, entity=entity, bounds=bounds)
 
 
