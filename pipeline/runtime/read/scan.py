@@ -98,6 +98,24 @@ def _key_filter(matches: Callable[[bytes], bool] | None) -> Callable[[Any], bool
     return lambda row: matches(row[0])
 
 
+def _range_failure(plan: QueryPlan, label: str, exc: Exception) -> Exception:
+    """What the query raises for range ``label``'s failure ``exc``: a :class:`QueryError` naming the
+    range (or the row that does not decode) for the project's errors and a dead scan worker process;
+    anything else as it is."""
+    if isinstance(exc, RowDecodeError):  # decoded in a worker process
+        err = QueryError(f"row {plan.format_key(exc.key)} does not decode: {exc.detail}",
+                         table=plan.table, range_label=label)
+    elif isinstance(exc, HBaseIngestError | anyio.BrokenWorkerProcess):
+        why = str(exc) or type(exc).__name__
+        if isinstance(exc, anyio.BrokenWorkerProcess):
+            why = f"its scan worker process died ({why})"
+        err = QueryError(f"range {label} failed: {why}", table=plan.table, range_label=label)
+    else:
+        return exc
+    err.__cause__ = exc
+    return err
+
+
 class Scan:
     """One running query: an async iterator of :class:`ReadRow` with live :attr:`stats`.
 
@@ -243,18 +261,7 @@ class Scan:
         """One range's producer: pages it (never raising) and records how it ended. ``keep``
         filters the fetched rows (None: every row matches)."""
         rng, st, reader = plan.ranges[i], self.stats.ranges[i], self.reader
-        hb, table, columns, procs = reader.hbase, plan.table, self.columns, reader.process_limiter
-        fetch: Fetch
-        if procs is not None and transform is not None:
-            async def fetch(start: bytes, stop: bytes, limit: int, reverse: bool) -> list[Row]:
-                page: list[Row] = await hb.scan_in_process(
-                    table, start=start, stop=stop, limit=limit, reverse=reverse, columns=columns,
-                    transform=transform, label=rng.label, limiter=procs)
-                return page
-        else:
-            async def fetch(start: bytes, stop: bytes, limit: int, reverse: bool) -> list[Row]:
-                return await hb.scan_cells(table, start=start, stop=stop, limit=limit, reverse=reverse,
-                                           columns=columns)
+        fetch = self._fetcher(plan.table, rng.label, transform)
         sort_key = plan.sort_key
 
         def more(last: bytes) -> bool:  # by time: the rest of a time-ordered run may still count
@@ -289,26 +296,29 @@ class Scan:
                 self._done[i] = True
             except anyio.BrokenResourceError:
                 st.state = "cancelled"  # the caller stopped reading
-            except RowDecodeError as exc:  # decoded in a worker process
-                st.state = "failed"
-                err = QueryError(f"row {plan.format_key(exc.key)} does not decode: {exc.detail}",
-                                 table=plan.table, range_label=rng.label)
-                err.__cause__ = exc
-                self._fail(err)
-            except (HBaseIngestError, anyio.BrokenWorkerProcess) as exc:
-                st.state = "failed"
-                why = str(exc) or type(exc).__name__
-                if isinstance(exc, anyio.BrokenWorkerProcess):
-                    why = f"its scan worker process died ({why})"
-                err = QueryError(f"range {rng.label} failed: {why}", table=plan.table, range_label=rng.label)
-                err.__cause__ = exc
-                self._fail(err)
             except Exception as exc:
                 st.state = "failed"
-                self._fail(exc)
+                self._fail(_range_failure(plan, rng.label, exc))
             except BaseException:
                 st.state = "cancelled"
                 raise
+
+    def _fetcher(self, table: str, label: str, transform: PageTransform | None) -> Fetch:
+        """How a range's producer reads one page: in a scan worker process (decoded there by
+        ``transform``) when the reader has them, else in a thread of this process."""
+        hb, columns, procs = self.reader.hbase, self.columns, self.reader.process_limiter
+        if procs is not None and transform is not None:
+            async def in_process(start: bytes, stop: bytes, limit: int, reverse: bool) -> list[Row]:
+                page: list[Row] = await hb.scan_in_process(
+                    table, start=start, stop=stop, limit=limit, reverse=reverse, columns=columns,
+                    transform=transform, label=label, limiter=procs)
+                return page
+            return in_process
+
+        async def in_thread(start: bytes, stop: bytes, limit: int, reverse: bool) -> list[Row]:
+            return await hb.scan_cells(table, start=start, stop=stop, limit=limit, reverse=reverse,
+                                       columns=columns)
+        return in_thread
 
     # -- the merge (caller's task) -----------------------------------------------------------------
 
@@ -354,23 +364,7 @@ class Scan:
     async def _batches(self) -> AsyncGenerator[list[ReadRow], None]:
         """Plan, start the producers, merge; yield decoded batches of rows (the limit applied)."""
         reader = self.reader
-        self._t0 = time.monotonic()
-        reader.totals.started += 1
-        reader.totals.active += 1
-        try:
-            if self.timeout_s is not None:
-                self._deadline = anyio.current_time() + self.timeout_s
-            with anyio.fail_after(self.timeout_s):
-                plan = await reader.plan(self.route, where=self.where, time_range=self.time_range,
-                                         newest_first=self.newest_first, limit=self.limit,
-                                         by_time=self.by_time, skip_scan=self.skip_scan)
-        except TimeoutError as exc:
-            self._finish("timeout")
-            raise QueryError(f"query timed out after {self.timeout_s} s while planning",
-                             table=self.route.table, timed_out=True) from exc
-        except BaseException:
-            self._finish("failed")
-            raise
+        plan = await self._plan()
         self.plan = plan
         self.stats.ranges_planned = len(plan.ranges)
         self.stats.per_region = plan.per_region
@@ -407,27 +401,11 @@ class Scan:
             batches = top_k(recvs, receive, plan.sort_key, plan.descending, self.limit, cutoff)
         else:
             batches = merge_batches(len(recvs), receive, plan.sort_key, plan.descending)
-        sort_key, in_procs = plan.sort_key, reader.process_limiter is not None
-        _, decode_run = reader.design(self.route)
         left = self.limit
         outcome = "closed"
         try:
             async for pieces in batches:
-                if left is not None:  # no piece gives more than ``left`` of the first ``left`` rows
-                    pieces = [(i, rows[:left]) for i, rows in pieces]
-                if in_procs:  # pages arrive decoded, as plain (key, fields, columns, label) tuples
-                    merged = merge_pieces([rows for _, rows in pieces], lambda t: sort_key(t[0]), plan.descending)
-                    batch = as_read_rows(merged[:left] if left is not None else merged)  # type: ignore[arg-type]
-                else:
-                    decoded = []
-                    for i, rows in pieces:
-                        try:
-                            decoded.append(decode_run(rows, plan.ranges[i].label))
-                        except HBaseIngestError as exc:
-                            raise self._undecodable(plan, i, rows, exc) from exc
-                    batch = merge_pieces(decoded, lambda r: sort_key(r.key), plan.descending)
-                    if left is not None:
-                        del batch[left:]
+                batch = self._merged(plan, pieces, left)
                 if left is not None:
                     left -= len(batch)
                     if left == 0:
@@ -447,6 +425,48 @@ class Scan:
             stop()
             self._finish(outcome)
             await batches.aclose()
+
+    async def _plan(self) -> QueryPlan:
+        """Start the query's clock (and its deadline) and plan it within its timeout."""
+        reader = self.reader
+        self._t0 = time.monotonic()
+        reader.totals.started += 1
+        reader.totals.active += 1
+        try:
+            if self.timeout_s is not None:
+                self._deadline = anyio.current_time() + self.timeout_s
+            with anyio.fail_after(self.timeout_s):
+                return await reader.plan(self.route, where=self.where, time_range=self.time_range,
+                                         newest_first=self.newest_first, limit=self.limit,
+                                         by_time=self.by_time, skip_scan=self.skip_scan)
+        except TimeoutError as exc:
+            self._finish("timeout")
+            raise QueryError(f"query timed out after {self.timeout_s} s while planning",
+                             table=self.route.table, timed_out=True) from exc
+        except BaseException:
+            self._finish("failed")
+            raise
+
+    def _merged(self, plan: QueryPlan, pieces: list[tuple[int, Sequence[Row]]], left: int | None) -> list[ReadRow]:
+        """One merge step's pieces (range index, its rows) as decoded rows in the output's order, at
+        most ``left`` of them (None: all)."""
+        sort_key = plan.sort_key
+        if left is not None:  # no piece gives more than ``left`` of the first ``left`` rows
+            pieces = [(i, rows[:left]) for i, rows in pieces]
+        if self.reader.process_limiter is not None:  # pages arrive decoded: (key, fields, columns, label)
+            merged = merge_pieces([rows for _, rows in pieces], lambda t: sort_key(t[0]), plan.descending)
+            return as_read_rows(merged[:left] if left is not None else merged)  # type: ignore[arg-type]
+        _, decode_run = self.reader.design(self.route)
+        decoded = []
+        for i, rows in pieces:
+            try:
+                decoded.append(decode_run(rows, plan.ranges[i].label))
+            except HBaseIngestError as exc:
+                raise self._undecodable(plan, i, rows, exc) from exc
+        batch = merge_pieces(decoded, lambda r: sort_key(r.key), plan.descending)
+        if left is not None:
+            del batch[left:]
+        return batch
 
     def _undecodable(self, plan: QueryPlan, i: int, run: Sequence[Row],
                      exc: HBaseIngestError) -> QueryError:
