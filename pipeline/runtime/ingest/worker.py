@@ -128,7 +128,9 @@ class Worker:
         self.batcher = RegionBatcher(w.max_batch_rows, w.max_batch_bytes, w.max_batch_age_ms)
         #: the region maps of the tables written (the writer replaces one after a split or a move)
         self.maps = RegionMaps()
-        self._drained = anyio.Event()  # set by a writer when the in-flight bytes go down
+        #: set when the in-flight bytes or the pending records may have gone down (a written batch), when
+        #: the stop offsets are committed and on a stop request; replaced by whoever waited on it
+        self._drained = anyio.Event()
         #: partition -> the offset it was fetched again from after a fetch started past it
         self._refetched: dict[TopicPartition, int] = {}
         self._source: RecordSource | None = None
@@ -169,6 +171,7 @@ class Worker:
         still retrying (Kafka refuses it) is abandoned: its record stays unacknowledged, so no
         commit passes it and the next run reads it again."""
         self._stop.set()
+        self._drained.set()  # a consume loop waiting for the in-flight bytes to drain sees the stop
         if self._dead_scope is not None:
             self._dead_scope.cancel()
 
@@ -263,8 +266,8 @@ class Worker:
             if progress.over_budget():
                 if progress.should_pause():
                     self._pause(source)
-                with anyio.move_on_after(0.5):  # wake up now and then: a stop request, the stop offsets
-                    await self._drained.wait()
+                # woken by a written batch, the commit that reaches the stop offsets, or a stop request
+                await self._drained.wait()
                 self._drained = anyio.Event()
                 continue
             if progress.may_resume():
@@ -437,8 +440,7 @@ class Worker:
                            if p.pending_records and (tps is None or tp in tps)]
                 if not pending:
                     break
-                with anyio.move_on_after(0.05):
-                    await self._drained.wait()
+                await self._drained.wait()  # a written batch settles its records
                 self._drained = anyio.Event()
         if scope.cancelled_caught:
             log.warning("drain_timeout", timeout_s=self.settings.writer.shutdown_timeout_s,
