@@ -230,6 +230,11 @@ def backfill(
             show_progress=show_progress,
         )
     )
+    _report(summary)
+
+
+def _report(summary: BackfillSummary | None) -> None:
+    """Tell how the backfill ended; exit with EXIT_INTERRUPTED when it stopped before its end."""
     if summary is None:
         tell("stopped without draining; run the same command again to resume from the last commit",
              "stopped_without_draining", warning=True)
