@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 import anyio
@@ -47,7 +48,7 @@ __all__ = [
     "PageTransform",
     "RecordSink",
     "RecordSource",
-    "RegionDescription",
+    "RegionInfo",
     "RegionLocator",
     "RowScanner",
     "RowSink",
@@ -192,23 +193,21 @@ class SchemaRegistry(Protocol):
 # -- HBase ----------------------------------------------------------------------------------------
 
 
-class RegionDescription(Protocol):
-    """One region: ``[start_key, end_key)``, ``b""`` the open end on either side."""
+@dataclass(frozen=True, slots=True)
+class RegionInfo:
+    """One region of a table: ``[start_key, end_key)``; ``b""`` is the open end on either side.
+    ``server``/``port``: the region server holding it; ``region_id``: HBase's numeric region id;
+    ``name``: HBase's region name (``table,start key,id.encoded.``) in HBase shell escaping, since
+    it holds the raw start key: printable in logs and metric labels. What every
+    :class:`RegionLocator` returns (the Thrift client and the in-memory twin alike)."""
 
-    @property
-    def table(self) -> str: ...
-    @property
-    def start_key(self) -> bytes: ...
-    @property
-    def end_key(self) -> bytes: ...
-    @property
-    def server(self) -> str: ...
-    @property
-    def port(self) -> int: ...
-    @property
-    def region_id(self) -> int: ...
-    @property
-    def name(self) -> str: ...
+    table: str
+    start_key: bytes
+    end_key: bytes
+    server: str
+    port: int
+    region_id: int
+    name: str
 
 
 class CellLike(Protocol):
@@ -219,7 +218,7 @@ class CellLike(Protocol):
 
 
 class RegionLocator(Protocol):
-    async def regions(self, table: str) -> Sequence[RegionDescription]:
+    async def regions(self, table: str) -> Sequence[RegionInfo]:
         """The table's regions in key order; :class:`~pipeline.errors.TableNotFound` when missing."""
         ...
 

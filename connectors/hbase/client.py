@@ -33,7 +33,6 @@ Bounds: ``start`` is inclusive and ``stop`` exclusive in every scan; ``b""`` mea
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any, TypeVar
 
@@ -50,6 +49,7 @@ from connectors.hbase.scanrows import SMALL_PAGE_ROWS, CellRow, scan_rows, scan_
 from connectors.hbase.thrift2 import load_idl
 from pipeline.core.model import Mutation, MutationKind
 from pipeline.errors import HBaseRequestError, TableNotFound
+from pipeline.ports import RegionInfo
 from pipeline.rowkey import format_key
 from pipeline.settings import FamilySpec
 
@@ -86,21 +86,6 @@ def tdeletes(idl: Any, m: Mutation) -> list[Any]:
         out.append(idl.TDelete(row=m.row, columns=families, timestamp=ts,
                                deleteType=kinds.DELETE_FAMILY_VERSION if one else kinds.DELETE_FAMILY))
     return out
-
-
-@dataclass(frozen=True, slots=True)
-class RegionInfo:
-    """One region of a table: ``[start_key, end_key)``; ``b""`` is the open end on either side.
-    ``name`` is HBase's region name (``table,start key,id.encoded.``) in HBase shell escaping, since
-    it holds the raw start key: printable in logs and metric labels."""
-
-    table: str
-    start_key: bytes
-    end_key: bytes
-    server: str
-    port: int
-    region_id: int
-    name: str
 
 
 class HBaseClient(GatewayCalls):

@@ -34,9 +34,10 @@ import anyio.lowlevel
 
 from pipeline.core.model import Mutation, MutationKind
 from pipeline.errors import HBaseError, HBaseRequestError, HBaseUnavailable, TableNotFound
+from pipeline.ports import RegionInfo
 from pipeline.settings import FamilySpec
 
-__all__ = ["MemoryCell", "MemoryHBase", "MemoryRegion"]
+__all__ = ["MemoryCell", "MemoryHBase"]
 
 Row = tuple[bytes, dict[bytes, bytes]]
 ScanHook = Callable[[bytes, bytes, bool], bool]
@@ -47,19 +48,6 @@ class MemoryCell(NamedTuple):
 
     value: bytes
     timestamp: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryRegion:
-    """A region as :class:`pipeline.ports.RegionDescription` describes it."""
-
-    table: str
-    start_key: bytes
-    end_key: bytes
-    server: str
-    port: int
-    region_id: int
-    name: str
 
 
 @dataclass
@@ -207,14 +195,14 @@ class MemoryHBase:
         self._table(table)
         del self._tables[table]
 
-    async def regions(self, table: str) -> list[MemoryRegion]:
+    async def regions(self, table: str) -> list[RegionInfo]:
         await anyio.lowlevel.checkpoint()
         t = self._table(table)
         bounds = [b"", *t.splits, b""]
         out = []
         for i in range(len(bounds) - 1):
             host, _, port = t.servers.get(bounds[i], self.server).rpartition(":")
-            out.append(MemoryRegion(table, bounds[i], bounds[i + 1], host, int(port), t.generation * 1000 + i,
+            out.append(RegionInfo(table, bounds[i], bounds[i + 1], host, int(port), t.generation * 1000 + i,
                                     f"{table},{bounds[i]!r},{t.generation}.{i}."))
         return out
 

@@ -347,7 +347,7 @@ async def describe_table(
     families = await hb.families(name)
     counts: dict[int, tuple[int, bool]] = {}
 
-    async def count_one(i: int, info: ports.RegionDescription) -> None:
+    async def count_one(i: int, info: ports.RegionInfo) -> None:
         counts[i] = await count_rows(hb, name, info.start_key, info.end_key, max_count)
 
     if count:

@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.ports import RegionDescription, RegionLocator
+from pipeline.ports import RegionInfo, RegionLocator
 from pipeline.rowkey import RowKey, format_key
 from pipeline.rowkey.errors import PlanError
 from pipeline.rowkey.segments import Segment
@@ -176,7 +176,7 @@ def entity_bounds(rowkey: RowKey, time_field: str, fields: tuple[str, ...], wher
     return bounds
 
 
-def clip_to_regions(ranges: Sequence[ScanRange], regions: Sequence[RegionDescription]) -> list[ScanRange]:
+def clip_to_regions(ranges: Sequence[ScanRange], regions: Sequence[RegionInfo]) -> list[ScanRange]:
     """Every non-empty intersection of a range with a region, in key order, labelled by region."""
     out: list[ScanRange] = []
     n = len(regions)
