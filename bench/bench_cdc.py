@@ -26,8 +26,8 @@ from typing import Any
 import orjson
 
 from bench.cpu import CpuMeter
-from bench.profile_worker import RESULTS, _summary, _us
-from bench.worker_child import measure_worker, run_child
+from bench.profile_worker import RESULTS, _us
+from bench.worker_child import alternate, measure_worker, run_child
 from connectors.hbase import HBaseClient
 from connectors.kafka import create_topics, delete_topics, make_producer
 from connectors.stack import LocalStack
@@ -112,24 +112,15 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
     for kind, (topic, table) in names.items():
         asyncio.run(_produce(settings_for(kind, topic, table, args.partitions), topic, records(kind, args.events),
                              args.partitions))
-    runs: list[dict[str, Any]] = []
-    try:
-        order = [k for i in range(args.runs) for k in (("json", "cdc") if i % 2 == 0 else ("cdc", "json"))]
-        for kind in order:
-            topic, table = names[kind]
-            runs.append(_run(stack, kind, topic, table, args.partitions))
-            print(json.dumps(runs[-1]), flush=True)
-    finally:
+
+    def cleanup() -> None:
         for kind, (topic, table) in names.items():
-            settings = settings_for(kind, topic, table, args.partitions)
-            asyncio.run(_drop(settings, topic, table))
-    medians = {kind: {f: _summary([r[f] for r in runs if r["kind"] == kind])
-                      for f in ("worker_us_per_event", "hbase_jvm_us_per_event", "events_per_s")}
-               for kind in ("json", "cdc")}
-    ratios = {f: round(medians["cdc"][f]["median"] / medians["json"][f]["median"], 2)
-              for f in ("worker_us_per_event", "hbase_jvm_us_per_event", "events_per_s")}
-    result = {"events": args.events, "partitions": args.partitions, "runs": runs, "medians": medians,
-              "cdc_over_json": ratios, "cpus": 2}
+            asyncio.run(_drop(settings_for(kind, topic, table, args.partitions), topic, table))
+
+    ab = alternate(("json", "cdc"), args.runs, lambda kind: _run(stack, kind, *names[kind], args.partitions), "json",
+                   cleanup)
+    result = {"events": args.events, "partitions": args.partitions, "runs": ab["runs"], "medians": ab["medians"],
+              "cdc_over_json": ab["over_baseline"]["cdc"], "cpus": 2}
     (RESULTS / "cdc.json").write_text(json.dumps(result, indent=2) + "\n")
     return result
 

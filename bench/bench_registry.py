@@ -27,8 +27,8 @@ import orjson
 
 from bench.bench_cdc import COLUMNS, DESIGN, _drop, _produce, _recreate
 from bench.cpu import CpuMeter
-from bench.profile_worker import RESULTS, _summary, _us
-from bench.worker_child import measure_worker, run_child
+from bench.profile_worker import RESULTS, _us
+from bench.worker_child import alternate, measure_worker, run_child
 from connectors.registry import RegistryClient
 from connectors.stack import LocalStack
 from pipeline.core.avro_examples import AVRO_EXAMPLES, avro_writer
@@ -113,21 +113,14 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
     for kind, (topic, table) in names.items():
         asyncio.run(_produce(settings_for(kind, topic, table, url), topic, records(kind, args.events, schema_id),
                              args.partitions))
-    runs: list[dict[str, Any]] = []
-    try:
-        order = [k for i in range(args.runs) for k in (KINDS if i % 2 == 0 else KINDS[::-1])]
-        for kind in order:
-            topic, table = names[kind]
-            runs.append(_run(stack, kind, topic, table, url))
-            print(json.dumps(runs[-1]), flush=True)
-    finally:
+
+    def cleanup() -> None:
         for kind, (topic, table) in names.items():
             asyncio.run(_drop(settings_for(kind, topic, table, url), topic, table))
-    fields = ("worker_us_per_event", "hbase_jvm_us_per_event", "events_per_s")
-    medians = {kind: {f: _summary([r[f] for r in runs if r["kind"] == kind]) for f in fields} for kind in KINDS}
-    ratios = {f: round(medians["avro"][f]["median"] / medians["json"][f]["median"], 2) for f in fields}
-    result = {"events": args.events, "partitions": args.partitions, "runs": runs, "medians": medians,
-              "avro_over_json": ratios, "decode_only_us_per_event": decode_only(), "cpus": 2}
+
+    ab = alternate(KINDS, args.runs, lambda kind: _run(stack, kind, *names[kind], url), "json", cleanup)
+    result = {"events": args.events, "partitions": args.partitions, "runs": ab["runs"], "medians": ab["medians"],
+              "avro_over_json": ab["over_baseline"]["avro"], "decode_only_us_per_event": decode_only(), "cpus": 2}
     (RESULTS / "registry.json").write_text(json.dumps(result, indent=2) + "\n")
     return result
 

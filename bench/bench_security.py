@@ -19,40 +19,24 @@ import asyncio
 import json
 import os
 import uuid
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
 from bench.bench_cdc import COLUMNS, DESIGN, _produce
 from bench.cpu import cpu_seconds
-from bench.profile_worker import RESULTS, _summary, _us
-from bench.worker_child import measure_worker, run_child
+from bench.profile_worker import RESULTS, _us
+from bench.worker_child import alternate, measure_worker, run_child
 from connectors.hbase import HBaseClient
 from connectors.kafka import delete_topics
 from connectors.stack import LocalStack
 from connectors.stack.kerberos import KerberosPart
+from connectors.stack.krb_client import GatewayKind, hbase_keys
 from pipeline.core.examples import generate
 from pipeline.runtime.admin.tables import create_tables
 from pipeline.settings import Settings, StackSettings, load_settings
 
 KINDS = ("plain", "sasl", "https")
-
-
-def hbase_keys(part: KerberosPart, kind: str) -> dict[str, Any]:
-    """The ``[hbase]`` keys that reach ``part``'s ``kind`` gateways as the client principal."""
-    ports = {"plain": (part.plain_thrift1_port, part.plain_thrift2_port),
-             "sasl": (part.sasl_thrift1_port, part.sasl_thrift2_port),
-             "https": (part.https_thrift1_port, part.https_thrift2_port)}[kind]
-    keys: dict[str, Any] = {"gateways": [{"host": part.host, "port": ports[0], "thrift2_port": ports[1]}],
-                            "pool_size": 8}
-    if kind != "plain":
-        keys |= {"auth": "kerberos", "kerberos_principal": part.client_principal,
-                 "kerberos_keytab": str(part.client_keytab)}
-    if kind == "sasl":
-        keys["sasl_qop"] = "auth-conf"
-    if kind == "https":
-        keys |= {"transport": "http", "tls": True, "tls_ca_file": str(part.ca_file)}
-    return keys
 
 
 def settings_for(part: KerberosPart, kind: str, topic: str, table: str) -> Settings:
@@ -63,7 +47,7 @@ def settings_for(part: KerberosPart, kind: str, topic: str, table: str) -> Setti
         writer={"max_batch_rows": 2000, "max_batch_bytes": 4 * 1024 * 1024, "max_batch_age_ms": 200,
                 "concurrency": 8, "commit_interval_ms": 1000},
         kafka={"max_poll_records": 5000, "dead_letter_topic": f"{topic}-dlq"},
-        hbase=hbase_keys(part, kind))
+        hbase={**hbase_keys(part, cast(GatewayKind, kind)), "pool_size": 8})
 
 
 async def _recreate(settings: Settings) -> None:
@@ -107,21 +91,14 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
     tables = {kind: f"bench_{kind}_{run_id}" for kind in KINDS}
     events = [(str(i).encode(), orjson.dumps(e)) for i, (_, e) in enumerate(generate("logs", args.events, seed=3))]
     asyncio.run(_produce(settings_for(part, "plain", topic, tables["plain"]), topic, events, args.partitions))
-    runs: list[dict[str, Any]] = []
-    try:
-        order = [k for i in range(args.runs) for k in (KINDS if i % 2 == 0 else KINDS[::-1])]
-        for kind in order:
-            runs.append(_run(stack, part, kind, topic, tables[kind]))
-            print(json.dumps(runs[-1]), flush=True)
-    finally:
+
+    def cleanup() -> None:
         for kind in KINDS:
             asyncio.run(_drop(settings_for(part, kind, topic, tables[kind]), topic, tables[kind]))
-    fields = ("worker_us_per_event", "hbase_jvm_us_per_event", "events_per_s")
-    medians = {kind: {f: _summary([r[f] for r in runs if r["kind"] == kind]) for f in fields} for kind in KINDS}
-    ratios = {kind: {f: round(medians[kind][f]["median"] / medians["plain"][f]["median"], 2) for f in fields}
-              for kind in ("sasl", "https")}
-    result = {"events": args.events, "partitions": args.partitions, "runs": runs, "medians": medians,
-              "over_plain": ratios, "cpus": 2}
+
+    ab = alternate(KINDS, args.runs, lambda kind: _run(stack, part, kind, topic, tables[kind]), "plain", cleanup)
+    result = {"events": args.events, "partitions": args.partitions, "runs": ab["runs"], "medians": ab["medians"],
+              "over_plain": ab["over_baseline"], "cpus": 2}
     (RESULTS / "security.json").write_text(json.dumps(result, indent=2) + "\n")
     return result
 

@@ -6,15 +6,18 @@ A run consumes its topic from the earliest offset up to the end offsets it sees 
 consumer group, until every record is written and committed. Figures: ``events`` (records consumed),
 ``rows``, ``dead_lettered``, ``events_per_s`` (wall time of the run) and ``run_cpu_s`` (the child's user +
 system CPU seconds from after its imports, the HBase client's set-up included, to its end).
+:func:`alternate` runs the kinds of an A/B benchmark in turn and sums up their runs.
 """
 
 from __future__ import annotations
 
 import json
 import resource
+import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from connectors.hbase import HBaseClient
@@ -24,7 +27,34 @@ from pipeline.ports import SchemaRegistry
 from pipeline.runtime.process.proctune import tune_process
 from pipeline.settings import Settings
 
-__all__ = ["measure_worker", "run_child"]
+__all__ = ["FIGURES", "alternate", "measure_worker", "run_child"]
+
+#: the figures of a run that :func:`alternate` sums up and compares
+FIGURES = ("worker_us_per_event", "hbase_jvm_us_per_event", "events_per_s")
+
+
+def alternate(kinds: Sequence[str], rounds: int, run: Callable[[str], dict[str, Any]], baseline: str,
+              cleanup: Callable[[], None]) -> dict[str, Any]:
+    """``run(kind)`` for every kind, ``rounds`` times, every other round in reverse order (neither end
+    always meets a fresher stack), each run's figures printed as it ends; ``cleanup()`` afterwards, also
+    when a run fails. Returns ``runs``, ``medians`` (kind -> figure -> median, min, max, samples) and
+    ``over_baseline`` (kind -> figure -> median over ``baseline``'s median) for every other kind."""
+    runs: list[dict[str, Any]] = []
+    try:
+        for kind in [k for i in range(rounds) for k in (kinds if i % 2 == 0 else kinds[::-1])]:
+            runs.append({"kind": kind, **run(kind)})
+            print(json.dumps(runs[-1]), flush=True)
+    finally:
+        cleanup()
+    medians = {kind: {f: _summary([r[f] for r in runs if r["kind"] == kind]) for f in FIGURES} for kind in kinds}
+    ratios = {kind: {f: round(medians[kind][f]["median"] / medians[baseline][f]["median"], 2) for f in FIGURES}
+              for kind in kinds if kind != baseline}
+    return {"runs": runs, "medians": medians, "over_baseline": ratios}
+
+
+def _summary(samples: Sequence[float]) -> dict[str, Any]:
+    return {"median": round(statistics.median(samples), 3), "min": round(min(samples), 3),
+            "max": round(max(samples), 3), "samples": [round(s, 3) for s in samples]}
 
 
 def run_child(module: str, *args: str, env: dict[str, str] | None = None) -> dict[str, Any]:

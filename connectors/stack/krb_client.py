@@ -22,14 +22,14 @@ import ssl
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from connectors.hbase.thrift2 import load_idl, open_client
 from connectors.hbase.transport import ThriftSecurity, open_thrift1
 
 from .kerberos import KerberosPart
 
-__all__ = ["GatewayKind", "gateway_ports", "gateway_security", "gateways_round_trip",
+__all__ = ["GatewayKind", "gateway_ports", "gateway_security", "gateways_round_trip", "hbase_keys",
            "https_status_without_credentials", "krb5_config"]
 
 GatewayKind = Literal["plain", "sasl", "https"]
@@ -69,6 +69,21 @@ def gateway_security(part: KerberosPart, kind: GatewayKind, *, principal: str | 
     if kind == "sasl":
         return ThriftSecurity(kerberos=True, principal=who, keytab=tab, qop="auth-conf")
     return ThriftSecurity(kerberos=True, principal=who, keytab=tab, http=True, tls=True, ca_file=str(part.ca_file))
+
+
+def hbase_keys(part: KerberosPart, kind: GatewayKind) -> dict[str, Any]:
+    """The ``[hbase]`` settings keys that reach the ``kind`` gateways as the client principal (with its
+    keytab): :func:`gateway_security` spelled as settings."""
+    t1, t2 = gateway_ports(part, kind)
+    sec = gateway_security(part, kind)
+    keys: dict[str, Any] = {"gateways": [{"host": part.host, "port": t1, "thrift2_port": t2}]}
+    if sec.kerberos:
+        keys |= {"auth": "kerberos", "kerberos_principal": sec.principal, "kerberos_keytab": sec.keytab}
+    if sec.kerberos and not sec.http:
+        keys["sasl_qop"] = sec.qop
+    if sec.http:
+        keys |= {"transport": "http", "tls": sec.tls, "tls_ca_file": sec.ca_file}
+    return keys
 
 
 def https_status_without_credentials(part: KerberosPart, thrift: int = 1, timeout_s: float = 10.0) -> int:
