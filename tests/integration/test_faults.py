@@ -419,7 +419,9 @@ async def test_three_workers_killed_at_random_over_200k_events_lose_nothing(
     await produce_to_partitions(settings, topic, events, 0, partitions)
     crew = _started(workers, tmp_path, settings, *(f"worker-{n}" for n in range(3)))
     rng = random.Random(200_000)
-    consumed: list[float] = []  # each run's events_consumed_total, read just before it ended
+    # each run's events_consumed_total, read just before it ended: a killed run may consume (and commit)
+    # more between that read and the SIGKILL, so the sum is a lower bound, reported and not asserted
+    consumed: list[float] = []
     # a kill each time the committed events pass the next of these marks, after a random pause: the kills
     # land over the whole run however fast the workers are (a kill's rebalance slows them down anyway)
     marks = [int(total * f) for f in (0.05, 0.15, 0.3, 0.45, 0.6, 0.75, 0.85, 0.92)]
@@ -446,7 +448,6 @@ async def test_three_workers_killed_at_random_over_200k_events_lose_nothing(
         consumed.append(await _metric(w, CONSUMED))
     await _stop_all(*crew)
     assert kills >= 3, f"only {kills} kills before the events were done: the test did not test rebalances"
-    # each event consumed at least once: the runs' counts add up to the events, and more by the replays
-    assert sum(consumed) >= total, (consumed, total)
+    # each event in HBase once, byte for byte, one version per cell (a replay rewrites the same cell)
     assert await run_sync(assert_every_row, whole, settings, events) == total
-    report(kills=float(kills), elapsed_s=elapsed, consumed_sum=sum(consumed), replayed=sum(consumed) - total)
+    report(kills=float(kills), elapsed_s=elapsed, consumed_at_least=sum(consumed))
