@@ -12,14 +12,14 @@ PROMTOOL := $(VENV)/prometheus/usr/bin/promtool
 # each in a virtualenv of its own (.venv-3.N); the integration tests run under $(PYTHON) only
 OTHER_PYTHONS ?= 3.12 3.13 3.14
 
-.PHONY: demo test install kerberos stack-up stack-up-cdc stack-down lint test-pythons bench bench-scale
+.PHONY: demo test install kerberos netfilter stack-up stack-up-cdc stack-down lint test-pythons bench bench-scale
 
 demo: install
 	$(BIN)/hbase-ingest demo
 
 # the tests need the CDC part too (PostgreSQL 15 from the distribution, Kafka Connect with Debezium), the
 # schema registry (Apicurio Registry) and the Kerberos part (an MIT KDC, a Kerberized HBase)
-test: install kerberos lint test-pythons stack-up-cdc $(PROMTOOL)
+test: install kerberos netfilter lint test-pythons stack-up-cdc $(PROMTOOL)
 	PROMTOOL=$(PROMTOOL) $(BIN)/python -m pytest
 
 test-pythons: install $(PROMTOOL)
@@ -61,15 +61,25 @@ stack-up-cdc: install kerberos
 KRB5_PKGS := krb5-kdc krb5-admin-server krb5-user libkrb5-dev
 kerberos: $(VENV)/.kerberos
 
-$(VENV)/.kerberos: $(VENV)/.installed
-	@if ! command -v krb5kdc >/dev/null || ! command -v krb5-config >/dev/null; then \
-	  if [ "$$(id -u)" != 0 ]; then echo "the Kerberos tests need: sudo apt-get install $(KRB5_PKGS)"; exit 1; fi; \
-	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(KRB5_PKGS) >/dev/null || \
-	    { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(KRB5_PKGS) >/dev/null; } \
+# apt-get install $(1) unless the shell test $(2) passes (as root on a fresh machine, as CI does; otherwise
+# install them first)
+define apt_need
+	@if ! { $(2); } >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" != 0 ]; then echo "the tests need: sudo apt-get install $(1)"; exit 1; fi; \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(1) >/dev/null || \
+	    { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(1) >/dev/null; } \
 	    || exit 1; \
 	fi
+endef
+
+$(VENV)/.kerberos: $(VENV)/.installed
+	$(call apt_need,$(KRB5_PKGS),command -v krb5kdc && command -v krb5-config)
 	$(BIN)/pip install -q -e '.[dev,kerberos]'
 	touch $@
+
+# the network-partition fault test drops a region server's packets with iptables (needs root)
+netfilter:
+	$(call apt_need,iptables,command -v iptables && command -v ip6tables)
 
 stack-down:
 	$(BIN)/hbase-ingest stack down

@@ -17,7 +17,8 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -195,6 +196,64 @@ def kill_9(stack: LocalStack, name: str, timeout_s: float = 30) -> int:
         assert time.monotonic() < deadline, f"{name} (pid {pid}) still there {timeout_s} s after SIGKILL"
         time.sleep(0.05)
     return pid
+
+
+#: the iptables chain of :func:`partitioned` (one of its own, so that it is removed whole)
+PARTITION_CHAIN = "HBASE_INGEST_PARTITION"
+
+
+def _iptables(*args: str, check: bool = True) -> None:
+    for tool in ("iptables", "ip6tables"):
+        out = subprocess.run([tool, "-w", *args], capture_output=True, text=True, check=False)
+        assert not check or out.returncode == 0, f"{tool} {' '.join(args)} failed: {out.stderr.strip()}"
+
+
+def _heal() -> None:
+    _iptables("-D", "INPUT", "-i", "lo", "-j", PARTITION_CHAIN, check=False)
+    _iptables("-F", PARTITION_CHAIN, check=False)
+    _iptables("-X", PARTITION_CHAIN, check=False)
+
+
+def connection_ports(pid: int) -> set[int]:
+    """The local ports of the established TCP connections that process ``pid`` holds (its socket inodes
+    matched in this network namespace's ``/proc/net/tcp`` and ``tcp6``)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            link = os.readlink(fd)
+        except OSError:  # closed meanwhile
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            f = line.split()
+            if f[3] == "01" and f[9] in inodes:  # 01: ESTABLISHED
+                ports.add(int(f[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+@contextmanager
+def partitioned(pid: int, listening: Iterable[int]) -> Iterator[list[int]]:
+    """Cut process ``pid`` off the network until the block ends: every TCP packet on loopback to or from
+    its ``listening`` ports and the local ports of the connections it holds at the cut is dropped
+    (iptables and ip6tables rules in a chain of their own, removed on exit, also when the block fails).
+    Packets are dropped, not refused: its peers see silence, as across a real partition, until their
+    own timeouts. Connections it opens during the cut go through (iptables cannot tell a process's
+    packets apart here): a ZooKeeper session it reconnects in time survives. Needs root (CAP_NET_ADMIN).
+    Yields the ports cut off."""
+    ports = sorted(set(listening) | connection_ports(pid))
+    _heal()  # a chain left by an interrupted run
+    _iptables("-N", PARTITION_CHAIN)
+    try:
+        for port in ports:
+            for side in ("--dport", "--sport"):
+                _iptables("-A", PARTITION_CHAIN, "-p", "tcp", side, str(port), "-j", "DROP")
+        _iptables("-I", "INPUT", "1", "-i", "lo", "-j", PARTITION_CHAIN)
+        yield ports
+    finally:
+        _heal()
 
 
 def stop_hbase(stack: LocalStack) -> None:

@@ -9,7 +9,10 @@ worker (exit 0) and checks every row byte for byte. The faults:
 - ZooKeeper killed (SIGKILL) and started again at once;
 - a DataNode killed (SIGKILL) and started again 20 s later;
 - a region server frozen (SIGSTOP) for 30 s, past its ZooKeeper session: HBase declares it dead and
-  reassigns its regions; on SIGCONT it learns it is dead and aborts, and ``up`` starts it again.
+  reassigns its regions; on SIGCONT it learns it is dead and aborts, and ``up`` starts it again;
+- a region server cut off by a network partition for 60 s (every packet to and from its ports and its
+  connections dropped on loopback, :func:`.fault_support.partitioned`): the gateway and the master
+  hear nothing from it, writes to its regions wait, and resume when the partition heals.
 
 Each writes its figures (worker runs, rows checked, rows lost, the longest stall of one table's
 writes after the fault and when it ended, seconds from the fault until every offset was committed;
@@ -45,6 +48,7 @@ from .fault_support import (
     http_get,
     index_rows,
     kill_9,
+    partitioned,
     produce_to_partitions,
     up_until_ok,
     with_cluster,
@@ -306,3 +310,30 @@ async def test_a_region_server_frozen_past_its_session_aborts_and_comes_back(
     await _run_fault(whole, tmp_path, unique, report, fault, ["master", "regionserver-1", "regionserver-2"],
                      [r"expired|ServerCrashProcedure.*(?:start|finish)|[Ss]plit.*WAL|YouAreDeadException",
                       "ABORTING region server", r"[Rr]ecover.*lease"])
+
+
+@pytest.mark.timeout(600)
+async def test_a_region_server_cut_off_by_a_network_partition_for_60_s(
+        whole: LocalStack, tmp_path: Path, unique: str, report: Report) -> None:
+    tables_of: list[str] = []
+
+    async def fault(stack: LocalStack, notes: list[str]) -> None:
+        victim, on_victim = await run_sync(busiest_region_server, stack, tables_of)
+        pid = stack.procs[victim].pid()
+        assert pid is not None
+        listening = stack.topology().process(victim).ports.values()
+        with partitioned(pid, listening) as ports:
+            cut_ms = _wall_ms()
+            await anyio.sleep(60)
+        healed_ms = _wall_ms()
+        up_s, restarted = await run_sync(up_until_ok, stack, 240)
+        notes.append(f"{victim} (tables {on_victim}) cut off at {cut_ms} ({len(ports)} ports: its own "
+                     f"{sorted(listening)} and its connections'), healed at {healed_ms}; up took {up_s:.1f} s "
+                     f"and started again: {restarted or 'nothing'}")
+
+    settings = order_settings(unique)
+    tables_of.extend(r.table for r in settings.routes)
+    await _run_fault(whole, tmp_path, unique, report, fault, ["master", "regionserver-1", "regionserver-2",
+                                                               "gateway-1"],
+                     [r"expired|ServerCrashProcedure.*(?:start|finish)|YouAreDeadException|ABORTING",
+                      r"[Tt]imeout|timed out|Slow sync|[Rr]oll", r"callTimeout|RetriesExhausted"])
