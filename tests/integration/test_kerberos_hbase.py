@@ -92,6 +92,13 @@ async def test_full_ingest_over_kerberized_thrift_auth_conf(
                           "--format", "jsonl", env=_env(krb))
         assert scanned.returncode == 0, scanned.stderr[-3000:]
         assert "s000" in scanned.stdout and "b0007" in scanned.stdout, scanned.stdout[-2000:]
+        # the whole topic replayed by a backfill through the HTTPS gateway: the same rows
+        spec = ",".join(f"{p}:0" for p in sorted(ends))
+        replayed = run_cli("backfill", "-c", str(https), "-t", topic, "--from-offset", spec, "--no-progress",
+                           "--no-metrics", env=_env(krb), timeout=300)
+        assert replayed.returncode == 0, replayed.stderr[-3000:]
+        assert f"done: {EVENTS:,} events" in replayed.stdout + replayed.stderr, replayed.stderr[-3000:]
+        await assert_order_rows(hbase, settings, EVENTS)
     finally:
         await drop_tables(hbase, settings)
         await hbase.aclose()
