@@ -272,7 +272,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         print(f"median, {s['workers']} worker(s): {s['events_per_s']:,.0f} events/s "
               f"(range {s['events_per_s_range']}), {s['of_bound']:.2f} of the CPU bound", flush=True)
     return {"events": total, "partitions": args.partitions, "region_servers": len(topo.region_server_ports),
-            "gateways": len(stack.gateways), "hdfs": topo.namenode is not None, "cores": os.cpu_count(), "date_utc": time.strftime("%Y-%m-%d %H:%M"),
+            "gateways": len(stack.gateways), "hdfs": topo.namenode is not None,
+            "cores": os.cpu_count(), "date_utc": time.strftime("%Y-%m-%d %H:%M"),
             "summary": summary, "runs": runs, "warmup": warmup}
 
 

@@ -105,6 +105,13 @@ class Segment:
         """All byte values, ascending (only for enumerable segments)."""
         raise NotImplementedError
 
+    def split_prefixes(self, n_regions: int) -> list[bytes] | None:
+        """When this segment leads a key: ``n_regions - 1`` ascending prefixes (``n_regions >= 2``) that
+        cut the keyspace into regions of equal shares of its values, or None when it cannot: its
+        values do not spread keys evenly (the split then needs a sample of keys), or ``n_regions``
+        exceeds its values (a distributing segment)."""
+        return None
+
     # --- time ranges --------------------------------------------------------------------------
     def interval(self, lo: int, hi: int) -> list[ByteInterval]:
         """Byte intervals covering every value ``v`` of the field with ``lo <= v < hi``."""

@@ -55,6 +55,17 @@ def _input(seg: Segment, values: Mapping[str, Any]) -> bytes:
     return hash_input([encode_text(f, values[f]) for f in seg.fields])
 
 
+def _bucket_prefixes(seg: Segment, n_regions: int) -> list[bytes] | None:
+    """Split prefixes on bucket boundaries: the values at ``round(i * N / n)`` of the segment's ``N``
+    values (one region per value, as Phoenix does, when ``n == N``); a region never holds part of a
+    bucket. None when ``n_regions`` exceeds ``N``."""
+    count = seg.value_count or 1
+    if n_regions > count:
+        return None
+    values = seg.enum_values()
+    return [values[b] for b in sorted({round(i * count / n_regions) for i in range(1, n_regions)}) if 0 < b < count]
+
+
 class Salt(Segment):
     kind = "salt"
     distributing = True
@@ -113,6 +124,9 @@ class Salt(Segment):
     def enum_values(self) -> list[bytes]:
         return list(BYTE[: self.buckets])
 
+    def split_prefixes(self, n_regions: int) -> list[bytes] | None:
+        return _bucket_prefixes(self, n_regions)
+
 
 class KeySalt(Salt):
     """``salt(N[, hash])``: the salt byte hashes the encoded rest of the key (Phoenix style)."""
@@ -162,6 +176,20 @@ class Md5(Segment):
         w = self.width or 0
         return [b"%0*x" % (w, i) for i in range(16**w)]
 
+    def split_prefixes(self, n_regions: int) -> list[bytes] | None:
+        """Evenly spaced points ``i * 16**w // n`` of the hex space, in lowercase hex with trailing zeros
+        dropped, so every region gets keys (splitting the byte range would leave ``9``-``a`` empty)."""
+        width = self.width or 0
+        space = 16**width
+        if n_regions > space:
+            return None
+        out: list[bytes] = []
+        for i in range(1, n_regions):
+            point = (b"%0*x" % (width, i * space // n_regions)).rstrip(b"0") or b"0"
+            if not out or point > out[-1]:
+                out.append(point)
+        return out
+
 
 class Bucketed(NumberedSegment):
     """A value in ``0..n-1`` rendered as bytes or decimal text (``mod`` and ``random``)."""
@@ -209,6 +237,9 @@ class Bucketed(NumberedSegment):
 
     def enum_values(self) -> list[bytes]:
         return [self.render(k) for k in range(self.n)]
+
+    def split_prefixes(self, n_regions: int) -> list[bytes] | None:
+        return _bucket_prefixes(self, n_regions) if self.distributing else None  # a time bucket: a sample
 
 
 class Mod(Bucketed):

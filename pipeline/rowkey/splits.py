@@ -18,7 +18,6 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from pipeline.rowkey.errors import PlanError
-from pipeline.rowkey.segments_dist import Bucketed, Md5, Salt
 from pipeline.rowkey.segments_text import Literal
 
 if TYPE_CHECKING:
@@ -54,25 +53,12 @@ def split_points(rk: RowKey, n_regions: int, sample_keys: Iterable[bytes] | None
             continue
         lead = seg
         break
-    if isinstance(lead, Salt | Bucketed) and lead.distributing:
-        count = lead.value_count or 1
-        if n_regions <= count:
-            bounds = sorted({round(i * count / n_regions) for i in range(1, n_regions)})
-            values = lead.enum_values()
-            return [prefix + values[b] for b in bounds if 0 < b < count]
-    elif isinstance(lead, Md5):
-        width = lead.width or 0
-        space = 16**width
-        if n_regions <= space:
-            out: list[bytes] = []
-            for i in range(1, n_regions):
-                point = (b"%0*x" % (width, i * space // n_regions)).rstrip(b"0") or b"0"
-                if not out or prefix + point > out[-1]:
-                    out.append(prefix + point)
-            return out
+    points = lead.split_prefixes(n_regions) if lead is not None else None
+    if points is not None:
+        return [prefix + p for p in points]
     if sample_keys is not None:
         return sample_quantiles(sample_keys, n_regions)
-    if lead is not None and (lead.distributing or isinstance(lead, Md5)):
+    if lead is not None and lead.distributing:
         raise PlanError(
             f"{n_regions} regions exceed the {lead.value_count} values of "
             f"{lead.source}; split at a sample's quantiles instead (tables create --sample)"
