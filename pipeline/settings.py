@@ -555,10 +555,7 @@ class Settings(BaseSettings):
             spec = tables.get(route.table)
             if spec is None:
                 continue  # the table may exist already; the worker checks it against HBase at start
-            families = [c.split(":", 1)[0] for c in route.columns]
-            if route.counter is not None:
-                families.append(route.counter.column.split(":", 1)[0])
-            for family in dict.fromkeys(families):
+            for family in route.families:
                 if family not in spec.families:
                     problems.append(
                         f"route {route.name!r} writes family {family!r}, which table {route.table!r} "

@@ -197,6 +197,12 @@ class RouteSpec(Section):
         return self
 
     @property
+    def families(self) -> list[str]:
+        """The column families the route writes, in the order its columns (then its counter) name them."""
+        columns = [*self.columns, *([self.counter.column] if self.counter is not None else [])]
+        return list(dict.fromkeys(c.split(":", 1)[0] for c in columns))
+
+    @property
     def tombstones(self) -> Literal["dead_letter", "skip", "delete"]:
         """What a tombstone does, the default applied."""
         if self.on_tombstone is not None:

@@ -82,8 +82,7 @@ class CompiledRoute:
                                   f"starting with '$' is one of {', '.join(allowed)}")
         self.columns = [_Column(c.encode(), cs.field, getter(cs.field), encoder(cs), cs.required)
                         for c, cs in spec.columns.items()]
-        self.families = sorted({c.split(":", 1)[0] for c in spec.columns}
-                               | ({spec.counter.column.split(":", 1)[0]} if spec.counter else set()))
+        self.families = sorted(spec.families)
         self._ts = getter(spec.timestamp_field) if spec.timestamp_field else None
         self._max_key = max_key_bytes
         self._max_cell = max_cell_bytes

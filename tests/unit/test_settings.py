@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.errors import ConfigError
-from pipeline.settings import ENV_PREFIX, NON_SETTING_VARIABLES, Settings, load_settings
+from pipeline.settings import ENV_PREFIX, NON_SETTING_VARIABLES, RouteSpec, Settings, load_settings
 
 
 @pytest.fixture(autouse=True)
@@ -275,3 +275,10 @@ def test_field_errors_keep_the_given_value(tmp_path: Path) -> None:
         load_settings(f)
     assert "hbase.port: Input should be a valid integer (got 'dict')" in str(info.value)
     assert "kafka.max_poll_records: Input should be greater than or equal to 1 (got 0)" in str(info.value)
+
+
+def test_a_route_names_the_families_it_writes_once_each_in_column_order() -> None:
+    route = RouteSpec.model_validate({"name": "r", "topic": "t", "table": "x", "rowkey": "[id]",
+                                      "columns": {"b:x": "x", "a:y": "y", "b:z": "z"},
+                                      "counter": {"column": "c:n"}})
+    assert route.families == ["b", "a", "c"]

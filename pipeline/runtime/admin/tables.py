@@ -150,15 +150,7 @@ def _families(settings: Settings, table: str) -> dict[str, FamilySpec]:
     declared = [t for t in settings.tables if t.name == table]
     if declared:
         return dict(declared[0].families)
-    wanted: list[str] = []
-    for route in settings.routes:
-        if route.table != table:
-            continue
-        columns = list(route.columns) + ([route.counter.column] if route.counter else [])
-        for column in columns:
-            family = column.split(":", 1)[0]
-            if family not in wanted:
-                wanted.append(family)
+    wanted = dict.fromkeys(f for route in settings.routes if route.table == table for f in route.families)
     return {f: FamilySpec() for f in wanted} or dict(settings.table(table).families)
 
 
