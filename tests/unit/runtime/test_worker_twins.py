@@ -193,6 +193,26 @@ async def test_fetching_pauses_at_the_in_flight_budget_and_resumes_after_writes(
     assert worker.stats.pauses >= 1
 
 
+async def test_a_stop_request_wakes_a_worker_paused_at_its_budget_and_commits_nothing_unwritten() -> None:
+    # the consume loop waits on the drained event alone: the stop request must set it, or a worker whose
+    # writes hang would never see the stop
+    broker = MemoryBroker()
+    broker.create_topic(TOPIC, PARTITIONS)
+    hbase = _SlowHBase()  # its gate stays shut: nothing is ever written
+    hbase.add_table(TABLE, families=["f"])
+    for i in range(2000):
+        broker.produce(TOPIC, orjson.dumps({"id": f"e{i}", "v": i, "ts": 1_000 + i}))
+    worker = Worker(_settings(max_poll_records=20, max_in_flight_bytes=16 * 1024, shutdown_timeout_s=0.2),
+                    hbase, broker)
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(worker.run)
+            while not worker.progress.paused:
+                await anyio.sleep(0.001)
+            worker.request_stop()
+    assert hbase.row_count(TABLE) == 0 and broker.groups["g"].committed == {}
+
+
 class _RevocationsSeen(Worker):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
