@@ -6,7 +6,6 @@ from typing import TYPE_CHECKING, Any
 
 from pipeline.rowkey.errors import RowKeyError
 from pipeline.rowkey.segments import Segment
-from pipeline.rowkey.segments_dist import Md5, Random, Salt
 from pipeline.rowkey.segments_num import Binary, Dec, ReverseTs, TimeBucket
 from pipeline.rowkey.segments_text import Code, Literal, Pad, Text
 
@@ -59,21 +58,7 @@ def design_warnings(rk: RowKey) -> list[str]:
             "stored with every cell)"
         )
     for seg in rk.segments:
-        if isinstance(seg, Random):
-            out.append(
-                f"no point reads: {seg.source} makes keys unpredictable; a get must try all "
-                f"{seg.n} values (use a hash of fields instead if rows are read back)"
-            )
-        elif isinstance(seg, Salt) and seg.buckets > 64:
-            out.append(
-                f"{seg.source}: {seg.buckets} buckets mean {seg.buckets} scans per range "
-                "read; 4 to 64 buckets is the usual range"
-            )
-        elif isinstance(seg, Md5) and (seg.value_count or 0) > 1024 and seg.fields != ():
-            out.append(
-                f"{seg.source}: {seg.value_count} possible prefixes; reads that cannot "
-                "compute the hash scan region by region with a filter"
-            )
+        out.extend(seg.warnings())
     return out
 
 

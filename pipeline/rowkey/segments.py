@@ -105,6 +105,11 @@ class Segment:
         """All byte values, ascending (only for enumerable segments)."""
         raise NotImplementedError
 
+    def warnings(self) -> list[str]:
+        """What the guides warn about this segment on its own (``design_warnings`` adds those of the
+        whole key); none by default."""
+        return []
+
     def split_prefixes(self, n_regions: int) -> list[bytes] | None:
         """When this segment leads a key: ``n_regions - 1`` ascending prefixes (``n_regions >= 2``) that
         cut the keyspace into regions of equal shares of its values, or None when it cannot: its

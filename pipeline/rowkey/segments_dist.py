@@ -127,6 +127,12 @@ class Salt(Segment):
     def split_prefixes(self, n_regions: int) -> list[bytes] | None:
         return _bucket_prefixes(self, n_regions)
 
+    def warnings(self) -> list[str]:
+        if self.buckets <= 64:
+            return []
+        return [f"{self.source}: {self.buckets} buckets mean {self.buckets} scans per range "
+                "read; 4 to 64 buckets is the usual range"]
+
 
 class KeySalt(Salt):
     """``salt(N[, hash])``: the salt byte hashes the encoded rest of the key (Phoenix style)."""
@@ -189,6 +195,12 @@ class Md5(Segment):
             if not out or point > out[-1]:
                 out.append(point)
         return out
+
+    def warnings(self) -> list[str]:
+        if (self.value_count or 0) <= 1024 or self.fields == ():
+            return []
+        return [f"{self.source}: {self.value_count} possible prefixes; reads that cannot "
+                "compute the hash scan region by region with a filter"]
 
 
 class Bucketed(NumberedSegment):
@@ -274,6 +286,10 @@ class Random(Bucketed):
     distributing = True
     computable = False
     __slots__ = ()
+
+    def warnings(self) -> list[str]:
+        return [f"no point reads: {self.source} makes keys unpredictable; a get must try all "
+                f"{self.n} values (use a hash of fields instead if rows are read back)"]
 
     @property
     def layout(self) -> str:

@@ -189,6 +189,12 @@ def test_explain_and_warnings() -> None:
     assert any("100 bytes" in w for w in design_warnings(compile_rowkey("[rpad(a, 'x', 120)]")))
     assert any("16 bytes" in w for w in design_warnings(compile_rowkey("[rpad(a, 'x', 20)]")))
     assert design_warnings(compile_rowkey("[salt(h, 8)][h][_][reverse_ts(ts)]")) == []
+    assert design_warnings(compile_rowkey("[salt(h, 100)][h]")) == [
+        "salt(h, 100): 100 buckets mean 100 scans per range read; 4 to 64 buckets is the usual range"]
+    assert design_warnings(compile_rowkey("[md5(h, 4)][h]"))[-1] == (
+        "md5(h, 4): 65536 possible prefixes; reads that cannot compute the hash scan region by region "
+        "with a filter")
+    assert not any("possible prefixes" in w for w in design_warnings(compile_rowkey("[md5(h, 2)][h]")))
     good = explain(compile_rowkey(SALTED))
     assert "fan-out over 16 ranges" in good and "single prefix scan" in good
     assert "point get" in good
