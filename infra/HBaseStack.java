@@ -12,6 +12,8 @@
 //       Kerberos) and six gateways, each a ThriftServer with its own Configuration copy: Thrift1 and
 //       Thrift2 without QOP (unauthenticated clients; the gateway calls HBase as its own principal), over
 //       SASL/GSSAPI with QOP auth-conf, and in HTTP mode with TLS and SPNEGO (QOP auth-conf).
+//   HBaseStack.java kerberos-gateway <plain1> <plain2> <sasl1> <sasl2> <https1> <https2>
+//       one gateway of a Kerberized cluster: the same six gateways, without the master.
 //
 // A server thread that fails ends the JVM (exit 1), so `stack status` sees the process die instead of a
 // JVM that lives on with half of its servers.
@@ -46,7 +48,7 @@ public class HBaseStack {
   }
 
   /** One gateway of the Kerberized HBase: its QOP (null: none) and whether it speaks HTTPS. */
-  static void kerberosGateway(String name, int version, String port, String qop, boolean https) {
+  static Thread kerberosGateway(String name, int version, String port, String qop, boolean https) {
     Configuration c = HBaseConfiguration.create();
     if (qop != null) {
       c.set("hbase.thrift.security.qop", qop);
@@ -57,32 +59,40 @@ public class HBaseStack {
     c.setBoolean("hbase.thrift.ssl.enabled", https);
     String[] argv = {"-p", port, "-b", "127.0.0.1"};
     if (version == 1) {
-      start(name, () -> new org.apache.hadoop.hbase.thrift.ThriftServer(c).run(argv));
-    } else {
-      start(name, () -> new org.apache.hadoop.hbase.thrift2.ThriftServer(c).run(argv));
+      return start(name, () -> new org.apache.hadoop.hbase.thrift.ThriftServer(c).run(argv));
     }
+    return start(name, () -> new org.apache.hadoop.hbase.thrift2.ThriftServer(c).run(argv));
   }
 
-  static void kerberos(String[] p) throws Exception {
-    Thread master = start("hmaster",
-        () -> org.apache.hadoop.hbase.master.HMaster.main(new String[] {"start"}));
-    kerberosGateway("plain-thrift1", 1, p[1], null, false);
+  /** The six gateways on ports p[1..6]; returns the first one's thread. */
+  static Thread kerberosGateways(String[] p) {
+    Thread first = kerberosGateway("plain-thrift1", 1, p[1], null, false);
     kerberosGateway("plain-thrift2", 2, p[2], null, false);
     kerberosGateway("sasl-thrift1", 1, p[3], "auth-conf", false);
     kerberosGateway("sasl-thrift2", 2, p[4], "auth-conf", false);
     kerberosGateway("https-thrift1", 1, p[5], "auth-conf", true);
     kerberosGateway("https-thrift2", 2, p[6], "auth-conf", true);
-    master.join();
+    return first;
   }
 
   public static void main(String[] args) throws Exception {
     if (args.length == 7 && args[0].equals("kerberos")) {
-      kerberos(args);
+      Thread master = start("hmaster",
+          () -> org.apache.hadoop.hbase.master.HMaster.main(new String[] {"start"}));
+      kerberosGateways(args);
+      master.join();
+      return;
+    }
+    if (args.length == 7 && args[0].equals("kerberos-gateway")) {
+      // three Thrift1 and three Thrift2 servers register the same metrics sources: allowed in this mode
+      // (the standalone JVM of `kerberos` is in it already, as HBase's local mode sets it)
+      org.apache.hadoop.metrics2.lib.DefaultMetricsSystem.setMiniClusterMode(true);
+      kerberosGateways(args).join();
       return;
     }
     if (args.length != 3 || !(args[0].equals("standalone") || args[0].equals("gateway"))) {
       System.err.println("usage: HBaseStack.java standalone|gateway <thrift1 port> <thrift2 port>\n"
-          + "       HBaseStack.java kerberos <plain1> <plain2> <sasl1> <sasl2> <https1> <https2>");
+          + "       HBaseStack.java kerberos|kerberos-gateway <plain1> <plain2> <sasl1> <sasl2> <https1> <https2>");
       System.exit(2);
     }
     if (args[0].equals("gateway")) {

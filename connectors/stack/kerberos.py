@@ -125,12 +125,23 @@ class KerberosPart:
     #: the CA that signed the HTTPS gateways' certificate (the one of Kafka's SASL_SSL listener too)
     ca_file: Path
     host: str = SERVICE_HOST
+    #: one entry per gateway JVM: what it adds to each of the six ports above (the first gateway's). The
+    #: standalone Kerberized HBase has one (0); a Kerberized cluster of M gateways steps by
+    #: :data:`~.topology.GATEWAY_PORT_STEP` (0, 10, 20, ...)
+    shifts: tuple[int, ...] = (0,)
 
     @classmethod
-    def of(cls, ks: KerberosSettings, layout: StackLayout) -> KerberosPart:
-        return cls(REALM, layout.state / "kerberos", ks.kdc_port, ks.port("krb plain thrift1"),
-                   ks.port("krb plain thrift2"), ks.port("krb sasl thrift1"), ks.port("krb sasl thrift2"),
-                   ks.port("krb https thrift1"), ks.port("krb https thrift2"), layout.state / "secure" / "ca.pem")
+    def of(cls, ks: KerberosSettings, layout: StackLayout,
+           cluster: tuple[tuple[int, int, int], ...] | None = None) -> KerberosPart:
+        """The standalone Kerberized HBase's part, or (``cluster``: each gateway's plain Thrift1 port, plain
+        Thrift2 port and shift) that of a Kerberized cluster, whose gateways serve plain Thrift on the
+        cluster's own ports and SASL and HTTPS on ``kerberos_thrift_port + 2 .. + 5`` plus their shift."""
+        plain = ((ks.port("krb plain thrift1"), ks.port("krb plain thrift2")) if cluster is None
+                 else (cluster[0][0], cluster[0][1]))
+        shifts = (0,) if cluster is None else tuple(shift for _, _, shift in cluster)
+        return cls(REALM, layout.state / "kerberos", ks.kdc_port, *plain, ks.port("krb sasl thrift1"),
+                   ks.port("krb sasl thrift2"), ks.port("krb https thrift1"), ks.port("krb https thrift2"),
+                   layout.state / "secure" / "ca.pem", shifts=shifts)
 
     @property
     def krb5_conf(self) -> Path:

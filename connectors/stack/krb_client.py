@@ -51,11 +51,14 @@ def krb5_config(path: Path) -> Iterator[None]:
                 os.environ["KRB5_CONFIG"] = before
 
 
-def gateway_ports(part: KerberosPart, kind: GatewayKind) -> tuple[int, int]:
-    """The Thrift1 and Thrift2 ports of the ``kind`` gateways."""
-    return {"plain": (part.plain_thrift1_port, part.plain_thrift2_port),
-            "sasl": (part.sasl_thrift1_port, part.sasl_thrift2_port),
-            "https": (part.https_thrift1_port, part.https_thrift2_port)}[kind]
+def gateway_ports(part: KerberosPart, kind: GatewayKind, gateway: int = 0) -> tuple[int, int]:
+    """The Thrift1 and Thrift2 ports of the ``kind`` gateways of gateway JVM ``gateway`` (from 0; a
+    Kerberized cluster has several, :attr:`~.kerberos.KerberosPart.shifts`)."""
+    t1, t2 = {"plain": (part.plain_thrift1_port, part.plain_thrift2_port),
+              "sasl": (part.sasl_thrift1_port, part.sasl_thrift2_port),
+              "https": (part.https_thrift1_port, part.https_thrift2_port)}[kind]
+    shift = part.shifts[gateway]
+    return t1 + shift, t2 + shift
 
 
 def gateway_security(part: KerberosPart, kind: GatewayKind, *, principal: str | None = None,
@@ -72,11 +75,12 @@ def gateway_security(part: KerberosPart, kind: GatewayKind, *, principal: str | 
 
 
 def hbase_keys(part: KerberosPart, kind: GatewayKind) -> dict[str, Any]:
-    """The ``[hbase]`` settings keys that reach the ``kind`` gateways as the client principal (with its
-    keytab): :func:`gateway_security` spelled as settings."""
-    t1, t2 = gateway_ports(part, kind)
+    """The ``[hbase]`` settings keys that reach the ``kind`` gateways (of every gateway JVM, in order) as the
+    client principal (with its keytab): :func:`gateway_security` spelled as settings."""
     sec = gateway_security(part, kind)
-    keys: dict[str, Any] = {"gateways": [{"host": part.host, "port": t1, "thrift2_port": t2}]}
+    keys: dict[str, Any] = {"gateways": [
+        {"host": part.host, "port": t1, "thrift2_port": t2}
+        for t1, t2 in (gateway_ports(part, kind, j) for j in range(len(part.shifts)))]}
     if sec.kerberos:
         keys |= {"auth": "kerberos", "kerberos_principal": sec.principal, "kerberos_keytab": sec.keytab}
     if sec.kerberos and not sec.http:
@@ -86,9 +90,11 @@ def hbase_keys(part: KerberosPart, kind: GatewayKind) -> dict[str, Any]:
     return keys
 
 
-def https_status_without_credentials(part: KerberosPart, thrift: int = 1, timeout_s: float = 10.0) -> int:
-    """The HTTP status the HTTPS gateway answers a Thrift POST without credentials with (401 expected)."""
-    port = gateway_ports(part, "https")[thrift - 1]
+def https_status_without_credentials(part: KerberosPart, thrift: int = 1, timeout_s: float = 10.0,
+                                     gateway: int = 0) -> int:
+    """The HTTP status the HTTPS gateway (of gateway JVM ``gateway``) answers a Thrift POST without credentials
+    with (401 expected)."""
+    port = gateway_ports(part, "https", gateway)[thrift - 1]
     context = ssl.create_default_context(cafile=str(part.ca_file))
     conn = http.client.HTTPSConnection(part.host, port, timeout=timeout_s, context=context)
     try:
@@ -101,21 +107,28 @@ def https_status_without_credentials(part: KerberosPart, thrift: int = 1, timeou
 
 
 def gateways_round_trip(part: KerberosPart, timeout_s: float = 10.0) -> None:
-    """One call through each of the six gateways: Thrift1 ``getTableNames`` and Thrift2
+    """One call through each of the six gateways of every gateway JVM: Thrift1 ``getTableNames`` and Thrift2
     ``tableExists(hbase:meta)``, plain, over SASL as the client principal, and over HTTPS with SPNEGO after a
-    request without credentials was refused with 401. Raises RuntimeError or the transport's error."""
+    request without credentials was refused with 401. Raises RuntimeError (naming the port) or the
+    transport's error."""
+    for gateway in range(len(part.shifts)):
+        _round_trip(part, gateway, timeout_s)
+
+
+def _round_trip(part: KerberosPart, gateway: int, timeout_s: float) -> None:
     timeout_ms = int(timeout_s * 1000)
     meta = load_idl().TTableName(ns=b"hbase", qualifier=b"meta")
     for thrift in (1, 2):
-        status = https_status_without_credentials(part, thrift, timeout_s)
+        status = https_status_without_credentials(part, thrift, timeout_s, gateway)
         if status != 401:
-            raise RuntimeError(f"the HTTPS Thrift{thrift} gateway answered {status} to a request without "
-                               "credentials, not 401")
+            port = gateway_ports(part, "https", gateway)[thrift - 1]
+            raise RuntimeError(f"the HTTPS Thrift{thrift} gateway on port {port} answered {status} to a request "
+                               "without credentials, not 401")
     with krb5_config(part.krb5_conf):
         kinds: tuple[GatewayKind, ...] = ("plain", "sasl", "https")
         for kind in kinds:
             sec = gateway_security(part, kind)
-            t1, t2 = gateway_ports(part, kind)
+            t1, t2 = gateway_ports(part, kind, gateway)
             transport = "http" if sec.http else "buffered"
             conn = open_thrift1(part.host, t1, timeout_ms, transport, "binary", sec)
             try:
@@ -125,6 +138,6 @@ def gateways_round_trip(part: KerberosPart, timeout_s: float = 10.0) -> None:
             client = open_client(part.host, t2, timeout_ms, security=sec)
             try:
                 if not client.tableExists(meta):
-                    raise RuntimeError("the Kerberized HBase says hbase:meta does not exist")
+                    raise RuntimeError(f"the Kerberized HBase says hbase:meta does not exist (Thrift2 port {t2})")
             finally:
                 client.close()

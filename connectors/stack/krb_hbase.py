@@ -34,10 +34,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from .kerberos import KerberosPart, KerberosSettings, render_template
-from .layout import StackLayout
+from .layout import StackLayout, write_private
 from .secure import SecureListener, issue_server_keystore
 
-__all__ = ["KRB_HBASE_CONFIGS", "ensure_krb_hbase", "krb_hbase_values", "render_krb_hbase_configs"]
+__all__ = ["KRB_HBASE_CONFIGS", "ensure_https_keystore", "ensure_krb_hbase", "krb_hbase_values",
+           "render_krb_hbase_configs"]
 
 KRB_HBASE_CONFIGS = ("hbase-site.xml", "core-site.xml")
 
@@ -64,21 +65,25 @@ def render_krb_hbase_configs(values: dict[str, str], infra: Path) -> dict[str, s
     return {name: render_template(infra, name, values) for name in KRB_HBASE_CONFIGS}
 
 
-def ensure_krb_hbase(ks: KerberosSettings, part: KerberosPart, layout: StackLayout, listener: SecureListener) -> None:
-    """Make the HTTPS keystore (once) and the data folders, and render the configuration (each time)."""
+def ensure_https_keystore(layout: StackLayout, listener: SecureListener) -> str:
+    """Make the HTTPS gateways' keystore (once; shared by the standalone Kerberized HBase and a Kerberized
+    cluster's gateways) and return its password."""
     tls = _tls(layout)
     tls.mkdir(parents=True, exist_ok=True)
     tls.chmod(0o700)
     password_file = tls / "keystore.password"
     issue_server_keystore(listener, tls / "thrift-https.p12", password_file, "thrift-https")
+    return password_file.read_text().strip()
+
+
+def ensure_krb_hbase(ks: KerberosSettings, part: KerberosPart, layout: StackLayout, listener: SecureListener) -> None:
+    """Make the HTTPS keystore (once) and the data folders, and render the configuration (each time)."""
+    password = ensure_https_keystore(layout, listener)
     for sub in ("tmp", "zk"):
         (layout.krb_hbase / sub).mkdir(parents=True, exist_ok=True)
     conf = layout.krb_hbase_conf
     conf.mkdir(parents=True, exist_ok=True)
     conf.chmod(0o700)
-    values = krb_hbase_values(ks, part, layout, password_file.read_text().strip())
+    values = krb_hbase_values(ks, part, layout, password)
     for name, text in render_krb_hbase_configs(values, layout.infra).items():
-        path = conf / name
-        path.touch(mode=0o600)
-        path.chmod(0o600)
-        path.write_text(text)
+        write_private(conf / name, text)

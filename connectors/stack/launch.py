@@ -19,6 +19,8 @@ Heaps (``[stack]`` settings, sized for a 2-core / 24 GB machine that also runs t
 - ``kdc`` (``--kerberos``): MIT's ``krb5kdc`` in the foreground (:func:`.kerberos.kdc_argv`).
 - ``hbase-krb`` (``--kerberos``): ``kerberos_heap_mb`` (1024; a quarter at start), the standalone JVM's
   options plus the realm's ``krb5.conf`` (:func:`kerberos_argv`, :mod:`.krb_hbase`).
+- a Kerberized cluster (``--kerberos`` with region servers and gateways): the same heaps, plus the realm's
+  ``krb5.conf`` on the master, every region server and every gateway (:mod:`.krb_cluster`).
 
 Cluster JVMs start with a quarter of their heap (-Xms) so that an idle cluster stays small in RSS;
 every HBase JVM is killed on OutOfMemoryError (as HBase's own scripts do) so that a broken server
@@ -35,7 +37,7 @@ from .hdfs import datanode_options, format_args
 from .kerberos import GATEWAY_PORT_OFFSETS, KerberosPart, KerberosSettings, kdc_argv
 from .layout import StackLayout
 from .registry import registry_argv
-from .topology import ServerProcess
+from .topology import CLUSTER_KRB_LABELS, ServerProcess
 
 __all__ = ["CLUSTER_ID", "HBASE_JDK17", "kafka_format_argv", "kerberos_argv", "namenode_format_argv", "server_argv"]
 
@@ -93,21 +95,34 @@ def kerberos_argv(proc: ServerProcess, ks: KerberosSettings, part: KerberosPart,
     if proc.role != "hbase-krb":
         raise ValueError(f"no Kerberos command for role {proc.role!r}")
     heap = ks.kerberos_heap_mb
-    jvm = _hbase_jvm(lay, heap // 4, heap, launcher, lay.krb_hbase_conf)
-    # zookeeper.sasl.client: ZooKeeper's client reads it as a system property, not from hbase-site.xml
-    props = [f"-Djava.security.krb5.conf={part.krb5_conf}", "-Dzookeeper.sasl.client=false"]
+    jvm = _kerberized(_hbase_jvm(lay, heap // 4, heap, launcher, lay.krb_hbase_conf), part.krb5_conf)
     main = "HBaseStack" if launcher is not None else str(lay.infra / "HBaseStack.java")
-    return [*jvm[:1], *props, *jvm[1:], main, "kerberos", *(str(proc.ports[label]) for label in GATEWAY_PORT_OFFSETS)]
+    return [*jvm, main, "kerberos", *(str(proc.ports[label]) for label in GATEWAY_PORT_OFFSETS)]
 
 
-def server_argv(proc: ServerProcess, s: StackSettings, lay: StackLayout, launcher: Path | None = None) -> list[str]:
+def _kerberized(jvm: list[str], krb5_conf: Path | None) -> list[str]:
+    """``jvm`` with the realm's ``krb5.conf`` and ZooKeeper's SASL off, when ``krb5_conf`` is given. ZooKeeper's
+    client reads ``zookeeper.sasl.client`` as a system property, not from ``hbase-site.xml``; the stack's
+    ZooKeeper has no SASL, Kerberos protects HBase's own RPC and the gateways."""
+    if krb5_conf is None:
+        return jvm
+    return [jvm[0], f"-Djava.security.krb5.conf={krb5_conf}", "-Dzookeeper.sasl.client=false", *jvm[1:]]
+
+
+def server_argv(proc: ServerProcess, s: StackSettings, lay: StackLayout, launcher: Path | None = None,
+                krb5_conf: Path | None = None) -> list[str]:
     """The command that starts ``proc`` (one process of :func:`~.topology.plan_topology`). ``launcher``:
     the folder of the compiled ``HBaseStack`` class (:func:`~.provision.ensure_launcher`); None runs
-    ``infra/HBaseStack.java`` through the JDK's source launcher."""
+    ``infra/HBaseStack.java`` through the JDK's source launcher. ``krb5_conf``: a Kerberized cluster's
+    realm (:mod:`.krb_cluster`), given to the master, the region servers and the gateways, which serve
+    ``kerberos-gateway`` (their plain, SASL and HTTPS ports) instead of ``gateway``."""
     if proc.role in ("hbase", "gateway"):
         heap = s.hbase_heap_mb if proc.role == "hbase" else s.gateway_heap_mb
         jvm = _hbase_jvm(lay, heap if proc.role == "hbase" else heap // 4, heap, launcher)
         main = "HBaseStack" if launcher is not None else str(lay.infra / "HBaseStack.java")
+        if proc.role == "gateway" and krb5_conf is not None:
+            ports = [proc.ports[label] for label in ("thrift1", "thrift2", *CLUSTER_KRB_LABELS)]
+            return [*_kerberized(jvm, krb5_conf), main, "kerberos-gateway", *map(str, ports)]
         mode = "standalone" if proc.role == "hbase" else "gateway"
         return [*jvm, main, mode, str(proc.ports["thrift1"]), str(proc.ports["thrift2"])]
     if proc.role == "kafka":
@@ -121,10 +136,12 @@ def server_argv(proc: ServerProcess, s: StackSettings, lay: StackLayout, launche
                 "org.apache.zookeeper.server.ZooKeeperServerMain", str(lay.conf / "zoo.cfg")]
     if proc.role == "master":
         heap = s.master_heap_mb
-        return [*_hbase_jvm(lay, heap // 4, heap), "org.apache.hadoop.hbase.master.HMaster", "start"]
+        return [*_kerberized(_hbase_jvm(lay, heap // 4, heap), krb5_conf), "org.apache.hadoop.hbase.master.HMaster",
+                "start"]
     if proc.role == "regionserver":
         heap = s.regionserver_heap_mb
-        return [*_hbase_jvm(lay, heap // 4, heap), "org.apache.hadoop.hbase.regionserver.HRegionServer",
+        return [*_kerberized(_hbase_jvm(lay, heap // 4, heap), krb5_conf),
+                "org.apache.hadoop.hbase.regionserver.HRegionServer",
                 "-D", f"hbase.regionserver.port={proc.ports['regionserver']}", "start"]
     if proc.role == "namenode":
         return [*_hadoop_jvm(lay, s.namenode_heap_mb), "org.apache.hadoop.hdfs.server.namenode.NameNode"]

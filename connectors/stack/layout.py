@@ -34,6 +34,7 @@ __all__ = [
     "default_state_dir",
     "infra_dir",
     "thrift2_idl_path",
+    "write_private",
 ]
 
 # Pinned to what Maven Central serves: hbase-thrift exists there only as 2.6.1 (see infra/hbase/pom.xml).
@@ -178,3 +179,10 @@ class StackLayout:
 
     def log_file(self, name: str) -> Path:
         return self.logs / f"{name}.out"
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path``, readable by its owner only (0600 before a byte is written)."""
+    path.touch(mode=0o600)
+    path.chmod(0o600)
+    path.write_text(text)

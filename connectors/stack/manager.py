@@ -17,9 +17,11 @@ SASL_SSL listener), and without ``--cdc`` nothing of theirs is provisioned. With
 --registry``), either shape also runs ``registry``: Apicurio Registry, a schema registry with a
 Confluent-compatible API at :attr:`LocalStack.registry_url` (:mod:`.registry`); kept by a later ``up``
 without ``--registry`` in the same way. With ``--kerberos``, either shape also runs ``kdc`` (an MIT KDC of
-a private realm, :mod:`.kerberos`) and ``hbase-krb`` (a Kerberized standalone HBase with plain, SASL and
-HTTPS+SPNEGO Thrift gateways, :mod:`.krb_hbase`), described for clients by :attr:`LocalStack.kerberos`;
-kept by a later ``up`` without ``--kerberos`` in the same way.
+a private realm, :mod:`.kerberos`); the standalone shape also ``hbase-krb`` (a Kerberized standalone HBase
+with plain, SASL and HTTPS+SPNEGO Thrift gateways, :mod:`.krb_hbase`) beside the plain one, while a cluster is
+itself Kerberized (:mod:`.krb_cluster`: its servers log in from keytabs, its gateways serve SASL and
+HTTPS+SPNEGO beside plain Thrift). Described for clients by :attr:`LocalStack.kerberos`; kept by a later
+``up`` without ``--kerberos`` in the same way.
 
 The one-JVM stack stays the default (``make demo``, ``make test``): on a 2-core machine it was ready in
 24-35 s where a 2+2 cluster took 39-59 s, with 2 JVMs (~0.75 GB RSS) instead of 7 (~1.7 GB).
@@ -58,10 +60,19 @@ from .cdc import CdcServers
 from .hdfs import hbase_fs_values, hdfs_values
 from .health import START_MARKER, DiedProcess
 from .kerberos import KerberosPart, KerberosSettings, ensure_kdc_tools, ensure_realm, kinit_check
+from .krb_cluster import cluster_security, kerberized_rendered
 from .krb_hbase import ensure_krb_hbase
 from .krb_kafka import SsoListener, kafka_jvm_options, render_sso_config, setup_sso_acls, sso_rendered, sso_round_trip
 from .launch import kafka_format_argv, kerberos_argv, namenode_format_argv, server_argv
-from .layout import HBASE_VERSION, KAFKA_VERSION, StackLayout, default_cache_dir, default_state_dir, infra_dir
+from .layout import (
+    HBASE_VERSION,
+    KAFKA_VERSION,
+    StackLayout,
+    default_cache_dir,
+    default_state_dir,
+    infra_dir,
+    write_private,
+)
 from .pgserver import STOP_SIGNAL
 from .processes import OwnedProcess, port_in_use, tail, tail_lines
 from .provision import (
@@ -181,11 +192,22 @@ class LocalStack:
                     if "connect" in self.procs else None)
         #: the KDC and the Kerberized HBase (``--kerberos``; see :mod:`.kerberos`): realm, krb5.conf, keytabs,
         #: gateways' ports; None when this stack has no Kerberos part
-        self.kerberos: KerberosPart | None = (KerberosPart.of(ks, self.layout) if "hbase-krb" in self.procs
-                                              else None)
+        self.kerberos: KerberosPart | None = None
+        if "hbase-krb" in self.procs:
+            self.kerberos = KerberosPart.of(ks, self.layout)
+        elif "kdc" in self.procs:  # a Kerberized cluster (:mod:`.krb_cluster`)
+            first = self._topology.gateways[0].thrift_port
+            self.kerberos = KerberosPart.of(ks, self.layout, tuple(
+                (g.thrift_port, g.thrift2_port, g.thrift_port - first) for g in self._topology.gateways))
         #: Kafka's GSSAPI/OAUTHBEARER listener (:mod:`.krb_kafka`), served when the stack is secure too
         self.sso_listener = (SsoListener.of(ks, self.secure_listener, self.kerberos) if self.kerberos is not None
                              else None)
+
+    @property
+    def kerberized_cluster(self) -> bool:
+        """Whether this stack is a Kerberized cluster (:mod:`.krb_cluster`), not a cluster or standalone HBase
+        with (or without) a Kerberized HBase beside it."""
+        return self._topology.mode == "cluster" and self.kerberos is not None
 
     @property
     def _kerberos_record(self) -> Path:
@@ -308,6 +330,9 @@ class LocalStack:
         from .krb_client import gateways_round_trip  # gssapi is loaded only by stacks with Kerberos
 
         try:
+            # a table created, a row written and read back through the plain gateway: the master is done
+            # initialising (the calls of the secured round trip below are answered before it is)
+            hbase_round_trip(part.host, part.plain_thrift1_port, part.plain_thrift2_port, timeout_s)
             gateways_round_trip(part, timeout_s)
         except Exception as exc:
             raise StackError(f"the Kerberized HBase (gateways {part.plain_thrift1_port}..{part.https_thrift2_port}) "
@@ -414,6 +439,7 @@ class LocalStack:
                                              or (sso and not sso_rendered(self.layout))):
             self.kafka.stop()  # a running Kafka without a listener asked for: restart it (only it)
         self._check_ports()
+        self._check_cluster_security()
         self._render(secure, sso)
         deadline = time.monotonic() + self.settings.start_timeout_s
         for proc in self._topology.processes:
@@ -450,6 +476,18 @@ class LocalStack:
                 "stack does not have (another region_servers/gateways setting started them): run "
                 "`hbase-ingest stack down` with that setting first, or use another state_dir")
 
+    def _check_cluster_security(self) -> None:
+        """Refuse to Kerberize a cluster whose servers run without Kerberos (or the other way round): the
+        running ones would not talk to those started now."""
+        running = [p.name for p in self._hbase_side() if p.role != "zookeeper" and self.procs[p.name].pid()]
+        if self._topology.mode != "cluster" or not running:
+            return
+        started_with = kerberized_rendered(self.layout.conf / "hbase")
+        if started_with != self.kerberized_cluster:
+            was, want = ("with" if flag else "without" for flag in (started_with, self.kerberized_cluster))
+            raise StackError(f"the cluster in {self.layout.state} runs {', '.join(running)} {was} Kerberos, and "
+                             f"this `up` asks for a cluster {want} it: run `hbase-ingest stack down` first")
+
     def _check_ports(self) -> None:
         for proc in self._topology.processes:
             if self.procs[proc.name].pid() is not None:
@@ -469,18 +507,26 @@ class LocalStack:
             "ZK_PORT": str(s.zookeeper_port), "MASTER_PORT": str(s.master_port),
             "REGIONSERVER_PORT": str(s.regionserver_port), "CLIENT_RETRIES": "5",
             "CLIENT_OPERATION_TIMEOUT_MS": "30000", "SESSION_TIMEOUT_MS": str(s.session_timeout_ms),
-            "DISTRIBUTED": "true" if topo.mode == "cluster" else "false",
+            "DISTRIBUTED": "true" if topo.mode == "cluster" else "false", "SECURITY": "",
             **hbase_fs_values(self.layout.state, topo.namenode)}
-        render_configs(self.layout, values)
-        render_hdfs_configs(self.layout, None if topo.namenode is None
-                            else hdfs_values(topo.namenode, len(topo.by_role("datanode"))))
-        if secure:
-            ensure_tls_and_passwords(self.secure_listener)
-            render_secure_config(self.secure_listener, self.layout, {"STATE": str(self.layout.state), **values})
+        core_site = None
         if self.kerberos is not None:
             ensure_realm(self.kerberos, self.layout.infra)
             self.kerberos_settings.save(self._kerberos_record)
+        if self.kerberos is not None and self.kerberized_cluster:
+            values["SECURITY"], core_site = cluster_security(self.kerberos_settings, self.kerberos, self.layout,
+                                                             self.secure_listener)
+        elif self.kerberos is not None:
             ensure_krb_hbase(self.kerberos_settings, self.kerberos, self.layout, self.secure_listener)
+        render_configs(self.layout, values)
+        render_hdfs_configs(self.layout, None if topo.namenode is None
+                            else hdfs_values(topo.namenode, len(topo.by_role("datanode"))))
+        if core_site is not None:  # Hadoop's login reads hadoop.security.authentication from core-site.xml only
+            (self.layout.conf / "hbase").chmod(0o700)
+            write_private(self.layout.conf / "hbase" / "core-site.xml", core_site)
+        if secure:
+            ensure_tls_and_passwords(self.secure_listener)
+            render_secure_config(self.secure_listener, self.layout, {"STATE": str(self.layout.state), **values})
         if sso and self.sso_listener is not None:
             render_sso_config(self.sso_listener, self.layout, {"STATE": str(self.layout.state), **values})
         (self.layout.state / "topology.json").write_text(topo.to_json())
@@ -522,7 +568,8 @@ class LocalStack:
         if proc.role == "datanode":
             lay.datanode_dir(proc.name).mkdir(parents=True, exist_ok=True)
         owned = self.procs[proc.name]
-        argv = server_argv(proc, self.settings, lay, self._launcher)
+        krb5 = self.kerberos.krb5_conf if self.kerberos is not None and self.kerberized_cluster else None
+        argv = server_argv(proc, self.settings, lay, self._launcher, krb5)
         if proc.role == "kafka" and self.sso_listener is not None and sso_rendered(lay):
             # the broker logs in from its keytab as it starts: the KDC must answer first
             kdc = self._topology.by_role("kdc")[0]
@@ -586,7 +633,7 @@ class LocalStack:
         main = self.procs.get("hbase") or self.procs["master"]
         self._wait(main, hbase, deadline)
         if self.kerberos is not None:
-            self._wait(self.procs["hbase-krb"], lambda: self._check_kerberos(10.0), deadline)
+            self._wait(self.procs.get("hbase-krb") or main, lambda: self._check_kerberos(10.0), deadline)
         url = self.registry_url
         if url is not None:
             self._wait(self.procs["registry"], lambda: schema_round_trip(url, 10.0), deadline)

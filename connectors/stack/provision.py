@@ -36,6 +36,7 @@ from .layout import (
     HBASE_VERSION,
     KAFKA_VERSION,
     StackLayout,
+    write_private,
 )
 
 __all__ = [
@@ -275,7 +276,7 @@ def ensure_launcher(layout: StackLayout) -> Path | None:
 def render_configs(layout: StackLayout, values: dict[str, str]) -> None:
     """Fill the ``${NAME}`` placeholders of the config templates into ``state/conf``."""
     (layout.conf / "hbase").mkdir(parents=True, exist_ok=True)
-    values = {"STATE": str(layout.state), **values}
+    values = {"STATE": str(layout.state), "SECURITY": "", **values}  # SECURITY: a Kerberized cluster's
     templates = {
         layout.infra / "conf" / "kafka" / "server.properties.in": layout.conf / "server.properties",
         layout.infra / "conf" / "hbase" / "hbase-site.xml.in": layout.conf / "hbase" / "hbase-site.xml",
@@ -283,9 +284,11 @@ def render_configs(layout: StackLayout, values: dict[str, str]) -> None:
     }
     for src, dst in templates.items():
         try:
-            dst.write_text(Template(src.read_text()).substitute(values))
+            text = Template(src.read_text()).substitute(values)
         except KeyError as exc:
             raise StackError(f"template {src.name} uses an unknown placeholder {exc}") from exc
+        # hbase-site.xml of a Kerberized cluster names the HTTPS keystore's password (SECURITY)
+        write_private(dst, text)
     shutil.copyfile(layout.infra / "conf" / "log4j2.properties", layout.conf / "log4j2.properties")
 
 

@@ -16,9 +16,14 @@ Two shapes, chosen by ``[stack] region_servers`` / ``gateways``:
 - **registry** (``[stack] registry``, on top of either shape, with or without cdc): ``registry`` (Apicurio
   Registry, HTTP on ``registry_port``), after the HBase processes and before the CDC ones: it needs
   neither, and starts at once.
-- **kerberos** (``stack up --kerberos``, on top of either shape): ``kdc`` (MIT's KDC on ``kdc_port``) and
-  ``hbase-krb`` (a Kerberized standalone HBase with six gateways: :mod:`.krb_hbase`), after the HBase
-  processes and before the registry; their ports come from :class:`.kerberos.KerberosSettings`.
+- **kerberos** (``stack up --kerberos``): on the standalone shape, ``kdc`` (MIT's KDC on ``kdc_port``) and
+  ``hbase-krb`` (a Kerberized standalone HBase with six gateways: :mod:`.krb_hbase`) beside the plain
+  ``hbase``, after it and before the registry. On the cluster shape the cluster itself is Kerberized
+  (:mod:`.krb_cluster`): ``kdc`` starts right after Kafka (every HBase server logs in from its keytab as it
+  starts), and gateway ``j`` serves, beside its plain Thrift1/Thrift2 ports, SASL Thrift1/Thrift2 and
+  HTTPS Thrift1/Thrift2 on ``kerberos_thrift_port + 2 .. + 5`` plus ``10 * (j - 1)``. A Kerberized cluster
+  is on the local filesystem only (the stack's HDFS is not Kerberized): ``hdfs`` with it is refused.
+  The ports come from :class:`.kerberos.KerberosSettings`.
 - **cdc** (``[stack] cdc``, on top of either shape): ``postgres`` (PostgreSQL on ``postgres_port``)
   and ``connect`` (Kafka Connect with Debezium, REST on ``connect_port``), after the HBase processes,
   so that ``stack down`` (reverse order) stops Connect first, then PostgreSQL.
@@ -39,9 +44,9 @@ from pipeline.settings import StackSettings
 
 from .kerberos import GATEWAY_PORT_OFFSETS, KerberosSettings
 
-__all__ = ["CDC_ROLES", "DATANODE_PORT_STEP", "GATEWAY_PORT_STEP", "HOST", "KERBEROS_ROLES", "OPTIONAL_ROLES",
-           "SETTING_OF_LABEL", "Gateway", "ServerProcess", "StackTopology", "kerberos_processes", "plan_topology",
-           "topology_from_json"]
+__all__ = ["CDC_ROLES", "CLUSTER_KRB_LABELS", "DATANODE_PORT_STEP", "GATEWAY_PORT_STEP", "HOST", "KERBEROS_ROLES",
+           "OPTIONAL_ROLES", "SETTING_OF_LABEL", "Gateway", "ServerProcess", "StackTopology", "kerberos_processes",
+           "plan_topology", "topology_from_json"]
 
 HOST = "127.0.0.1"
 GATEWAY_PORT_STEP = 10
@@ -152,15 +157,31 @@ def topology_from_json(text: str) -> StackTopology:
     return StackTopology(mode, procs, gateways, zookeeper_port)
 
 
+#: the secured gateways a Kerberized cluster's gateway serves beside its plain Thrift1/Thrift2
+CLUSTER_KRB_LABELS = ("krb sasl thrift1", "krb sasl thrift2", "krb https thrift1", "krb https thrift2")
+
+
 def kerberos_processes(ks: KerberosSettings) -> tuple[ServerProcess, ...]:
     """``kdc`` and ``hbase-krb`` with their ports (none when ``ks.kerberos`` is off)."""
     if not ks.kerberos:
         return ()
-    return (ServerProcess("kdc", "kdc", {"kdc": ks.kdc_port}),
+    return (_kdc(ks),
             ServerProcess("hbase-krb", "hbase-krb", {
                 "krb zookeeper": ks.kerberos_zookeeper_port, "krb master": ks.kerberos_master_port,
                 "krb regionserver": ks.kerberos_regionserver_port,
                 **{label: ks.port(label) for label in GATEWAY_PORT_OFFSETS}}))
+
+
+def _kdc(ks: KerberosSettings) -> ServerProcess:
+    return ServerProcess("kdc", "kdc", {"kdc": ks.kdc_port})
+
+
+def _gateway(g: Gateway, j: int, ks: KerberosSettings) -> ServerProcess:
+    """Gateway ``j`` (from 0) of a cluster; with Kerberos, its SASL and HTTPS ports too."""
+    ports = {"thrift1": g.thrift_port, "thrift2": g.thrift2_port}
+    if ks.kerberos:
+        ports |= {label: ks.port(label) + GATEWAY_PORT_STEP * j for label in CLUSTER_KRB_LABELS}
+    return ServerProcess(g.name, "gateway", ports)
 
 
 def plan_topology(s: StackSettings, kerberos: KerberosSettings | None = None) -> StackTopology:
@@ -168,25 +189,28 @@ def plan_topology(s: StackSettings, kerberos: KerberosSettings | None = None) ->
     :class:`StackError` when two listeners would share a port or a derived port passes 65535, naming the
     listeners and the settings to change."""
     kafka = ServerProcess("kafka", "kafka", {"kafka": s.kafka_port, "kafka controller": s.kafka_controller_port})
+    ks = kerberos or KerberosSettings.of(s)
     if s.region_servers == 0:
         hbase = ServerProcess("hbase", "hbase", {
             "zookeeper": s.zookeeper_port, "hbase master": s.master_port, "hbase regionserver": s.regionserver_port,
             "thrift1": s.thrift_port, "thrift2": s.thrift2_port})
         gateways: tuple[Gateway, ...] = (Gateway("hbase", HOST, s.thrift_port, s.thrift2_port),)
-        procs: tuple[ServerProcess, ...] = (kafka, hbase)
+        procs: tuple[ServerProcess, ...] = (kafka, hbase, *kerberos_processes(ks))
         mode: Literal["standalone", "cluster"] = "standalone"
     else:
+        if ks.kerberos and s.hdfs:
+            raise StackError("a Kerberized cluster runs on the local filesystem only (the stack's HDFS is not "
+                             "Kerberized): drop --hdfs ([stack] hdfs) or --kerberos")
         region_servers = [ServerProcess(f"regionserver-{i + 1}", "regionserver",
                                         {"regionserver": s.regionserver_port + i})
                           for i in range(s.region_servers)]
         gateways = tuple(Gateway(f"gateway-{j + 1}", HOST, s.thrift_port + GATEWAY_PORT_STEP * j,
                                  s.thrift2_port + GATEWAY_PORT_STEP * j) for j in range(s.gateways))
-        procs = (kafka, ServerProcess("zookeeper", "zookeeper", {"zookeeper": s.zookeeper_port}), *_hdfs(s),
+        procs = (kafka, *((_kdc(ks),) if ks.kerberos else ()),
+                 ServerProcess("zookeeper", "zookeeper", {"zookeeper": s.zookeeper_port}), *_hdfs(s),
                  ServerProcess("master", "master", {"master": s.master_port}), *region_servers,
-                 *(ServerProcess(g.name, "gateway", {"thrift1": g.thrift_port, "thrift2": g.thrift2_port})
-                   for g in gateways))
+                 *(_gateway(g, j, ks) for j, g in enumerate(gateways)))
         mode = "cluster"
-    procs = (*procs, *kerberos_processes(kerberos or KerberosSettings.of(s)))
     if s.registry:
         procs = (*procs, ServerProcess("registry", "registry", {"registry": s.registry_port}))
     if s.cdc:
@@ -222,5 +246,6 @@ def _check_ports(procs: tuple[ServerProcess, ...]) -> None:
                                  "ports so that they do not overlap (region servers take regionserver_port + i, "
                                  f"gateways thrift_port/thrift2_port + {GATEWAY_PORT_STEP} * j, the NameNode "
                                  f"namenode_port and + 1, DataNodes datanode_port + {DATANODE_PORT_STEP} * k .. + 2, "
-                                 "the Kerberized HBase's gateways kerberos_thrift_port .. + 5)")
+                                 "the Kerberized HBase's gateways kerberos_thrift_port .. + 5, "
+                                 f"in a Kerberized cluster + {GATEWAY_PORT_STEP} * j)")
             seen[port] = where

@@ -60,9 +60,10 @@ RegistryOpt = typer.Option(
 
 KerberosOpt = typer.Option(
     False, "--kerberos",
-    help="also a KDC of a private realm and a Kerberized HBase with plain, SASL (auth-conf) and HTTPS+SPNEGO "
-         "Thrift1/Thrift2 gateways on ports 9690..9695 (connectors.stack.kerberos); added to a running stack "
-         "without restarting it")
+    help="also a KDC of a private realm; standalone: a Kerberized HBase beside the plain one, with plain, SASL "
+         "(auth-conf) and HTTPS+SPNEGO Thrift1/Thrift2 gateways on ports 9690..9695, added to a running stack "
+         "without restarting it; with --region-servers/--gateways: the cluster itself Kerberized, each gateway "
+         "serving SASL and HTTPS+SPNEGO on 9692..9695 + 10 * j beside plain Thrift (not with --hdfs)")
 
 
 def _settings(config: Path | None, region_servers: int | None, gateways: int | None,
@@ -171,10 +172,15 @@ def _print_kerberos(stack: LocalStack) -> None:
                               (part.service_principal, part.keytab(f"hbase/{part.host}")),
                               (part.http_principal, part.keytab(f"HTTP/{part.host}"))):
         _console.print(f"  {principal}: keytab {keytab}", soft_wrap=True)
-    _console.print(f"  Kerberized HBase on {part.host} (bound to 127.0.0.1): plain Thrift1 {part.plain_thrift1_port} "
-                   f"Thrift2 {part.plain_thrift2_port}; SASL/GSSAPI auth-conf Thrift1 {part.sasl_thrift1_port} "
-                   f"Thrift2 {part.sasl_thrift2_port}; HTTPS+SPNEGO Thrift1 {part.https_thrift1_port} "
-                   f"Thrift2 {part.https_thrift2_port} (CA {part.ca_file})", soft_wrap=True)
+    what = "the Kerberized cluster's gateways" if stack.kerberized_cluster else "Kerberized HBase"
+    for j, d in enumerate(part.shifts):
+        name = f"gateway-{j + 1}" if stack.kerberized_cluster else what
+        _console.print(f"  {name} on {part.host} (bound to 127.0.0.1): plain Thrift1 {part.plain_thrift1_port + d} "
+                       f"Thrift2 {part.plain_thrift2_port + d}; SASL/GSSAPI auth-conf Thrift1 "
+                       f"{part.sasl_thrift1_port + d} Thrift2 {part.sasl_thrift2_port + d}; HTTPS+SPNEGO Thrift1 "
+                       f"{part.https_thrift1_port + d} Thrift2 {part.https_thrift2_port + d}", soft_wrap=True)
+    _console.print(f"  {what}: servers log in as {part.service_principal}; HTTPS verified by CA {part.ca_file}",
+                   soft_wrap=True)
 
 
 def _print_sso(stack: LocalStack) -> None:

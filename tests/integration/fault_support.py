@@ -44,6 +44,17 @@ PORTS = {"kafka_port": 9392, "kafka_controller_port": 9393, "zookeeper_port": 24
 SESSION_TIMEOUT_MS = 6000
 
 
+def own_stack(settings: StackSettings) -> Iterator[LocalStack]:
+    """A stack of its own (its state folder and ports in ``settings``): started, yielded, then stopped with
+    its state wiped, whatever happened in between. The body of a module fixture: ``yield from``."""
+    stack = LocalStack(settings)
+    try:
+        stack.up()
+        yield stack
+    finally:
+        stack.down(wipe=True)
+
+
 def cluster_settings(state_dir: Path) -> StackSettings:
     """Two region servers and one gateway; 768 MB per region server is plenty for these tests and
     leaves room on a 2-core CI machine."""

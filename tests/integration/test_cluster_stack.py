@@ -21,6 +21,8 @@ from connectors.stack import LocalStack
 from connectors.stack.readiness import hbase_round_trip
 from pipeline.settings import StackSettings
 
+from .fault_support import own_stack
+
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 # clear of the shared stack (Kafka 9092/9093, ZooKeeper 2181, 16000, 16020, Thrift 9090/9091)
@@ -42,12 +44,7 @@ def config(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def cluster(config: Path) -> Iterator[LocalStack]:
     settings = StackSettings.model_validate({"state_dir": config.parent / "state", "region_servers": 2,
                                              "gateways": 2, **PORTS})
-    stack = LocalStack(settings)
-    try:
-        stack.up()
-        yield stack
-    finally:
-        stack.down(wipe=True)
+    yield from own_stack(settings)
 
 
 def _cli(config: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -39,7 +39,7 @@ from connectors.stack import LocalStack
 from pipeline.rowkey import compile_rowkey
 from pipeline.settings import HBaseSettings, Settings, StackSettings, load_settings
 
-from .fault_support import WorkerProcess, committed_offsets, kill_9, scan_versions, up_until_ok
+from .fault_support import WorkerProcess, committed_offsets, kill_9, own_stack, scan_versions, up_until_ok
 from .ledger_support import (
     attribute,
     copy_wal_files,
@@ -70,14 +70,9 @@ DESIGNS = {"dev": "[md5(device_id).subStr(0, 4)][device_id][_][Long.MAX_VALUE - 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
-    stack = LocalStack(StackSettings.model_validate({
+    yield from own_stack(StackSettings.model_validate({
         "state_dir": tmp_path_factory.mktemp("combined") / "state", "region_servers": 2, "gateways": 2,
         "session_timeout_ms": SESSION_TIMEOUT_MS, "regionserver_heap_mb": 768, "hdfs": True, **PORTS}))
-    try:
-        stack.up()
-        yield stack
-    finally:
-        stack.down(wipe=True)
 
 
 def _event(i: int) -> dict[str, Any]:

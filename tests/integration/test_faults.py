@@ -35,6 +35,7 @@ from .fault_support import (
     index_rows,
     index_settings,
     kill_9,
+    own_stack,
     produce_to_partitions,
     region_admin,
     stop_hbase,
@@ -52,12 +53,7 @@ MakeWorker = Callable[[Path, str], WorkerProcess]
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
-    stack = LocalStack(cluster_settings(tmp_path_factory.mktemp("faults") / "state"))
-    try:
-        stack.up()
-        yield stack
-    finally:
-        stack.down(wipe=True)
+    yield from own_stack(cluster_settings(tmp_path_factory.mktemp("faults") / "state"))
 
 
 @pytest.fixture

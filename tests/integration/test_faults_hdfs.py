@@ -48,6 +48,7 @@ from .fault_support import (
     http_get,
     index_rows,
     kill_9,
+    own_stack,
     partitioned,
     produce_to_partitions,
     up_until_ok,
@@ -83,15 +84,10 @@ def _ports_in_use() -> list[int]:
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     busy = _ports_in_use()
     assert not busy, f"ports of this module's cluster already in use: {busy}"
-    stack = LocalStack(StackSettings.model_validate({
+    yield from own_stack(StackSettings.model_validate({
         "state_dir": tmp_path_factory.mktemp("faults-hdfs") / "state", "region_servers": 2, "gateways": 1,
         "session_timeout_ms": SESSION_TIMEOUT_MS, "regionserver_heap_mb": 768, "hdfs": True, "datanodes": 2,
         **PORTS}))
-    try:
-        stack.up()
-        yield stack
-    finally:
-        stack.down(wipe=True)
 
 
 @pytest.fixture

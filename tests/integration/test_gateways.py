@@ -27,6 +27,8 @@ from pipeline.rowkey.splits import split_points
 from pipeline.runtime.read.reader import Reader
 from pipeline.settings import FamilySpec, HBaseSettings, RouteSpec, StackSettings
 
+from .fault_support import own_stack
+
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
 
 log = structlog.get_logger("hbase_ingest.test")
@@ -45,13 +47,8 @@ ROUTE_COLUMNS = {"d:h": {"field": "host"}, "d:n": {"field": "n", "encoding": "lo
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     root = tmp_path_factory.mktemp("gateways")
-    stack = LocalStack(StackSettings.model_validate({"state_dir": root / "state", "region_servers": 2,
+    yield from own_stack(StackSettings.model_validate({"state_dir": root / "state", "region_servers": 2,
                                                      "gateways": 2, **PORTS}))
-    try:
-        stack.up()
-        yield stack
-    finally:
-        stack.down(wipe=True)
 
 
 def settings_for(cluster: LocalStack, servers: list[str | None]) -> HBaseSettings:

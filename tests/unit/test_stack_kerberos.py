@@ -67,8 +67,8 @@ def test_the_default_ports_clear_every_other_part_of_the_stack() -> None:
     ports = [port for p in plan_topology(everything, ON).processes for port in p.ports.values()]
     assert len(ports) == len(set(ports))
     assert 9094 not in ports  # Kafka's SASL_SSL listener (kafka_port + 2) is not a process port: checked here
-    cluster = StackSettings(region_servers=2, gateways=2, hdfs=True, datanodes=2)
-    plan_topology(cluster, ON)  # raises on a clash
+    plan_topology(StackSettings(region_servers=2, gateways=2), ON)  # raises on a clash
+    plan_topology(StackSettings(region_servers=3, gateways=3, secure=True, registry=True, cdc=True), ON)
 
 
 @pytest.mark.parametrize(("setting", "value", "both"), [

@@ -1,0 +1,61 @@
+"""A Kerberized cluster (``stack up --region-servers N --gateways M --kerberos``): the cluster itself, not
+a second HBase beside it (as the standalone shape's ``hbase-krb`` is), with Kerberos authentication between
+its servers and on its gateways.
+
+**Servers**: ZooKeeper (without SASL: HBase's own RPC and the gateways are what Kerberos protects), the
+master, region servers ``1 .. N`` and gateways ``1 .. M`` log in as ``hbase/localhost@REALM`` from
+``hbase.keytab`` and call each other over SASL/GSSAPI. The KDC starts right after Kafka, before ZooKeeper:
+each server logs in as it starts. ``<state>/conf/hbase/hbase-site.xml`` gets the properties of
+``infra/conf/kerberos/cluster-security.xml.in`` (placeholder ``SECURITY``; it names the HTTPS keystore's
+password, so it is its owner's only) and ``core-site.xml`` beside it (Hadoop's login code reads
+``hadoop.security.authentication`` there only). The data stay on the local filesystem.
+
+**Gateways**: gateway ``j`` (from 0) serves six Thrift servers (``infra/HBaseStack.java kerberos-gateway``):
+
+========================  ==========================================  ==================================
+gateway                   port                                        a client
+========================  ==========================================  ==================================
+plain Thrift1 / Thrift2   ``thrift_port`` / ``thrift2_port`` + 10 j   connects unauthenticated (the
+                                                                      gateway calls HBase as ``hbase``):
+                                                                      the stack's readiness, the tools
+                                                                      that know no Kerberos
+SASL Thrift1 / Thrift2    ``kerberos_thrift_port`` + 2 / + 3 + 10 j   SASL/GSSAPI, QOP ``auth-conf``
+HTTPS Thrift1 / Thrift2   ``kerberos_thrift_port`` + 4 / + 5 + 10 j   TLS and SPNEGO
+========================  ==========================================  ==================================
+
+A cluster started without Kerberos is not turned into a Kerberized one while it runs: ``up --kerberos``
+then refuses, naming ``stack down`` (:func:`kerberized_rendered` tells which one the running servers read).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .kerberos import KerberosPart, KerberosSettings, render_template
+from .krb_hbase import ensure_https_keystore, krb_hbase_values
+from .layout import StackLayout
+from .secure import SecureListener
+
+__all__ = ["SECURITY_MARK", "cluster_security", "kerberized_rendered"]
+
+#: what only a Kerberized cluster's hbase-site.xml holds
+SECURITY_MARK = "<name>hbase.security.authentication</name><value>kerberos</value>"
+
+
+def cluster_security(ks: KerberosSettings, part: KerberosPart, layout: StackLayout,
+                     listener: SecureListener) -> tuple[str, str]:
+    """Make the HTTPS keystore (once) and return the ``SECURITY`` text of ``hbase-site.xml.in`` and the text of
+    the ``core-site.xml`` to write beside it (after the HDFS configs, which would remove it).
+    ``listener``: the stack's TLS listener, whose CA signs the gateways' certificate."""
+    values = krb_hbase_values(ks, part, layout, ensure_https_keystore(layout, listener))
+    return (render_template(layout.infra, "cluster-security.xml", values),
+            render_template(layout.infra, "core-site.xml", values))
+
+
+def kerberized_rendered(conf: Path) -> bool:
+    """Whether the ``hbase-site.xml`` in ``conf`` (what running servers were started with) is a Kerberized
+    cluster's."""
+    try:
+        return SECURITY_MARK in (conf / "hbase-site.xml").read_text()
+    except OSError:
+        return False

@@ -1,0 +1,172 @@
+"""A Kerberized cluster (``stack up --region-servers 2 --gateways 2 --kerberos``) in its own state folder and on
+its own ports: every server logs in from its keytab and the region servers reach the master over SASL/GSSAPI;
+the worker writes over SASL (QOP auth-conf) through both gateways, survives a gateway killed mid-stream by
+failing over to the other, and every row is compared; ``top`` reads the worker meanwhile, and the reads go
+through the HTTPS + SPNEGO gateways."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from connectors.hbase import HBaseClient
+from connectors.kafka import create_topics, end_offsets
+from connectors.stack import LocalStack
+from connectors.stack.kerberos import REALM, KerberosPart
+from connectors.stack.krb_client import hbase_keys
+from pipeline.settings import KafkaSettings, Settings, load_settings
+
+from .fault_support import free_port, kill_9, own_stack
+from .secure_support import assert_order_rows, cli_env, committed, run_cli, start_cli
+from .worker_support import order_event, order_settings, produce, write_config
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+
+# clear of the shared stack (9090-9093, its Kerberized HBase's 9690-9695 and KDC 8890) and of the other
+# tests' clusters (x90..x93, 2x81, 16x00/16x20 for x = 1..5)
+PORTS = {"kafka_port": 9792, "kafka_controller_port": 9793, "zookeeper_port": 2781, "master_port": 16600,
+         "regionserver_port": 16620, "thrift_port": 9790, "thrift2_port": 9791, "kdc_port": 8990,
+         "kerberos_thrift_port": 9890}
+PARTITIONS = 4
+EVENTS = 4000
+
+
+@pytest.fixture(scope="module")
+def config(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("krb-cluster")
+    path = root / "cluster.toml"
+    lines = [f'state_dir = "{root / "state"}"', "region_servers = 2", "gateways = 2", "kerberos = true",
+             *(f"{k} = {v}" for k, v in PORTS.items())]
+    path.write_text("[stack]\n" + "\n".join(lines) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def cluster(config: Path) -> Iterator[LocalStack]:
+    yield from own_stack(load_settings(config).stack)
+
+
+@pytest.fixture
+def part(cluster: LocalStack, monkeypatch: pytest.MonkeyPatch) -> KerberosPart:
+    k = cluster.kerberos
+    assert k is not None and cluster.kerberized_cluster
+    monkeypatch.setenv("KRB5_CONFIG", str(k.krb5_conf))
+    return k
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return "[" + ", ".join("{ " + ", ".join(f"{k} = {_toml(v)}" for k, v in item.items()) + " }"
+                               for item in value) + "]"
+    return str(value) if isinstance(value, int) else f'"{value}"'
+
+
+def _profile(tmp_path: Path, settings: Settings, part: KerberosPart, kind: str, name: str) -> Path:
+    """The worker's profile on the cluster's Kafka and its ``kind`` (``sasl`` or ``https``) gateways, all of them."""
+    text = write_config(tmp_path / f"base-{name}", settings).read_text()
+    text = text.replace("[kafka]\n", f'[kafka]\nbootstrap_servers = "127.0.0.1:{PORTS["kafka_port"]}"\n', 1)
+    keys = hbase_keys(part, kind)  # type: ignore[arg-type]
+    hbase = "".join(f"{k} = {_toml(v)}\n" for k, v in keys.items())
+    path = tmp_path / name
+    path.write_text(f"{text}\n[hbase]\n{hbase}")
+    return path
+
+
+def _env(part: KerberosPart) -> dict[str, str]:
+    return cli_env(KRB5_CONFIG=str(part.krb5_conf))
+
+
+def test_every_server_logs_in_from_its_keytab_and_calls_the_master_over_kerberos(cluster: LocalStack,
+                                                                                  config: Path) -> None:
+    st = cluster.status()
+    assert [p.name for p in st.processes] == ["kafka", "kdc", "zookeeper", "master", "regionserver-1",
+                                              "regionserver-2", "gateway-1", "gateway-2"]
+    assert all(p.state == "running" for p in st.processes)
+    login = f"Login successful for user hbase/localhost@{REALM} using keytab file"
+    for name in ("master", "regionserver-1", "regionserver-2", "gateway-1", "gateway-2"):
+        assert login in cluster.procs[name].log_file.read_text(errors="replace"), name
+    # each region server reports to the master over SASL, authenticated by Kerberos
+    master_log = cluster.procs["master"].log_file.read_text(errors="replace")
+    assert f"Auth successful for hbase/localhost@{REALM} (auth:KERBEROS)" in master_log
+    assert "service=RegionServerStatusService" in master_log
+    out = subprocess.run([sys.executable, "-m", "pipeline", "stack", "status", "-c", str(config)],
+                         capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "250"},
+                         check=False)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert f"Kerberos: realm {REALM}" in out.stdout
+    assert "gateway-2 on localhost (bound to 127.0.0.1): plain Thrift1 9800 Thrift2 9801; SASL/GSSAPI auth-conf " \
+           "Thrift1 9902 Thrift2 9903; HTTPS+SPNEGO Thrift1 9904 Thrift2 9905" in " ".join(out.stdout.split())
+    keytab = (cluster.kerberos.keytab("hbase/localhost") if cluster.kerberos else None)
+    assert keytab is not None and keytab.read_bytes()[:40].hex() not in out.stdout
+
+
+async def _wait_committed(plain: KafkaSettings, settings: Settings, topic: str, want: dict[int, int],
+                          proc: subprocess.Popen[bytes], limit_s: float = 240) -> dict[int, int | None]:
+    deadline = time.monotonic() + limit_s
+    while True:
+        done = await committed(plain, settings.kafka.group_id, topic, PARTITIONS)
+        if all((done.get(p) or 0) >= n for p, n in want.items()) or proc.poll() is not None \
+                or time.monotonic() > deadline:
+            return done
+        await asyncio.sleep(0.5)
+
+
+async def test_ingest_over_sasl_fails_over_between_kerberized_gateways_and_every_row_arrives(
+        cluster: LocalStack, part: KerberosPart, unique: str, tmp_path: Path) -> None:
+    plain = KafkaSettings(bootstrap_servers=f"127.0.0.1:{PORTS['kafka_port']}")
+    settings = order_settings(unique)
+    sasl = _profile(tmp_path, settings, part, "sasl", "sasl.toml")
+    https = _profile(tmp_path, settings, part, "https", "https.toml")
+    topic = settings.routes[0].topic
+    await create_topics(plain, {topic: PARTITIONS, settings.kafka.dead_letter_topic: 1})
+    created = run_cli("tables", "create", "-c", str(sasl), env=_env(part))
+    assert created.returncode == 0, created.stderr[-3000:]
+    described = run_cli("tables", "describe", "-c", str(https), settings.routes[2].table, env=_env(part))
+    assert described.returncode == 0, described.stderr[-3000:]
+    events = [orjson.dumps(order_event(i)) for i in range(EVENTS)]
+    produced = settings.model_copy(update={"kafka": plain.model_copy(update={"group_id": settings.kafka.group_id})})
+    await produce(produced, topic, events[:EVENTS // 2])
+    port = free_port()
+    proc = start_cli("run", "-c", str(sasl), "--metrics", "--metrics-port", str(port), "--log-level", "INFO",
+                     env=_env(part))
+    try:
+        half = await end_offsets(plain, topic)
+        done = await _wait_committed(plain, settings, topic, {p: n // 2 for p, n in half.items()}, proc)
+        assert proc.poll() is None, f"the worker exited early: {done}"
+        kill_9(cluster, "gateway-1")  # its SASL and HTTPS servers with it: the worker goes on through gateway-2
+        await produce(produced, topic, events[EVENTS // 2:])
+        ends = await end_offsets(plain, topic)
+        done = await _wait_committed(plain, settings, topic, ends, proc)
+        assert done == ends, f"committed {done}, ends {ends}"
+        top = run_cli("top", "--once", "--interval", "0.5", "--url", f"http://127.0.0.1:{port}/metrics",
+                      env=_env(part))
+        assert top.returncode == 0, top.stderr[-2000:]
+        assert "hbase-ingest top" in top.stdout and "events" in top.stdout.lower(), top.stdout[-2000:]
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=60)
+    log = out.decode(errors="replace")
+    assert "gateway_failover" in log or "gateway_down" in log, log[-3000:]
+    client = HBaseClient(load_settings(sasl).hbase)  # gateway-1 is down: served by gateway-2
+    try:
+        await assert_order_rows(client, settings, EVENTS)
+    finally:
+        await client.aclose()
+    # `up` brings gateway-1 back; its readiness is a call through each of its six Thrift servers
+    report = cluster.up()
+    assert [d.name for d in report.died] == ["gateway-1"]
+    scanned = run_cli("scan", "-c", str(https), "--route", "index", "--where", "order_number=ORD00000007",
+                      "--format", "jsonl", env=_env(part))
+    assert scanned.returncode == 0, scanned.stderr[-3000:]
+    assert "s000" in scanned.stdout and "b0007" in scanned.stdout, scanned.stdout[-2000:]
