@@ -1,18 +1,25 @@
-"""hbase-ingest against Apache Flume on one stack, with HBase's native write ceiling beside them.
+"""hbase-ingest against Apache Flink and Apache Flume on one stack, with HBase's native write
+ceiling beside them.
 
 One topic of ``logs`` example events (~293 B of JSON, 8 partitions) is produced once. Then, per
-run, in turn: Flume 1.11.0 (KafkaSource -> memory channel -> HBase2Sink with the regex serializer,
-native HBase client), hbase-ingest (``bench_worker``'s settings and design, through the Thrift2
-gateway) and a Java BufferedMutator loader writing the design's prebuilt rows. Each reads or writes
-under a fresh consumer group into a freshly created 16-region table, and every table's rows are
-counted in HBase afterwards: a run missing a row fails the benchmark.
+run, in turn: Flink 1.19.3 (a local MiniCluster running Flink SQL from its Kafka connector into its
+HBase 2.2 connector, parallelism 2, checkpoints every 5 s: :mod:`bench.peer_flink`), Flume 1.11.0
+(KafkaSource -> memory channel -> HBase2Sink with the regex serializer, native HBase client),
+hbase-ingest (``bench_worker``'s settings and design, through the Thrift2 gateway) and a Java
+BufferedMutator loader writing the design's prebuilt rows; ``--systems`` picks some of them
+(hbase-ingest and at least one peer). Each reads or writes under a fresh consumer group into a
+freshly created 16-region table, and every table's rows are counted in HBase afterwards: a run
+missing a row fails the benchmark.
 
 Per pipeline run: events/s from the first acknowledged write to the last and from process start to
-all written, CPU seconds of the process and of the HBase JVM (which also hosts the Thrift
-gateways) over the run, peak RSS. Medians with their ranges, the hbase-ingest/Flume ratios, and the
-loader's rows/s and HBase CPU per row go to bench/results/peer.json.
+all written, seconds to the first write, seconds until the group's committed offsets reach the
+topic's end, CPU seconds of the process (over the run and after its first write) and of the HBase
+JVM (which also hosts the Thrift gateways), peak RSS. Medians with their ranges, the
+hbase-ingest/Flink and hbase-ingest/Flume ratios, and the loader's rows/s and HBase CPU per row go
+to bench/results/peer.json (``--out`` elsewhere, ``--no-save`` nowhere: for smoke runs).
 
     python -m bench.bench_peer [--events 1000000] [--runs 3] [--partitions 8]
+                               [--systems flink,flume,hbase-ingest,loader] [--out FILE | --no-save]
 """
 
 from __future__ import annotations
@@ -37,7 +44,7 @@ import orjson
 
 from bench.cpu import hbase_cpu_seconds
 from connectors.hbase import HBaseClient
-from connectors.kafka import KafkaBroker, create_topics, delete_topics
+from connectors.kafka import KafkaBroker, create_topics, delete_topics, end_offsets, make_admin
 from connectors.stack import HBASE_VERSION, KAFKA_VERSION, LocalStack
 from pipeline.core.examples import generate
 from pipeline.core.model import Origin, TopicPartition
@@ -46,16 +53,32 @@ from pipeline.runtime.admin.tables import count_rows, create_tables
 from pipeline.runtime.produce import produce_events
 from pipeline.settings import FamilySpec, Settings, load_settings
 
+from .peer_flink import (
+    FLINK_HBASE_VERSION,
+    FLINK_KAFKA_VERSION,
+    FLINK_VERSION,
+    FlinkJob,
+    config_properties,
+    flink_command,
+    flink_config,
+    job_sql,
+)
+from .peer_flink import row_key as flink_row_key
 from .peer_flume import FLUME_VERSION, FlumeAgent, agent_properties, row_key, split_keys
 from .peer_ingest import child_command, ingest_settings
 from .peer_loader import LOADER_JDK_FLAGS, encode_rows, loader_command, run_loader
 from .peer_procs import ChildProgress, RunFailed, flume_probe, load_average, stop, watch
-from .peer_provision import FLUME_LOG4J, LOADER_SOURCE, ensure_flume_lib, flume_classpath
-from .peer_summary import markdown_table, summarize
+from .peer_provision import FLINK_LOG4J, FLUME_LOG4J, LOADER_SOURCE, ensure_flink, ensure_flume_lib, flume_classpath
+from .peer_summary import PEERS, markdown_table, summarize
 
 RESULTS = Path(__file__).resolve().parent / "results"
 REGIONS = 16
 SPLIT_SAMPLE = 20_000
+#: every system, in the order of a run; ``--systems`` picks some
+SYSTEMS = ("flink", "flume", "hbase-ingest", "loader")
+#: how long after all rows are written a group may take to commit the topic's end (Flink: up to
+#: two checkpoint intervals)
+COMMIT_TIMEOUT_S = 120.0
 
 
 def _free_port() -> int:
@@ -73,6 +96,27 @@ async def _drop(settings: Settings, table: str) -> None:
 async def _create_design_table(settings: Settings) -> None:
     async with HBaseClient(settings.hbase) as hb:
         await create_tables(hb, settings, recreate=True)
+
+
+async def _committed_at(settings: Settings, group: str, ends: dict[TopicPartition, int], timeout_s: float) -> float:
+    """The ``perf_counter`` when ``group``'s committed offsets were first seen at ``ends`` (polled
+    every 50 ms). Raises :class:`RunFailed` after ``timeout_s``."""
+    admin = make_admin(settings.kafka)
+    await admin.start()
+    try:
+        deadline = time.perf_counter() + timeout_s
+        behind = sum(ends.values())
+        while time.perf_counter() < deadline:
+            offsets = await admin.list_consumer_group_offsets(group)
+            seen = time.perf_counter()
+            done = {TopicPartition(tp.topic, tp.partition): om.offset for tp, om in offsets.items()}
+            behind = sum(max(0, end - done.get(tp, 0)) for tp, end in ends.items())
+            if behind == 0:
+                return seen
+            await asyncio.sleep(0.05)
+    finally:
+        await admin.close()
+    raise RunFailed(f"group {group} still had {behind:,} offsets to commit {timeout_s:.0f} s after the last row")
 
 
 async def _create_flume_table(settings: Settings, table: str, splits: list[bytes]) -> None:
@@ -116,10 +160,15 @@ class PeerBench:
         self.work = Path(tempfile.mkdtemp(prefix="bench-peer-"))
         self.settings = ingest_settings(self.topic, f"bench_peer_{self.tag}", self.dlq, args.partitions)
         self.tables: list[str] = []
+        self.ends: dict[TopicPartition, int] = {}
 
     def hbase_cpu(self) -> float:
         """CPU seconds so far of every HBase-side JVM of the stack."""
         return hbase_cpu_seconds(self.stack)
+
+    def committed(self, group: str, started: float) -> float:
+        """Seconds from ``started`` until ``group`` has committed the topic's end."""
+        return asyncio.run(_committed_at(self.settings, group, self.ends, COMMIT_TIMEOUT_S)) - started
 
     def table(self, system: str, run: int) -> str:
         name = f"bench_peer_{system.replace('-', '_')}_{self.tag}_{run}"
@@ -133,6 +182,8 @@ class PeerBench:
                                         generate("logs", self.args.events), partitions=self.args.partitions)
         t0 = time.perf_counter()
         sent = asyncio.run(go())
+        self.ends = {TopicPartition(self.topic, p): e
+                     for p, e in asyncio.run(end_offsets(self.settings.kafka, self.topic)).items()}
         sizes = [len(orjson.dumps(e)) for _, e in generate("logs", 2000)]
         return {"events": sent, "produce_s": round(time.perf_counter() - t0, 1),
                 "mean_event_bytes": round(sum(sizes) / len(sizes), 1)}
@@ -152,8 +203,8 @@ class PeerBench:
     def run_flume(self, run: int, classpath: str, splits: list[bytes]) -> dict[str, Any]:
         table = self.table("flume", run)
         asyncio.run(_create_flume_table(self.settings, table, splits))
-        agent = FlumeAgent(bootstrap=self.settings.kafka.bootstrap_servers, topic=self.topic,
-                           group=f"bench-peer-flume-{self.tag}-{run}", table=table,
+        group = f"bench-peer-flume-{self.tag}-{run}"
+        agent = FlumeAgent(bootstrap=self.settings.kafka.bootstrap_servers, topic=self.topic, group=group, table=table,
                            zookeeper_quorum=f"127.0.0.1:{self.stack.settings.zookeeper_port}")
         conf = self.work / f"flume-{run}.properties"
         conf.write_text(agent_properties(agent))
@@ -170,40 +221,76 @@ class PeerBench:
                                     start_new_session=True)
         try:
             figs = watch(proc, flume_probe(port), self.args.events, started, self.hbase_cpu, hbase0)
+            committed = self.committed(group, started)
         except RunFailed as exc:
             raise RunFailed(f"Flume run {run}: {exc}; see {log}") from exc
         finally:
             stop(proc)
         rows = _check_rows(self.settings, "Flume", table, self.args.events)
         asyncio.run(_drop(self.settings, table))
-        return {"system": "flume", "run": run, "table": table, **figs.__dict__, "rows": rows}
+        return {"system": "flume", "run": run, "table": table, **figs.__dict__, "rows": rows,
+                "offsets_committed_s": committed}
 
-    def run_ingest(self, run: int) -> dict[str, Any]:
-        table = self.table("hbase-ingest", run)
-        settings = ingest_settings(self.topic, table, self.dlq, self.args.partitions)
-        asyncio.run(_create_design_table(settings))
-        cmd = child_command(sys.executable, self.topic, table, f"bench-peer-ingest-{self.tag}-{run}", self.dlq)
-        log = self.work / f"ingest-{run}.log"
+    def run_flink(self, run: int, classpath: list[Path], splits: list[bytes]) -> dict[str, Any]:
+        """One Flink job run (:mod:`bench.peer_flink`): its progress from the job's counting
+        BufferedMutator (a row counts once a flush after it returned), then its group's committed
+        offsets until they reach the topic's end (the checkpoint after the last rows commits them),
+        then every row counted in HBase."""
+        table = self.table("flink", run)
+        asyncio.run(_create_flume_table(self.settings, table, splits))
+        group = f"bench-peer-flink-{self.tag}-{run}"
+        job = FlinkJob(bootstrap=self.settings.kafka.bootstrap_servers, topic=self.topic, group=group, table=table,
+                       zookeeper_quorum=f"127.0.0.1:{self.stack.settings.zookeeper_port}")
+        conf, sql = self.work / f"flink-{run}.properties", self.work / f"flink-{run}.sql"
+        conf.write_text(config_properties(flink_config(job)))
+        sql.write_text(job_sql(job))
+        cmd = flink_command(classpath, conf, sql, FLINK_LOG4J, job.heap_mb, LOADER_JDK_FLAGS)
+        figs, committed, _, _ = self._run_child("Flink", run, cmd, group, exits=False)
+        rows = _check_rows(self.settings, "Flink", table, self.args.events)
+        asyncio.run(_drop(self.settings, table))
+        return {"system": "flink", "run": run, "table": table, **figs.__dict__, "rows": rows,
+                "offsets_committed_s": committed}
+
+    def _run_child(self, what: str, run: int, cmd: list[str], group: str,
+                   exits: bool) -> tuple[Any, float, ChildProgress, int | None]:
+        """Run ``cmd`` (a process printing ``{"written": N}`` lines, :class:`ChildProgress`) until every event
+        is written and ``group`` has committed the topic's end; with ``exits``, also until it exits by itself
+        (then its status is returned, else None). Its stderr goes to ``<work>/<what>-<run>.log``. Returns the
+        figures, the seconds until the commit, the progress reader and the status."""
+        log = self.work / f"{what}-{run}.log"
         with open(log, "wb") as err:
             hbase0 = self.hbase_cpu()
             started = time.perf_counter()
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL,
                                     start_new_session=True)
         progress = ChildProgress(proc)
+        status = None
         try:
             figs = watch(proc, progress.probe, self.args.events, started, self.hbase_cpu, hbase0)
-            status = proc.wait(120)  # it commits its offsets and exits once everything is written
+            committed = self.committed(group, started)
+            if exits:
+                status = proc.wait(120)  # it commits its offsets and exits once everything is written
         except (RunFailed, subprocess.TimeoutExpired) as exc:
-            raise RunFailed(f"hbase-ingest run {run}: {exc}; see {log}") from exc
+            raise RunFailed(f"{what} run {run}: {exc}; see {log}") from exc
         finally:
             stop(proc)
         progress.join(10)
+        return figs, committed, progress, status
+
+    def run_ingest(self, run: int) -> dict[str, Any]:
+        table = self.table("hbase-ingest", run)
+        settings = ingest_settings(self.topic, table, self.dlq, self.args.partitions)
+        asyncio.run(_create_design_table(settings))
+        group = f"bench-peer-ingest-{self.tag}-{run}"
+        cmd = child_command(sys.executable, self.topic, table, group, self.dlq)
+        figs, committed, progress, status = self._run_child("hbase-ingest", run, cmd, group, exits=True)
         if status != 0 or progress.summary is None:
-            raise RunFailed(f"hbase-ingest run {run} exited with status {status} without a summary; see {log}")
+            raise RunFailed(f"hbase-ingest run {run} exited with status {status} without a summary; see "
+                            f"{self.work / f'hbase-ingest-{run}.log'}")
         rows = _check_rows(self.settings, "hbase-ingest", table, self.args.events)
         asyncio.run(_drop(self.settings, table))
         return {"system": "hbase-ingest", "run": run, "table": table, **figs.__dict__, "rows": rows,
-                "child": progress.summary}
+                "offsets_committed_s": committed, "child": progress.summary}
 
     def run_loader(self, run: int, rows_file: Path) -> dict[str, Any]:
         table = self.table("loader", run)
@@ -229,31 +316,73 @@ class PeerBench:
         asyncio.run(delete_topics(self.settings.kafka, [self.topic, self.dlq]))
 
 
+def parse_systems(text: str) -> tuple[str, ...]:
+    """``--systems``: comma-separated names of :data:`SYSTEMS`, returned in run order. Raises
+    ValueError on an unknown name, or without hbase-ingest and at least one peer."""
+    names = {n.strip() for n in text.split(",") if n.strip()}
+    unknown = sorted(names - set(SYSTEMS))
+    if unknown:
+        raise ValueError(f"unknown systems {', '.join(unknown)} (choose among {', '.join(SYSTEMS)})")
+    if "hbase-ingest" not in names or not names & set(PEERS):
+        raise ValueError(f"--systems needs hbase-ingest and at least one of {', '.join(PEERS)}")
+    return tuple(n for n in SYSTEMS if n in names)
+
+
+def _setup(args: argparse.Namespace, systems: tuple[str, ...]) -> dict[str, Any]:
+    sample = f"{REGIONS - 1} quantiles of {min(args.events, SPLIT_SAMPLE):,} sample keys"
+    job = FlinkJob("", "", "", "", "")
+    setup: dict[str, Any] = {
+        "flink": {**{k: v for k, v in job.__dict__.items() if isinstance(v, int | str) and v != ""},
+                  "settings": flink_config(job) | {"pipeline.name": "bench-peer-<table>"},
+                  "job": "one JVM: a local MiniCluster running Flink SQL, Kafka table (json, earliest-offset) "
+                         "-> INSERT INTO an HBase table (hbase-2.2 connector, HBase client 2.2.3)",
+                  "delivery": "at-least-once: offsets committed when a checkpoint completes, after the sink's flush",
+                  "progress": "rows counted once a flush of the sink's BufferedMutator returned "
+                              "(hbase.client.connection.impl = FlinkPeerJob$CountingConnection)",
+                  "row_key": "hostname|log_event|timestamp, built in SQL", "splits": sample},
+        "flume": {**{k: v for k, v in FlumeAgent("", "", "", "", "").__dict__.items() if isinstance(v, int)},
+                  "serializer": "RegexHBase2EventSerializer", "heap": "JVM default (a quarter of RAM)",
+                  "row_key": "regex group: hostname through timestamp of the JSON text", "splits": sample},
+        "hbase_ingest": "bench_worker's settings and design, Thrift2 gateway in the HBase JVM",
+        "loader": {"write_buffer_mb": 8, "rows": "the design's keys and cells, prebuilt"},
+    }
+    return {k: v for k, v in setup.items() if k.replace("_", "-") in systems}
+
+
 def main(args: argparse.Namespace) -> dict[str, Any]:
+    systems = parse_systems(args.systems)
     bench = PeerBench(args)
     bench.stack.check_ready()  # the shared stack is started with `hbase-ingest stack up`, never here
     if not any(bench.stack.hbase_pids().values()):
         raise SystemExit("this benchmark needs the local stack's HBase JVMs (for their CPU): "
                          "run `hbase-ingest stack up`")
     load_start = load_average()
-    ensure_flume_lib(bench.stack.layout)
-    classpath = ":".join(str(p) for p in flume_classpath(bench.stack.layout))
-    splits = split_keys((row_key(orjson.dumps(e)) for _, e in generate("logs", min(args.events, SPLIT_SAMPLE))),
-                        REGIONS)
+    sample = [orjson.dumps(e) for _, e in generate("logs", min(args.events, SPLIT_SAMPLE))]
+    flume_cp, flink_cp = "", []
+    if "flume" in systems:
+        ensure_flume_lib(bench.stack.layout)
+        flume_cp = ":".join(str(p) for p in flume_classpath(bench.stack.layout))
+    if "flink" in systems:
+        flink_cp = ensure_flink(bench.stack.layout)
+    flume_splits = split_keys((row_key(b) for b in sample), REGIONS)
+    flink_splits = split_keys((flink_row_key(orjson.loads(b)) for b in sample), REGIONS)
     runs: list[dict[str, Any]] = []
     ok = False
     try:
         produced = bench.produce()
         print(f"produced {produced['events']:,} events of {produced['mean_event_bytes']} bytes "
               f"in {produced['produce_s']} s", flush=True)
-        rows_file = bench.prebuild()
-        for run in range(args.runs):  # alternating, so that a stack slowing down weighs on all three
-            steps: list[Callable[[], dict[str, Any]]] = [
-                partial(bench.run_flume, run, classpath, splits), partial(bench.run_ingest, run),
-                partial(bench.run_loader, run, rows_file)]
-            for go in steps:
+        rows_file = bench.prebuild() if "loader" in systems else None
+        for run in range(args.runs):  # alternating, so that a stack slowing down weighs on every system
+            step: dict[str, Callable[[], dict[str, Any]]] = {
+                "flink": partial(bench.run_flink, run, flink_cp, flink_splits),
+                "flume": partial(bench.run_flume, run, flume_cp, flume_splits),
+                "hbase-ingest": partial(bench.run_ingest, run)}
+            if rows_file is not None:
+                step["loader"] = partial(bench.run_loader, run, rows_file)
+            for system in systems:
                 load = round(load_average()[0], 2)
-                result = {**go(), "load_average_1m_before": load}
+                result = {**step[system](), "load_average_1m_before": load}
                 runs.append(result)
                 shown = {k: round(v, 3) if isinstance(v, float) else v for k, v in result.items()
                          if k not in ("table", "child")}
@@ -266,27 +395,22 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
         else:
             print(f"logs kept in {bench.work}", file=sys.stderr)
     summary = summarize(runs)
+    ratios = {k: v for k, v in summary.items() if k.startswith("ratio_")}
     return {
         "events": produced["events"], "runs_each": args.runs, "partitions": args.partitions,
-        "mean_event_bytes": produced["mean_event_bytes"], "regions": REGIONS,
-        "versions": {"flume": FLUME_VERSION, "hbase": HBASE_VERSION, "kafka": KAFKA_VERSION,
-                     "python": platform.python_version()},
+        "mean_event_bytes": produced["mean_event_bytes"], "regions": REGIONS, "systems": list(systems),
+        "versions": {"flink": FLINK_VERSION, "flink_connector_kafka": FLINK_KAFKA_VERSION,
+                     "flink_connector_hbase": FLINK_HBASE_VERSION, "flume": FLUME_VERSION,
+                     "hbase": HBASE_VERSION, "kafka": KAFKA_VERSION, "python": platform.python_version()},
         "machine": {"cores": os.cpu_count(), "load_average_at_start": [round(x, 2) for x in load_start],
                     "load_average_at_end": [round(x, 2) for x in load_average()],
                     # Kafka, HBase and the pipelines share these cores; a 1-minute load average
                     # well above 0 at start means other work was running too
                     "other_load_at_start": load_start[0] >= 0.5},
         "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "setup": {
-            "flume": {**{k: v for k, v in FlumeAgent("", "", "", "", "").__dict__.items() if isinstance(v, int)},
-                      "serializer": "RegexHBase2EventSerializer", "heap": "JVM default (a quarter of RAM)",
-                      "row_key": "regex group: hostname through timestamp of the JSON text",
-                      "splits": f"{REGIONS - 1} quantiles of {min(args.events, SPLIT_SAMPLE):,} sample keys"},
-            "hbase_ingest": "bench_worker's settings and design, Thrift2 gateway in the HBase JVM",
-            "loader": {"write_buffer_mb": 8, "rows": "the design's keys and cells, prebuilt"},
-        },
+        "setup": _setup(args, systems),
         "summary": summary,
-        "ratio_hbase_ingest_over_flume": summary["ratio_hbase_ingest_over_flume"],
+        **ratios,
         "runs": runs,
         "table_markdown": markdown_table(summary, produced["events"], args.runs),
     }
@@ -297,10 +421,21 @@ if __name__ == "__main__":
     p.add_argument("--events", type=int, default=1_000_000)
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--partitions", type=int, default=8)
+    p.add_argument("--systems", default=",".join(SYSTEMS),
+                   help="comma-separated, among %(default)s; hbase-ingest and at least one peer")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--out", type=Path, default=RESULTS / "peer.json", help="results file (default %(default)s)")
+    out.add_argument("--no-save", action="store_true", help="print the figures only (smoke runs)")
     ns = p.parse_args()
     if ns.events < REGIONS or ns.runs < 1:
         p.error(f"--events must be at least {REGIONS} and --runs at least 1")
+    try:
+        parse_systems(ns.systems)
+    except ValueError as exc:
+        p.error(str(exc))
     res = main(ns)
     print(res["table_markdown"])
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "peer.json").write_text(json.dumps(res, indent=2) + "\n")
+    if not ns.no_save:
+        ns.out.parent.mkdir(parents=True, exist_ok=True)
+        ns.out.write_text(json.dumps(res, indent=2) + "\n")
+        print(f"written to {ns.out}")

@@ -3,9 +3,10 @@ the process and of the HBase JVM, its peak RSS, and when its first and last rows
 
 A *probe* returns how many rows the pipeline reports as acknowledged by HBase and when that count
 was seen (``time.perf_counter``): Flume's sink counter over HTTP, or the hbase-ingest child's
-progress lines. The first write is the first time the count is above zero; all written is when it
-reaches the total, when the process's CPU, the HBase JVM's CPU and the process's peak RSS
-(``VmHWM``) are read.
+progress lines, or the Flink job's (the same lines, from its counting BufferedMutator). The first
+write is the first time the count is above zero, when the process's CPU and the HBase JVM's CPU are
+read; all written is when it reaches the total, when they are read again with the process's peak
+RSS (``VmHWM``).
 """
 
 from __future__ import annotations
@@ -91,7 +92,8 @@ class ChildProgress:
 class RunFigures:
     """One run, times in seconds from the process's start; ``first_rows`` were already acknowledged
     when the first write was seen. ``hbase_cpu_s`` is the HBase JVM's CPU from the process's start,
-    ``hbase_cpu_writing_s`` from its first write, to all written."""
+    ``hbase_cpu_writing_s`` from its first write, to all written; ``process_cpu_s`` and
+    ``process_cpu_writing_s`` the same for the process (so the latter leaves out its start-up)."""
 
     rows: int
     first_rows: int
@@ -101,6 +103,7 @@ class RunFigures:
     hbase_cpu_s: float
     hbase_cpu_writing_s: float
     peak_rss_mb: float
+    process_cpu_writing_s: float
 
 
 def watch(proc: subprocess.Popen[bytes], probe: Probe, total: int, started: float, hbase_cpu: Callable[[], float],
@@ -109,20 +112,20 @@ def watch(proc: subprocess.Popen[bytes], probe: Probe, total: int, started: floa
     process's start and ``hbase_cpu0`` the HBase JVM's CPU seconds then. Raises :class:`RunFailed`
     when the process exits first, no row arrives for ``stall_s`` or the run exceeds ``timeout_s``."""
     first: float | None = None
-    first_rows, hbase_at_first = 0, hbase_cpu0
+    first_rows, hbase_at_first, cpu_at_first = 0, hbase_cpu0, 0.0
     last_n, last_change = 0, time.perf_counter()
     while True:
         n, seen = probe()
         now = time.perf_counter()
         if n > 0 and first is None:
-            first, first_rows, hbase_at_first = seen, n, hbase_cpu()
+            first, first_rows, hbase_at_first, cpu_at_first = seen, n, hbase_cpu(), cpu_seconds(proc.pid)
         if n >= total:
             cpu = cpu_seconds(proc.pid)
             hbase = hbase_cpu()
             hwm = vm_hwm_mb(proc.pid) or 0.0
             assert first is not None
             return RunFigures(n, first_rows, first - started, seen - started, cpu, hbase - hbase_cpu0,
-                              hbase - hbase_at_first, hwm)
+                              hbase - hbase_at_first, hwm, cpu - cpu_at_first)
         if n != last_n:
             last_n, last_change = n, now
         if proc.poll() is not None:

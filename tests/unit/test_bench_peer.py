@@ -96,6 +96,19 @@ def test_regex_groups_are_the_design_cells() -> None:
     assert cells["v"] == orjson.dumps(event["value"]).decode()
 
 
+def test_a_message_with_escaped_quotes_and_backslashes_is_one_group() -> None:
+    _, event = next(iter(generate("logs", 1)))
+    event["message"] = 'said "no" \\ then \\"quoted\\"'
+    m = re.fullmatch(EVENT_REGEX, orjson.dumps(event).decode())
+    assert m is not None and orjson.loads(f'"{m.group(4)}"') == event["message"]
+    assert "*+" in EVENT_REGEX and "|" not in EVENT_REGEX  # possessive, no per-character alternation
+
+
+def test_the_source_polls_as_many_records_as_a_batch() -> None:
+    p = _props(agent_properties(AGENT))
+    assert p["agent.sources.r1.kafka.consumer.max.poll.records"] == "5000" == p["agent.sources.r1.batchSize"]
+
+
 def test_non_matching_event_is_an_error() -> None:
     with pytest.raises(ValueError, match="does not match"):
         row_key(b'{"hostname":"web01"}')

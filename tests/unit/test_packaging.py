@@ -20,8 +20,9 @@ def test_the_wheel_carries_the_stack_infra_and_no_bench(tmp_path: Path) -> None:
                    check=True, capture_output=True, timeout=120)
     (wheel,) = tmp_path.glob("*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    # the peer benchmark's Flume agent and loader, the fault tests' region admin: run from a checkout only
-    bench_only = ("flume/", "loader/", "RegionAdmin.java")
+    # the peer benchmark's Flume agent, Flink job and loader, the fault tests' region admin: run from a
+    # checkout only
+    bench_only = ("flume/", "flink/", "loader/", "RegionAdmin.java")
     infra = {f"connectors/stack/infra/{p.relative_to(ROOT / 'infra').as_posix()}"
              for p in (ROOT / "infra").rglob("*") if p.is_file() and p.name != "Dockerfile"}
     stack_infra = {n for n in infra if not n.removeprefix("connectors/stack/infra/").startswith(bench_only)}
