@@ -239,7 +239,8 @@ class PeerBench:
         table = self.table("flink", run)
         asyncio.run(_create_flume_table(self.settings, table, splits))
         group = f"bench-peer-flink-{self.tag}-{run}"
-        job = FlinkJob(bootstrap=self.settings.kafka.bootstrap_servers, topic=self.topic, group=group, table=table,
+        job = FlinkJob(**flink_tuning(self.args), bootstrap=self.settings.kafka.bootstrap_servers, topic=self.topic,
+                       group=group, table=table,
                        zookeeper_quorum=f"127.0.0.1:{self.stack.settings.zookeeper_port}")
         conf, sql = self.work / f"flink-{run}.properties", self.work / f"flink-{run}.sql"
         conf.write_text(config_properties(flink_config(job)))
@@ -316,6 +317,15 @@ class PeerBench:
         asyncio.run(delete_topics(self.settings.kafka, [self.topic, self.dlq]))
 
 
+def flink_tuning(args: argparse.Namespace) -> dict[str, Any]:
+    """The :class:`FlinkJob` fields ``--flink-parallelism``, ``--flink-flush-rows`` and ``--flink-flush-size``
+    set (those not given keep the job's defaults)."""
+    given = {"parallelism": getattr(args, "flink_parallelism", None),
+             "flush_max_rows": getattr(args, "flink_flush_rows", None),
+             "flush_max_size": getattr(args, "flink_flush_size", None)}
+    return {k: v for k, v in given.items() if v is not None}
+
+
 def parse_systems(text: str) -> tuple[str, ...]:
     """``--systems``: comma-separated names of :data:`SYSTEMS`, returned in run order. Raises
     ValueError on an unknown name, or without hbase-ingest and at least one peer."""
@@ -330,7 +340,7 @@ def parse_systems(text: str) -> tuple[str, ...]:
 
 def _setup(args: argparse.Namespace, systems: tuple[str, ...]) -> dict[str, Any]:
     sample = f"{REGIONS - 1} quantiles of {min(args.events, SPLIT_SAMPLE):,} sample keys"
-    job = FlinkJob("", "", "", "", "")
+    job = FlinkJob("", "", "", "", "", **flink_tuning(args))
     setup: dict[str, Any] = {
         "flink": {**{k: v for k, v in job.__dict__.items() if isinstance(v, int | str) and v != ""},
                   "settings": flink_config(job) | {"pipeline.name": "bench-peer-<table>"},
@@ -421,6 +431,9 @@ if __name__ == "__main__":
     p.add_argument("--events", type=int, default=1_000_000)
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--partitions", type=int, default=8)
+    p.add_argument("--flink-parallelism", type=int, help="Flink's parallelism (default 2)")
+    p.add_argument("--flink-flush-rows", type=int, help="sink.buffer-flush.max-rows (default 2000)")
+    p.add_argument("--flink-flush-size", help="sink.buffer-flush.max-size (default 4mb)")
     p.add_argument("--systems", default=",".join(SYSTEMS),
                    help="comma-separated, among %(default)s; hbase-ingest and at least one peer")
     out = p.add_mutually_exclusive_group()

@@ -4,6 +4,7 @@ with Flink as the main peer, and ``--systems``."""
 
 from __future__ import annotations
 
+import argparse
 import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -11,7 +12,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from bench.bench_peer import REGIONS, SYSTEMS, parse_systems
+from bench.bench_peer import REGIONS, SYSTEMS, flink_tuning, parse_systems
 from bench.peer_flink import (
     ABSENT,
     COUNTING_CONNECTION,
@@ -277,3 +278,9 @@ def test_systems_default_is_all_four_in_run_order() -> None:
 def test_systems_refused(text: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         parse_systems(text)
+
+
+def test_flink_tuning_takes_only_the_options_given() -> None:
+    args = argparse.Namespace(flink_parallelism=4, flink_flush_rows=None, flink_flush_size="16mb")
+    assert flink_tuning(args) == {"parallelism": 4, "flush_max_size": "16mb"}
+    assert flink_tuning(argparse.Namespace()) == {}
