@@ -12,8 +12,9 @@
 //       Kerberos) and six gateways, each a ThriftServer with its own Configuration copy: Thrift1 and
 //       Thrift2 without QOP (unauthenticated clients; the gateway calls HBase as its own principal), over
 //       SASL/GSSAPI with QOP auth-conf, and in HTTP mode with TLS and SPNEGO (QOP auth-conf).
-//   HBaseStack.java kerberos-gateway <plain1> <plain2> <sasl1> <sasl2> <https1> <https2>
-//       one gateway of a Kerberized cluster: the same six gateways, without the master.
+//   HBaseStack.java kerberos-gateway <qop> <plain1> <plain2> <sasl1> <sasl2> <https1> <https2>
+//       one gateway of a Kerberized cluster: the same six gateways, without the master, its SASL ones
+//       with QOP <qop> (auth, auth-int or auth-conf).
 //
 // A server thread that fails ends the JVM (exit 1), so `stack status` sees the process die instead of a
 // JVM that lives on with half of its servers.
@@ -64,12 +65,12 @@ public class HBaseStack {
     return start(name, () -> new org.apache.hadoop.hbase.thrift2.ThriftServer(c).run(argv));
   }
 
-  /** The six gateways on ports p[1..6]; returns the first one's thread. */
-  static Thread kerberosGateways(String[] p) {
+  /** The six gateways on ports p[1..6], the SASL ones with QOP qop; returns the first one's thread. */
+  static Thread kerberosGateways(String[] p, String qop) {
     Thread first = kerberosGateway("plain-thrift1", 1, p[1], null, false);
     kerberosGateway("plain-thrift2", 2, p[2], null, false);
-    kerberosGateway("sasl-thrift1", 1, p[3], "auth-conf", false);
-    kerberosGateway("sasl-thrift2", 2, p[4], "auth-conf", false);
+    kerberosGateway("sasl-thrift1", 1, p[3], qop, false);
+    kerberosGateway("sasl-thrift2", 2, p[4], qop, false);
     kerberosGateway("https-thrift1", 1, p[5], "auth-conf", true);
     kerberosGateway("https-thrift2", 2, p[6], "auth-conf", true);
     return first;
@@ -79,20 +80,22 @@ public class HBaseStack {
     if (args.length == 7 && args[0].equals("kerberos")) {
       Thread master = start("hmaster",
           () -> org.apache.hadoop.hbase.master.HMaster.main(new String[] {"start"}));
-      kerberosGateways(args);
+      kerberosGateways(args, "auth-conf");
       master.join();
       return;
     }
-    if (args.length == 7 && args[0].equals("kerberos-gateway")) {
+    if (args.length == 8 && args[0].equals("kerberos-gateway")) {
       // three Thrift1 and three Thrift2 servers register the same metrics sources: allowed in this mode
       // (the standalone JVM of `kerberos` is in it already, as HBase's local mode sets it)
       org.apache.hadoop.metrics2.lib.DefaultMetricsSystem.setMiniClusterMode(true);
-      kerberosGateways(args).join();
+      String[] ports = java.util.Arrays.copyOfRange(args, 1, 8);  // ports[1..6], as in `kerberos`
+      kerberosGateways(ports, args[1]).join();
       return;
     }
     if (args.length != 3 || !(args[0].equals("standalone") || args[0].equals("gateway"))) {
       System.err.println("usage: HBaseStack.java standalone|gateway <thrift1 port> <thrift2 port>\n"
-          + "       HBaseStack.java kerberos|kerberos-gateway <plain1> <plain2> <sasl1> <sasl2> <https1> <https2>");
+          + "       HBaseStack.java kerberos <plain1> <plain2> <sasl1> <sasl2> <https1> <https2>\n"
+          + "       HBaseStack.java kerberos-gateway <qop> <plain1> <plain2> <sasl1> <sasl2> <https1> <https2>");
       System.exit(2);
     }
     if (args[0].equals("gateway")) {

@@ -49,6 +49,7 @@ from .layout import StackLayout
 
 __all__ = [
     "CLIENT_USER",
+    "CLUSTER_QOPS",
     "GATEWAY_PORT_OFFSETS",
     "KDC_TOOLS",
     "REALM",
@@ -56,6 +57,7 @@ __all__ = [
     "STRANGER_USER",
     "KerberosPart",
     "KerberosSettings",
+    "cluster_qop",
     "ensure_kdc_tools",
     "ensure_realm",
     "kdc_argv",
@@ -77,6 +79,10 @@ _INSTALL_HINT = "apt-get install krb5-kdc krb5-admin-server krb5-user"
 _PRINCIPALS = ((f"hbase/{SERVICE_HOST}", "hbase.keytab"), (f"HTTP/{SERVICE_HOST}", "HTTP.keytab"),
                (f"kafka/{SERVICE_HOST}", "kafka.keytab"), (CLIENT_USER, f"{CLIENT_USER}.keytab"),
                (STRANGER_USER, f"{STRANGER_USER}.keytab"))
+#: the SASL QOP of gateway ``j`` (from 0) of a Kerberized cluster: ``CLUSTER_QOPS[j % 3]``, so that a cluster
+#: of three gateways serves every level HBase's ``hbase.thrift.security.qop`` knows (the standalone
+#: Kerberized HBase's SASL gateways: ``auth-conf``)
+CLUSTER_QOPS = ("auth-conf", "auth-int", "auth")
 #: the Kerberized HBase's six gateways: label -> offset from ``kerberos_thrift_port``
 GATEWAY_PORT_OFFSETS = {"krb plain thrift1": 0, "krb plain thrift2": 1, "krb sasl thrift1": 2,
                         "krb sasl thrift2": 3, "krb https thrift1": 4, "krb https thrift2": 5}
@@ -129,6 +135,8 @@ class KerberosPart:
     #: standalone Kerberized HBase has one (0); a Kerberized cluster of M gateways steps by
     #: :data:`~.topology.GATEWAY_PORT_STEP` (0, 10, 20, ...)
     shifts: tuple[int, ...] = (0,)
+    #: each gateway JVM's SASL QOP (``hbase.thrift.security.qop``), in the order of :attr:`shifts`
+    qops: tuple[str, ...] = ("auth-conf",)
 
     @classmethod
     def of(cls, ks: KerberosSettings, layout: StackLayout,
@@ -139,9 +147,10 @@ class KerberosPart:
         plain = ((ks.port("krb plain thrift1"), ks.port("krb plain thrift2")) if cluster is None
                  else (cluster[0][0], cluster[0][1]))
         shifts = (0,) if cluster is None else tuple(shift for _, _, shift in cluster)
+        qops = ("auth-conf",) if cluster is None else tuple(cluster_qop(j) for j in range(len(cluster)))
         return cls(REALM, layout.state / "kerberos", ks.kdc_port, *plain, ks.port("krb sasl thrift1"),
                    ks.port("krb sasl thrift2"), ks.port("krb https thrift1"), ks.port("krb https thrift2"),
-                   layout.state / "secure" / "ca.pem", shifts=shifts)
+                   layout.state / "secure" / "ca.pem", shifts=shifts, qops=qops)
 
     @property
     def krb5_conf(self) -> Path:
@@ -192,6 +201,11 @@ class KerberosPart:
     def env(self) -> dict[str, str]:
         """The environment a Kerberos client of this realm needs: ``{"KRB5_CONFIG": <krb5.conf>}``."""
         return {"KRB5_CONFIG": str(self.krb5_conf)}
+
+
+def cluster_qop(j: int) -> str:
+    """The SASL QOP of a Kerberized cluster's gateway ``j`` (from 0): :data:`CLUSTER_QOPS` in turn."""
+    return CLUSTER_QOPS[j % len(CLUSTER_QOPS)]
 
 
 def ensure_kdc_tools() -> None:

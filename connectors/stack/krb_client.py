@@ -22,10 +22,10 @@ import ssl
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from connectors.hbase.thrift2 import load_idl, open_client
-from connectors.hbase.transport import ThriftSecurity, open_thrift1
+from connectors.hbase.transport import Qop, ThriftSecurity, open_thrift1
 
 from .kerberos import KerberosPart
 
@@ -62,25 +62,28 @@ def gateway_ports(part: KerberosPart, kind: GatewayKind, gateway: int = 0) -> tu
 
 
 def gateway_security(part: KerberosPart, kind: GatewayKind, *, principal: str | None = None,
-                     keytab: Path | None = None) -> ThriftSecurity:
-    """How a client reaches the ``kind`` gateways as ``principal`` (default: the client principal, with
-    its keytab)."""
+                     keytab: Path | None = None, gateway: int = 0) -> ThriftSecurity:
+    """How a client reaches the ``kind`` gateways of gateway JVM ``gateway`` as ``principal`` (default: the
+    client principal, with its keytab); over SASL with that gateway's QOP."""
     if kind == "plain":
         return ThriftSecurity()
     who = principal or part.client_principal
     tab = str(keytab or part.client_keytab)
     if kind == "sasl":
-        return ThriftSecurity(kerberos=True, principal=who, keytab=tab, qop="auth-conf")
+        return ThriftSecurity(kerberos=True, principal=who, keytab=tab, qop=cast(Qop, part.qops[gateway]))
     return ThriftSecurity(kerberos=True, principal=who, keytab=tab, http=True, tls=True, ca_file=str(part.ca_file))
 
 
 def hbase_keys(part: KerberosPart, kind: GatewayKind) -> dict[str, Any]:
-    """The ``[hbase]`` settings keys that reach the ``kind`` gateways (of every gateway JVM, in order) as the
-    client principal (with its keytab): :func:`gateway_security` spelled as settings."""
+    """The ``[hbase]`` settings keys that reach the ``kind`` gateways (of every gateway JVM, in order, each
+    with its own ``sasl_qop`` over SASL) as the client principal (with its keytab): :func:`gateway_security`
+    spelled as settings."""
     sec = gateway_security(part, kind)
-    keys: dict[str, Any] = {"gateways": [
-        {"host": part.host, "port": t1, "thrift2_port": t2}
-        for t1, t2 in (gateway_ports(part, kind, j) for j in range(len(part.shifts)))]}
+    keys: dict[str, Any] = {"gateways": []}
+    for j in range(len(part.shifts)):
+        t1, t2 = gateway_ports(part, kind, j)
+        keys["gateways"].append({"host": part.host, "port": t1, "thrift2_port": t2,
+                                 **({"sasl_qop": part.qops[j]} if kind == "sasl" else {})})
     if sec.kerberos:
         keys |= {"auth": "kerberos", "kerberos_principal": sec.principal, "kerberos_keytab": sec.keytab}
     if sec.kerberos and not sec.http:
@@ -127,7 +130,7 @@ def _round_trip(part: KerberosPart, gateway: int, timeout_s: float) -> None:
     with krb5_config(part.krb5_conf):
         kinds: tuple[GatewayKind, ...] = ("plain", "sasl", "https")
         for kind in kinds:
-            sec = gateway_security(part, kind)
+            sec = gateway_security(part, kind, gateway=gateway)
             t1, t2 = gateway_ports(part, kind, gateway)
             transport = "http" if sec.http else "buffered"
             conn = open_thrift1(part.host, t1, timeout_ms, transport, "binary", sec)

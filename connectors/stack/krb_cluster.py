@@ -19,7 +19,9 @@ plain Thrift1 / Thrift2   ``thrift_port`` / ``thrift2_port`` + 10 j   connects u
                                                                       gateway calls HBase as ``hbase``):
                                                                       the stack's readiness, the tools
                                                                       that know no Kerberos
-SASL Thrift1 / Thrift2    ``kerberos_thrift_port`` + 2 / + 3 + 10 j   SASL/GSSAPI, QOP ``auth-conf``
+SASL Thrift1 / Thrift2    ``kerberos_thrift_port`` + 2 / + 3 + 10 j   SASL/GSSAPI, QOP ``auth-conf``,
+                                                                      ``auth-int``, ``auth`` by turns
+                                                                      (:func:`.kerberos.cluster_qop`)
 HTTPS Thrift1 / Thrift2   ``kerberos_thrift_port`` + 4 / + 5 + 10 j   TLS and SPNEGO
 ========================  ==========================================  ==================================
 

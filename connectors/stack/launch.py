@@ -34,7 +34,7 @@ from pathlib import Path
 from pipeline.settings import StackSettings
 
 from .hdfs import datanode_options, format_args
-from .kerberos import GATEWAY_PORT_OFFSETS, KerberosPart, KerberosSettings, kdc_argv
+from .kerberos import GATEWAY_PORT_OFFSETS, KerberosPart, KerberosSettings, cluster_qop, kdc_argv
 from .layout import StackLayout
 from .registry import registry_argv
 from .topology import CLUSTER_KRB_LABELS, ServerProcess
@@ -115,14 +115,16 @@ def server_argv(proc: ServerProcess, s: StackSettings, lay: StackLayout, launche
     the folder of the compiled ``HBaseStack`` class (:func:`~.provision.ensure_launcher`); None runs
     ``infra/HBaseStack.java`` through the JDK's source launcher. ``krb5_conf``: a Kerberized cluster's
     realm (:mod:`.krb_cluster`), given to the master, the region servers and the gateways, which serve
-    ``kerberos-gateway`` (their plain, SASL and HTTPS ports) instead of ``gateway``."""
+    ``kerberos-gateway`` (their SASL QOP, :func:`~.kerberos.cluster_qop`, and their plain, SASL and HTTPS
+    ports) instead of ``gateway``."""
     if proc.role in ("hbase", "gateway"):
         heap = s.hbase_heap_mb if proc.role == "hbase" else s.gateway_heap_mb
         jvm = _hbase_jvm(lay, heap if proc.role == "hbase" else heap // 4, heap, launcher)
         main = "HBaseStack" if launcher is not None else str(lay.infra / "HBaseStack.java")
         if proc.role == "gateway" and krb5_conf is not None:
             ports = [proc.ports[label] for label in ("thrift1", "thrift2", *CLUSTER_KRB_LABELS)]
-            return [*_kerberized(jvm, krb5_conf), main, "kerberos-gateway", *map(str, ports)]
+            qop = cluster_qop(int(proc.name.rpartition("-")[2]) - 1)  # gateway-1 is j = 0
+            return [*_kerberized(jvm, krb5_conf), main, "kerberos-gateway", qop, *map(str, ports)]
         mode = "standalone" if proc.role == "hbase" else "gateway"
         return [*jvm, main, mode, str(proc.ports["thrift1"]), str(proc.ports["thrift2"])]
     if proc.role == "kafka":

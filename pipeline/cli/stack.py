@@ -176,7 +176,7 @@ def _print_kerberos(stack: LocalStack) -> None:
     for j, d in enumerate(part.shifts):
         name = f"gateway-{j + 1}" if stack.kerberized_cluster else what
         _console.print(f"  {name} on {part.host} (bound to 127.0.0.1): plain Thrift1 {part.plain_thrift1_port + d} "
-                       f"Thrift2 {part.plain_thrift2_port + d}; SASL/GSSAPI auth-conf Thrift1 "
+                       f"Thrift2 {part.plain_thrift2_port + d}; SASL/GSSAPI {part.qops[j]} Thrift1 "
                        f"{part.sasl_thrift1_port + d} Thrift2 {part.sasl_thrift2_port + d}; HTTPS+SPNEGO Thrift1 "
                        f"{part.https_thrift1_port + d} Thrift2 {part.https_thrift2_port + d}", soft_wrap=True)
     _console.print(f"  {what}: servers log in as {part.service_principal}; HTTPS verified by CA {part.ca_file}",

@@ -1,13 +1,16 @@
-"""A Kerberized cluster (``stack up --region-servers 2 --gateways 2 --kerberos``) in its own state folder and on
+"""A Kerberized cluster (``stack up --region-servers 2 --gateways 3 --kerberos``) in its own state folder and on
 its own ports: every server logs in from its keytab and the region servers reach the master over SASL/GSSAPI;
-the worker writes over SASL (QOP auth-conf) through both gateways, survives a gateway killed mid-stream by
-failing over to the other, and every row is compared; ``top`` reads the worker meanwhile, and the reads go
-through the HTTPS + SPNEGO gateways."""
+the three gateways serve SASL with QOP auth-conf, auth-int and auth, each checked on the wire; the worker
+writes over SASL through all of them, survives gateway-1 killed mid-stream by failing over to the others, and
+every row is compared; ``top`` reads the worker meanwhile, the reads go through the HTTPS + SPNEGO gateways,
+and the demo runs over SASL."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import re
+import shutil
 import subprocess
 import sys
 import time
@@ -18,11 +21,12 @@ from typing import Any
 import orjson
 import pytest
 
-from connectors.hbase import HBaseClient
+from connectors.hbase import HBaseClient, transport
+from connectors.hbase.transport import GssapiSasl, open_thrift1
 from connectors.kafka import create_topics, end_offsets
 from connectors.stack import LocalStack
 from connectors.stack.kerberos import REALM, KerberosPart
-from connectors.stack.krb_client import hbase_keys
+from connectors.stack.krb_client import gateway_ports, gateway_security, hbase_keys
 from pipeline.settings import KafkaSettings, Settings, load_settings
 
 from .fault_support import free_port, kill_9, own_stack
@@ -44,7 +48,7 @@ EVENTS = 4000
 def config(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("krb-cluster")
     path = root / "cluster.toml"
-    lines = [f'state_dir = "{root / "state"}"', "region_servers = 2", "gateways = 2", "kerberos = true",
+    lines = [f'state_dir = "{root / "state"}"', "region_servers = 2", "gateways = 3", "kerberos = true",
              *(f"{k} = {v}" for k, v in PORTS.items())]
     path.write_text("[stack]\n" + "\n".join(lines) + "\n")
     return path
@@ -91,10 +95,10 @@ def test_every_server_logs_in_from_its_keytab_and_calls_the_master_over_kerberos
                                                                                   config: Path) -> None:
     st = cluster.status()
     assert [p.name for p in st.processes] == ["kafka", "kdc", "zookeeper", "master", "regionserver-1",
-                                              "regionserver-2", "gateway-1", "gateway-2"]
+                                              "regionserver-2", "gateway-1", "gateway-2", "gateway-3"]
     assert all(p.state == "running" for p in st.processes)
     login = f"Login successful for user hbase/localhost@{REALM} using keytab file"
-    for name in ("master", "regionserver-1", "regionserver-2", "gateway-1", "gateway-2"):
+    for name in ("master", "regionserver-1", "regionserver-2", "gateway-1", "gateway-2", "gateway-3"):
         assert login in cluster.procs[name].log_file.read_text(errors="replace"), name
     # each region server reports to the master over SASL, authenticated by Kerberos
     master_log = cluster.procs["master"].log_file.read_text(errors="replace")
@@ -105,10 +109,46 @@ def test_every_server_logs_in_from_its_keytab_and_calls_the_master_over_kerberos
                          check=False)
     assert out.returncode == 0, out.stderr[-2000:]
     assert f"Kerberos: realm {REALM}" in out.stdout
-    assert "gateway-2 on localhost (bound to 127.0.0.1): plain Thrift1 9800 Thrift2 9801; SASL/GSSAPI auth-conf " \
+    assert "gateway-2 on localhost (bound to 127.0.0.1): plain Thrift1 9800 Thrift2 9801; SASL/GSSAPI auth-int " \
            "Thrift1 9902 Thrift2 9903; HTTPS+SPNEGO Thrift1 9904 Thrift2 9905" in " ".join(out.stdout.split())
     keytab = (cluster.kerberos.keytab("hbase/localhost") if cluster.kerberos else None)
     assert keytab is not None and keytab.read_bytes()[:40].hex() not in out.stdout
+
+
+def test_each_gateway_speaks_its_qop_on_the_wire(part: KerberosPart, monkeypatch: pytest.MonkeyPatch) -> None:
+    """gateway-1 seals every message (auth-conf), gateway-2 signs it (auth-int: the bytes travel in clear with
+    a checksum), gateway-3 only authenticates (auth: the bytes as they are); asking a gateway for a QOP it
+    does not offer is refused naming both."""
+    assert part.qops == ("auth-conf", "auth-int", "auth")
+    sent: list[tuple[bytes, bytes]] = []
+    real_encode = GssapiSasl.encode
+
+    def spy(self: GssapiSasl, data: bytes) -> tuple[bool, bytes]:
+        ok, out = real_encode(self, data)
+        sent.append((data, out))
+        return ok, out
+
+    monkeypatch.setattr(transport.GssapiSasl, "encode", spy)
+    for j, qop in enumerate(part.qops):
+        sent.clear()
+        conn = open_thrift1(part.host, gateway_ports(part, "sasl", j)[0], 10_000, "buffered", "binary",
+                            gateway_security(part, "sasl", gateway=j))
+        try:
+            conn.client.getTableNames()
+        finally:
+            conn.close()
+        calls = [(data, out) for data, out in sent if b"getTableNames" in data]
+        assert calls, qop
+        for data, out in calls:
+            if qop == "auth":
+                assert out == data
+            elif qop == "auth-int":
+                assert len(out) > len(data) + 4 and data in out  # signed, not encrypted
+            else:
+                assert len(out) > len(data) + 4 and b"getTableNames" not in out  # sealed
+    asking = gateway_security(part, "sasl", gateway=0)  # auth-conf, at gateway-3 (auth only)
+    with pytest.raises(Exception, match=r"asks for QOP auth-conf, the server is offering \(auth\)"):
+        open_thrift1(part.host, gateway_ports(part, "sasl", 2)[0], 10_000, "buffered", "binary", asking)
 
 
 async def _wait_committed(plain: KafkaSettings, settings: Settings, topic: str, want: dict[int, int],
@@ -144,7 +184,7 @@ async def test_ingest_over_sasl_fails_over_between_kerberized_gateways_and_every
         half = await end_offsets(plain, topic)
         done = await _wait_committed(plain, settings, topic, {p: n // 2 for p, n in half.items()}, proc)
         assert proc.poll() is None, f"the worker exited early: {done}"
-        kill_9(cluster, "gateway-1")  # its SASL and HTTPS servers with it: the worker goes on through gateway-2
+        kill_9(cluster, "gateway-1")  # its SASL and HTTPS servers with it: the worker goes on through the others
         await produce(produced, topic, events[EVENTS // 2:])
         ends = await end_offsets(plain, topic)
         done = await _wait_committed(plain, settings, topic, ends, proc)
@@ -158,7 +198,7 @@ async def test_ingest_over_sasl_fails_over_between_kerberized_gateways_and_every
         out, _ = proc.communicate(timeout=60)
     log = out.decode(errors="replace")
     assert "gateway_failover" in log or "gateway_down" in log, log[-3000:]
-    client = HBaseClient(load_settings(sasl).hbase)  # gateway-1 is down: served by gateway-2
+    client = HBaseClient(load_settings(sasl).hbase)  # gateway-1 is down: served by gateway-2 (auth-int) or -3
     try:
         await assert_order_rows(client, settings, EVENTS)
     finally:
@@ -170,3 +210,23 @@ async def test_ingest_over_sasl_fails_over_between_kerberized_gateways_and_every
                       "--format", "jsonl", env=_env(part))
     assert scanned.returncode == 0, scanned.stderr[-3000:]
     assert "s000" in scanned.stdout and "b0007" in scanned.stdout, scanned.stdout[-2000:]
+
+
+def test_the_demo_writes_and_reads_back_through_the_sasl_gateways(cluster: LocalStack, part: KerberosPart,
+                                                                  config: Path, tmp_path: Path) -> None:
+    """``demo -c`` with the demo's designs on this cluster, its ``[hbase]`` the SASL gateways: tables made,
+    events written and the rows and the fan-out reader's newest events read back, all over Kerberos."""
+    for profile in (Path(__file__).resolve().parents[2] / "config").glob("*.toml"):
+        shutil.copy(profile, tmp_path)
+    demo = (tmp_path / "demo.toml").read_text()
+    demo = demo.replace("[kafka]\n", f'[kafka]\nbootstrap_servers = "127.0.0.1:{PORTS["kafka_port"]}"\n', 1)
+    hbase = "".join(f"{k} = {_toml(v)}\n" for k, v in hbase_keys(part, "sasl").items())
+    path = tmp_path / "demo-krb.toml"
+    path.write_text(f"{demo}\n{config.read_text()}\n[hbase]\n{hbase}")
+    done = run_cli("demo", "-c", str(path), "--count", "300", "--partitions", "2", env=_env(part), timeout=600)
+    out = " ".join(done.stdout.split())
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    assert "stack reused" in out and re.search(r"dead-lettered\W+0\b", out), out[-3000:]
+    consumed = re.search(r"events consumed\W+(\d+)", out)
+    assert consumed is not None and int(consumed.group(1)) > 0, out[-3000:]
+    assert "newest 3 events across every host" in out, out[-3000:]

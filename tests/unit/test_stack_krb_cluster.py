@@ -11,8 +11,8 @@ from string import Template
 import pytest
 
 from connectors.stack import LocalStack
-from connectors.stack.kerberos import REALM, KerberosPart, KerberosSettings, render_template
-from connectors.stack.krb_client import gateway_ports, hbase_keys
+from connectors.stack.kerberos import REALM, KerberosPart, KerberosSettings, cluster_qop, render_template
+from connectors.stack.krb_client import gateway_ports, gateway_security, hbase_keys
 from connectors.stack.krb_cluster import kerberized_rendered
 from connectors.stack.krb_hbase import krb_hbase_values
 from connectors.stack.launch import server_argv
@@ -67,7 +67,10 @@ def test_the_servers_get_the_realm_and_the_gateways_six_ports(tmp_path: Path) ->
         argv = server_argv(topo.process(name), CLUSTER, lay, tmp_path / "launcher", krb5)
         assert argv[1:3] == [f"-Djava.security.krb5.conf={krb5}", "-Dzookeeper.sasl.client=false"]
     gateway = server_argv(topo.process("gateway-2"), CLUSTER, lay, tmp_path / "launcher", krb5)
-    assert gateway[-8:] == ["HBaseStack", "kerberos-gateway", "9100", "9101", "9702", "9703", "9704", "9705"]
+    assert gateway[-9:] == ["HBaseStack", "kerberos-gateway", "auth-int", "9100", "9101", "9702", "9703", "9704",
+                            "9705"]
+    first = server_argv(topo.process("gateway-1"), CLUSTER, lay, tmp_path / "launcher", krb5)
+    assert first[-7] == "auth-conf"
     plain = server_argv(plan_topology(CLUSTER).process("gateway-2"), CLUSTER, lay, tmp_path / "launcher")
     assert plain[-4:] == ["HBaseStack", "gateway", "9100", "9101"]
     assert not [a for a in plain if a.startswith(("-Djava.security.krb5.conf", "-Dzookeeper.sasl"))]
@@ -103,11 +106,15 @@ def test_the_part_lists_every_gateway_for_clients(tmp_path: Path) -> None:
     assert gateway_ports(part, "plain", 1) == (9100, 9101) and gateway_ports(part, "sasl", 1) == (9702, 9703)
     assert gateway_ports(part, "https", 0) == (9694, 9695)
     keys = hbase_keys(part, "sasl")
-    assert keys["gateways"] == [{"host": "localhost", "port": 9692, "thrift2_port": 9693},
-                                {"host": "localhost", "port": 9702, "thrift2_port": 9703}]
+    assert keys["gateways"] == [{"host": "localhost", "port": 9692, "thrift2_port": 9693, "sasl_qop": "auth-conf"},
+                                {"host": "localhost", "port": 9702, "thrift2_port": 9703, "sasl_qop": "auth-int"}]
+    assert gateway_security(part, "sasl", gateway=1).qop == "auth-int"
+    assert [cluster_qop(j) for j in range(4)] == ["auth-conf", "auth-int", "auth", "auth-conf"]
+    assert "sasl_qop" not in hbase_keys(part, "https")["gateways"][1]
     assert keys["auth"] == "kerberos" and keys["sasl_qop"] == "auth-conf"
     standalone = KerberosPart.of(ON, _layout(tmp_path))
     assert standalone.shifts == (0,) and len(hbase_keys(standalone, "https")["gateways"]) == 1
+    assert standalone.qops == ("auth-conf",)
 
 
 def test_the_stack_describes_its_kerberized_cluster(tmp_path: Path) -> None:
