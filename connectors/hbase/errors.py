@@ -146,10 +146,15 @@ def _translate(exc: BaseException, table: str | None, what: str) -> HBaseError:
 @contextmanager
 def map_exceptions(table: str | None = None, what: str = "HBase call") -> Iterator[None]:
     """Re-raise any exception from the block as the project's own type, except the project's own
-    errors and :data:`PROGRAM_ERRORS` (module docstring)."""
+    errors and :data:`PROGRAM_ERRORS` (module docstring) that are not also an ``OSError``."""
     try:
         yield
-    except (HBaseError, *PROGRAM_ERRORS):
+    except HBaseError:
         raise
+    except PROGRAM_ERRORS as exc:
+        if not isinstance(exc, OSError):
+            raise
+        # an I/O failure that is a ValueError too (ssl.SSLCertVerificationError): translated as I/O
+        raise translate(exc, table, what) from exc
     except Exception as exc:
         raise translate(exc, table, what) from exc

@@ -4,6 +4,8 @@ for the shapes HBase's Thrift2 gateway gives (seen against the local stack): a m
 
 from __future__ import annotations
 
+import ssl
+
 import pytest
 
 from connectors.hbase.errors import PROGRAM_ERRORS, map_exceptions, translate
@@ -41,6 +43,16 @@ def test_errors_of_our_own_code_pass_through_untranslated(error: Exception) -> N
     with pytest.raises(type(error)) as caught, map_exceptions("t", "write batch"):
         raise error
     assert caught.value is error
+
+
+def test_an_io_failure_that_is_also_a_value_error_is_translated() -> None:
+    # ssl.SSLCertVerificationError is an OSError and a ValueError: a gateway's certificate, not a bug of ours
+    error = ssl.SSLCertVerificationError(1, "certificate verify failed: unable to get local issuer certificate")
+    assert isinstance(error, ValueError)
+    with pytest.raises(HBaseUnavailable, match="certificate verify failed") as caught, \
+            map_exceptions("t", "write batch"):
+        raise error
+    assert caught.value.__cause__ is error
 
 
 def test_what_hbase_and_thrift_raise_is_still_translated() -> None:
