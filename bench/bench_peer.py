@@ -256,9 +256,9 @@ class PeerBench:
                    exits: bool) -> tuple[Any, float, ChildProgress, int | None]:
         """Run ``cmd`` (a process printing ``{"written": N}`` lines, :class:`ChildProgress`) until every event
         is written and ``group`` has committed the topic's end; with ``exits``, also until it exits by itself
-        (then its status is returned, else None). Its stderr goes to ``<work>/<what>-<run>.log``. Returns the
-        figures, the seconds until the commit, the progress reader and the status."""
-        log = self.work / f"{what}-{run}.log"
+        (then its status is returned, else None). Its stderr goes to ``<work>/<what, lower case>-<run>.log``.
+        Returns the figures, the seconds until the commit, the progress reader and the status."""
+        log = self.work / f"{what.lower()}-{run}.log"
         with open(log, "wb") as err:
             hbase0 = self.hbase_cpu()
             started = time.perf_counter()
