@@ -38,7 +38,11 @@ Per record (contract of :meth:`ChangeTopic.mutations`):
    that change one row, so for every row the positions of its changes increase in commit order, and
    two changes of one row never share one -- unlike ``source.ts_ms``, the commit time, which every
    change of a transaction shares: a delete and a re-insert of one key in one transaction would then
-   meet at one timestamp, where HBase's delete wins).
+   meet at one timestamp, where HBase's delete wins). With ``$source.lsn``, a snapshot read (``r``)
+   is stamped :data:`SNAPSHOT_TS` (0), below every streamed change: its ``lsn`` is the snapshot's
+   position, which is above the positions of changes a transaction in flight during the snapshot
+   made before it, though they commit, and are streamed, after it. Stamped with that ``lsn``, a
+   snapshotted row such a transaction deleted or moved would outlive its delete.
 
 Any refusal raises :class:`~pipeline.errors.EventError` with its reason; the record is routed whole
 or not at all.
@@ -57,9 +61,12 @@ from pipeline.errors import ConfigError, EventError
 from pipeline.rowkey import EventFieldError, RowKey
 from pipeline.settings import RouteSpec, TopicSpec
 
-__all__ = ["ChangeRoute", "ChangeTopic", "MetaRecord", "build_row"]
+__all__ = ["SNAPSHOT_TS", "ChangeRoute", "ChangeTopic", "MetaRecord", "build_row"]
 
 _UPSERT_OPS = frozenset(("c", "r", "u"))
+#: the cell timestamp of a Debezium snapshot read when the route stamps ``$source.lsn`` (contract, step 4)
+SNAPSHOT_TS = 0
+_LSN = "$source.lsn"
 
 
 class MetaRecord(Protocol):
@@ -159,10 +166,12 @@ class ChangeRoute:
         flag = self._deleted(event)
         return flag is True or flag == "true"
 
-    def upsert(self, event: Mapping[str, Any], origin: Origin) -> list[Mutation]:
-        """The put of ``event`` (and the delete of its null columns whose rule is ``delete``)."""
+    def upsert(self, event: Mapping[str, Any], origin: Origin, ts: int | None = None) -> list[Mutation]:
+        """The put of ``event`` (and the delete of its null columns whose rule is ``delete``), at ``ts`` or the
+        event's timestamp."""
         row = self.row(event)
-        ts = self.timestamp(event)
+        if ts is None:
+            ts = self.timestamp(event)
         cells: dict[bytes, bytes] = {}
         gone: dict[bytes, bytes] = {}
         size = len(row) + 16
@@ -217,7 +226,7 @@ class ChangeRoute:
             if not isinstance(after, dict):
                 raise EventError("missing_field", f"route {self.name!r}: a change with op {op!r} has no 'after' row")
             new = after | meta
-            out = self.upsert(new, origin)
+            out = self.upsert(new, origin, SNAPSHOT_TS if op == "r" and self.ts_field == _LSN else None)
             if op == "u":
                 if isinstance(before, dict):
                     old = before | meta
