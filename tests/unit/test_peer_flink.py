@@ -205,7 +205,9 @@ def test_jar_version() -> None:
 def test_pom_pins_what_the_classpath_check_expects() -> None:
     ns = {"m": "http://maven.apache.org/POM/4.0.0"}
     pom = ET.parse(INFRA / "pom.xml").getroot()
-    props = {el.tag.split("}")[1]: el.text for el in pom.find("m:properties", ns) or []}
+    found = pom.find("m:properties", ns)
+    assert found is not None, "the pom has no <properties>"
+    props = {el.tag.split("}")[1]: el.text for el in found}
     assert props["flink.version"] == FLINK_VERSION
     assert props["flink.kafka.version"] == FLINK_KAFKA_VERSION
     assert props["flink.hbase.version"] == FLINK_HBASE_VERSION
