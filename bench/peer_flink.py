@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .peer_flume import jar_artifact
+from .peer_flume import PeerRun, jar_artifact
 
 __all__ = [
     "ABSENT",
@@ -86,15 +86,9 @@ FLINK_JDK17: tuple[str, ...] = (
 
 
 @dataclass(frozen=True)
-class FlinkJob:
-    """What one job run reads and writes (names are per run: fresh group, fresh table), and how."""
+class FlinkJob(PeerRun):
+    """One Flink job run (:class:`~bench.peer_flume.PeerRun`) and how it runs."""
 
-    bootstrap: str
-    topic: str
-    group: str
-    table: str
-    zookeeper_quorum: str
-    family: str = "l"
     parallelism: int = 2
     checkpoint_interval_s: int = 5
     flush_max_rows: int = 2000

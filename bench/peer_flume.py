@@ -22,6 +22,7 @@ __all__ = [
     "EVENT_REGEX",
     "FLUME_VERSION",
     "FlumeAgent",
+    "PeerRun",
     "agent_properties",
     "drained",
     "jar_artifact",
@@ -67,8 +68,9 @@ def split_keys(keys: Iterable[bytes], regions: int) -> list[bytes]:
 
 
 @dataclass(frozen=True)
-class FlumeAgent:
-    """What one agent run reads and writes (names are per run: fresh group, fresh table)."""
+class PeerRun:
+    """What one run of a JVM peer reads and writes: the topic from ``bootstrap`` under a fresh ``group``, into a
+    fresh ``table`` (family ``family``) of the HBase ZooKeeper ``zookeeper_quorum`` names."""
 
     bootstrap: str
     topic: str
@@ -76,6 +78,12 @@ class FlumeAgent:
     table: str
     zookeeper_quorum: str
     family: str = "l"
+
+
+@dataclass(frozen=True)
+class FlumeAgent(PeerRun):
+    """One Flume agent run (:class:`PeerRun`) and its batch and channel sizes."""
+
     source_batch: int = 5000
     source_batch_ms: int = 200
     channel_capacity: int = 200_000

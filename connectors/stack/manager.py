@@ -330,9 +330,10 @@ class LocalStack:
         from .krb_client import gateways_round_trip  # gssapi is loaded only by stacks with Kerberos
 
         try:
-            # a table created, a row written and read back through the plain gateway: the master is done
-            # initialising (the calls of the secured round trip below are answered before it is)
-            hbase_round_trip(part.host, part.plain_thrift1_port, part.plain_thrift2_port, timeout_s)
+            if not self.kerberized_cluster:  # a cluster's plain gateways had theirs in _check_hbase
+                # a table created, a row written and read back through the plain gateway: the master is done
+                # initialising (the calls of the secured round trip below are answered before it is)
+                hbase_round_trip(part.host, part.plain_thrift1_port, part.plain_thrift2_port, timeout_s)
             gateways_round_trip(part, timeout_s)
         except Exception as exc:
             raise StackError(f"the Kerberized HBase (gateways {part.plain_thrift1_port}..{part.https_thrift2_port}) "
