@@ -35,7 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -46,6 +46,7 @@ from bench.cpu import hbase_cpu_seconds
 from connectors.hbase import HBaseClient
 from connectors.kafka import KafkaBroker, create_topics, delete_topics, end_offsets, make_admin
 from connectors.stack import HBASE_VERSION, KAFKA_VERSION, LocalStack
+from pipeline.core.batcher import BatchBy
 from pipeline.core.examples import generate
 from pipeline.core.model import Origin, TopicPartition
 from pipeline.core.routing import Router
@@ -93,9 +94,10 @@ async def _drop(settings: Settings, table: str) -> None:
             await hb.delete_table(table)
 
 
-async def _create_design_table(settings: Settings) -> None:
+async def _create_design_table(settings: Settings, regions: int | None = None,
+                               sample: Sequence[Mapping[str, Any]] | None = None) -> None:
     async with HBaseClient(settings.hbase) as hb:
-        await create_tables(hb, settings, recreate=True)
+        await create_tables(hb, settings, regions=regions, recreate=True, sample_events=sample)
 
 
 async def _committed_at(settings: Settings, group: str, ends: dict[TopicPartition, int], timeout_s: float) -> float:
@@ -161,6 +163,14 @@ class PeerBench:
         self.settings = ingest_settings(self.topic, f"bench_peer_{self.tag}", self.dlq, args.partitions)
         self.tables: list[str] = []
         self.ends: dict[TopicPartition, int] = {}
+
+    def check_stack(self) -> None:
+        """Raise unless the shared stack (started with `hbase-ingest stack up`, never here) is ready
+        and its HBase JVMs are found (for their CPU)."""
+        self.stack.check_ready()
+        if not any(self.stack.hbase_pids().values()):
+            raise SystemExit("this benchmark needs the local stack's HBase JVMs (for their CPU): "
+                             "run `hbase-ingest stack up`")
 
     def hbase_cpu(self) -> float:
         """CPU seconds so far of every HBase-side JVM of the stack."""
@@ -278,12 +288,15 @@ class PeerBench:
         progress.join(10)
         return figs, committed, progress, status
 
-    def run_ingest(self, run: int) -> dict[str, Any]:
+    def run_ingest(self, run: int, regions: int | None = None, sample: Sequence[Mapping[str, Any]] | None = None,
+                   batch_by: BatchBy = "server") -> dict[str, Any]:
+        """One hbase-ingest run into a fresh table of the design's 16 regions, or of ``regions``
+        (split by the design, else at quantiles of ``sample``), batching ``batch_by``."""
         table = self.table("hbase-ingest", run)
-        settings = ingest_settings(self.topic, table, self.dlq, self.args.partitions)
-        asyncio.run(_create_design_table(settings))
+        settings = ingest_settings(self.topic, table, self.dlq, self.args.partitions, batch_by)
+        asyncio.run(_create_design_table(settings, regions, sample))
         group = f"bench-peer-ingest-{self.tag}-{run}"
-        cmd = child_command(sys.executable, self.topic, table, group, self.dlq)
+        cmd = child_command(sys.executable, self.topic, table, group, self.dlq, batch_by)
         figs, committed, progress, status = self._run_child("hbase-ingest", run, cmd, group, exits=True)
         if status != 0 or progress.summary is None:
             raise RunFailed(f"hbase-ingest run {run} exited with status {status} without a summary; see "
@@ -308,6 +321,25 @@ class PeerBench:
         return {"system": "loader", "run": run, "table": table, "rows": rows, "seconds": out["seconds"],
                 "hbase_cpu_s": marks["done"] - marks["ready"]}
 
+    def record(self, step: Callable[[], dict[str, Any]], prefix: str, runs: list[dict[str, Any]],
+               **extra: Any) -> None:
+        """Run ``step`` (one run of a system), add ``extra`` and the 1-minute load average before it to
+        its figures, append them to ``runs`` and print them after ``prefix``."""
+        load = round(load_average()[0], 2)
+        result = {**step(), **extra, "load_average_1m_before": load}
+        runs.append(result)
+        shown = {k: round(v, 3) if isinstance(v, float) else v for k, v in result.items()
+                 if k not in ("table", "child")}
+        print(f"{prefix}: {json.dumps(shown)}", flush=True)
+
+    def finish(self, ok: bool) -> None:
+        """Drop the tables and the topic; keep the work folder (the systems' logs) unless ``ok``."""
+        self.cleanup()
+        if ok:
+            shutil.rmtree(self.work, ignore_errors=True)
+        else:
+            print(f"logs kept in {self.work}", file=sys.stderr)
+
     def cleanup(self) -> None:
         for table in self.tables:
             try:
@@ -317,12 +349,22 @@ class PeerBench:
         asyncio.run(delete_topics(self.settings.kafka, [self.topic, self.dlq]))
 
 
+def machine(load_start: Sequence[float]) -> dict[str, Any]:
+    """The cores and the load averages at the start (``load_start``) and now."""
+    return {"cores": os.cpu_count(), "load_average_at_start": [round(x, 2) for x in load_start],
+            "load_average_at_end": [round(x, 2) for x in load_average()],
+            # Kafka, HBase and the pipelines share these cores; a 1-minute load average
+            # well above 0 at start means other work was running too
+            "other_load_at_start": load_start[0] >= 0.5}
+
+
 def flink_tuning(args: argparse.Namespace) -> dict[str, Any]:
-    """The :class:`FlinkJob` fields ``--flink-parallelism``, ``--flink-flush-rows`` and ``--flink-flush-size``
-    set (those not given keep the job's defaults)."""
+    """The :class:`FlinkJob` fields ``--flink-parallelism``, ``--flink-flush-rows``, ``--flink-flush-size`` and
+    ``--flink-max-poll-records`` set (those not given keep the job's defaults)."""
     given = {"parallelism": getattr(args, "flink_parallelism", None),
              "flush_max_rows": getattr(args, "flink_flush_rows", None),
-             "flush_max_size": getattr(args, "flink_flush_size", None)}
+             "flush_max_size": getattr(args, "flink_flush_size", None),
+             "max_poll_records": getattr(args, "flink_max_poll_records", None)}
     return {k: v for k, v in given.items() if v is not None}
 
 
@@ -362,10 +404,7 @@ def _setup(args: argparse.Namespace, systems: tuple[str, ...]) -> dict[str, Any]
 def main(args: argparse.Namespace) -> dict[str, Any]:
     systems = parse_systems(args.systems)
     bench = PeerBench(args)
-    bench.stack.check_ready()  # the shared stack is started with `hbase-ingest stack up`, never here
-    if not any(bench.stack.hbase_pids().values()):
-        raise SystemExit("this benchmark needs the local stack's HBase JVMs (for their CPU): "
-                         "run `hbase-ingest stack up`")
+    bench.check_stack()
     load_start = load_average()
     sample = [orjson.dumps(e) for _, e in generate("logs", min(args.events, SPLIT_SAMPLE))]
     flume_cp, flink_cp = "", []
@@ -391,19 +430,10 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
             if rows_file is not None:
                 step["loader"] = partial(bench.run_loader, run, rows_file)
             for system in systems:
-                load = round(load_average()[0], 2)
-                result = {**step[system](), "load_average_1m_before": load}
-                runs.append(result)
-                shown = {k: round(v, 3) if isinstance(v, float) else v for k, v in result.items()
-                         if k not in ("table", "child")}
-                print(f"run {run}: {json.dumps(shown)}", flush=True)
+                bench.record(step[system], f"run {run}", runs)
         ok = True
     finally:
-        bench.cleanup()
-        if ok:
-            shutil.rmtree(bench.work, ignore_errors=True)
-        else:
-            print(f"logs kept in {bench.work}", file=sys.stderr)
+        bench.finish(ok)
     summary = summarize(runs)
     ratios = {k: v for k, v in summary.items() if k.startswith("ratio_")}
     return {
@@ -412,11 +442,7 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
         "versions": {"flink": FLINK_VERSION, "flink_connector_kafka": FLINK_KAFKA_VERSION,
                      "flink_connector_hbase": FLINK_HBASE_VERSION, "flume": FLUME_VERSION,
                      "hbase": HBASE_VERSION, "kafka": KAFKA_VERSION, "python": platform.python_version()},
-        "machine": {"cores": os.cpu_count(), "load_average_at_start": [round(x, 2) for x in load_start],
-                    "load_average_at_end": [round(x, 2) for x in load_average()],
-                    # Kafka, HBase and the pipelines share these cores; a 1-minute load average
-                    # well above 0 at start means other work was running too
-                    "other_load_at_start": load_start[0] >= 0.5},
+        "machine": machine(load_start),
         "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "setup": _setup(args, systems),
         "summary": summary,
@@ -426,19 +452,36 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-if __name__ == "__main__":
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def arguments(doc: str, runs: int, out: Path) -> argparse.ArgumentParser:
+    """The options every peer benchmark takes: events, runs (default ``runs``), partitions, Flink's
+    tuning, and where the results go (default ``out``)."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--events", type=int, default=1_000_000)
-    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--runs", type=int, default=runs)
     p.add_argument("--partitions", type=int, default=8)
     p.add_argument("--flink-parallelism", type=int, help="Flink's parallelism (default 2)")
     p.add_argument("--flink-flush-rows", type=int, help="sink.buffer-flush.max-rows (default 2000)")
     p.add_argument("--flink-flush-size", help="sink.buffer-flush.max-size (default 4mb)")
+    p.add_argument("--flink-max-poll-records", type=int, help="the source's properties.max.poll.records (default 5000)")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--out", type=Path, default=out, help="results file (default %(default)s)")
+    where.add_argument("--no-save", action="store_true", help="print the figures only (smoke runs)")
+    return p
+
+
+def save(result: dict[str, Any], ns: argparse.Namespace) -> None:
+    """Print the result's table; write the result to ``--out`` unless ``--no-save``."""
+    print(result["table_markdown"])
+    if not ns.no_save:
+        ns.out.parent.mkdir(parents=True, exist_ok=True)
+        ns.out.write_text(json.dumps(result, indent=2) + "\n")
+        print(f"written to {ns.out}")
+
+
+if __name__ == "__main__":
+    p = arguments(__doc__ or "", 3, RESULTS / "peer.json")
     p.add_argument("--systems", default=",".join(SYSTEMS),
                    help="comma-separated, among %(default)s; hbase-ingest and at least one peer")
-    out = p.add_mutually_exclusive_group()
-    out.add_argument("--out", type=Path, default=RESULTS / "peer.json", help="results file (default %(default)s)")
-    out.add_argument("--no-save", action="store_true", help="print the figures only (smoke runs)")
     ns = p.parse_args()
     if ns.events < REGIONS or ns.runs < 1:
         p.error(f"--events must be at least {REGIONS} and --runs at least 1")
@@ -446,9 +489,4 @@ if __name__ == "__main__":
         parse_systems(ns.systems)
     except ValueError as exc:
         p.error(str(exc))
-    res = main(ns)
-    print(res["table_markdown"])
-    if not ns.no_save:
-        ns.out.parent.mkdir(parents=True, exist_ok=True)
-        ns.out.write_text(json.dumps(res, indent=2) + "\n")
-        print(f"written to {ns.out}")
+    save(main(ns), ns)

@@ -25,7 +25,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from pipeline.core.batcher import RegionBatcher
+from pipeline.core.batcher import BatchBy, RegionBatcher
 from pipeline.core.model import Mutation, MutationKind, Origin, TopicPartition
 from pipeline.core.offsets import OffsetTracker
 from pipeline.core.regions import Region, RegionMap
@@ -69,11 +69,15 @@ def region_map_costs(sizes: list[int], lookups: int = 200_000) -> dict[str, Any]
     return out
 
 
-def batching(n_regions: int, rate: float, seconds: float) -> dict[str, Any]:
-    """Events at ``rate``/s with uniformly spread keys through one RegionBatcher and ``due`` ticks
-    every 10 ms of simulated time."""
+BY: tuple[BatchBy, ...] = ("region", "server")
+
+
+def batching(n_regions: int, rate: float, seconds: float, by: BatchBy = "server") -> dict[str, Any]:
+    """Events at ``rate``/s with uniformly spread keys through one RegionBatcher (batching ``by``
+    server or region; the regions go round-robin over 2 servers) and ``due`` ticks every 10 ms of
+    simulated time."""
     region_map = RegionMap(regions(n_regions))
-    batcher = RegionBatcher(MAX_ROWS, MAX_BYTES, MAX_AGE_MS)
+    batcher = RegionBatcher(MAX_ROWS, MAX_BYTES, MAX_AGE_MS, by)
     tp = TopicPartition("events", 0)
     total = int(rate * seconds)
     keys = _keys(total, seed=n_regions)
@@ -84,7 +88,7 @@ def batching(n_regions: int, rate: float, seconds: float) -> dict[str, Any]:
     for i, key in enumerate(keys):
         now = i * 1000 / rate
         m = Mutation("t", key, MutationKind.PUT, {b"l:v": b"x"}, 1, Origin(tp, i), 0, ROW_BYTES)
-        sealed = batcher.add(m, region_map.locate(key), int(now))
+        sealed = batcher.add(m, region_map, int(now))
         if now >= next_tick:
             sealed += batcher.due(int(now))
             next_tick += 10.0
@@ -96,7 +100,7 @@ def batching(n_regions: int, rate: float, seconds: float) -> dict[str, Any]:
         sealed_rows.append(b.rows)
         reasons[b.reason.value] += 1
     return {
-        "regions": n_regions, "events": total, "batches": len(sealed_rows),
+        "regions": n_regions, "by": by, "events": total, "batches": len(sealed_rows),
         "mean_rows_per_batch": round(sum(sealed_rows) / len(sealed_rows), 1),
         "write_calls_per_s": round(len(sealed_rows) / seconds),
         "sealed_by": dict(reasons),
@@ -138,12 +142,12 @@ def main() -> None:
         "settings": {"max_batch_rows": MAX_ROWS, "max_batch_bytes": MAX_BYTES, "max_batch_age_ms": MAX_AGE_MS,
                      "rate_events_per_s": args.rate, "row_bytes": ROW_BYTES},
         "region_map": region_map_costs([16, 256, 1000]),
-        "batching": [batching(n, args.rate, args.seconds) for n in (16, 256, 1000)],
+        "batching": [batching(n, args.rate, args.seconds, by) for by in BY for n in (16, 256, 1000)],
         "offsets": [offsets(n, 400_000, 40) for n in (8, 256)],
     }
-    b16, b1000 = res["batching"][0], res["batching"][-1]
+    calls = {(b["by"], b["regions"]): b["write_calls_per_s"] for b in res["batching"]}
     res["ratios"] = {
-        "write_calls_1000_over_16_regions": round(b1000["write_calls_per_s"] / b16["write_calls_per_s"], 1),
+        **{f"write_calls_1000_over_16_regions_by_{by}": round(calls[(by, 1000)] / calls[(by, 16)], 1) for by in BY},
         "commit_tick_256_over_8_partitions": round(res["offsets"][1]["ms_per_commit_tick"]
                                                    / max(res["offsets"][0]["ms_per_commit_tick"], 1e-6), 1),
     }

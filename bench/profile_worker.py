@@ -157,7 +157,7 @@ def pure_stages(settings: Settings, n: int, reps: int) -> tuple[dict[str, Any], 
     maps = {route.table: rmap}
 
     def batch() -> list[Batch]:
-        batcher = RegionBatcher(w.max_batch_rows, w.max_batch_bytes, w.max_batch_age_ms)
+        batcher = RegionBatcher(w.max_batch_rows, w.max_batch_bytes, w.max_batch_age_ms, w.batch_by)
         out = []
         for i in range(0, n, _RUN):
             out.extend(batcher.add_many(muts[i:i + _RUN], maps, 0))

@@ -337,11 +337,16 @@ class HBaseSettings(Section):
 
 
 class WriterSettings(Section):
-    """Per-region batching, concurrency, retries and the memory bound of the ingest worker."""
+    """Batching (per region server or per region), concurrency, retries and the memory bound of the
+    ingest worker."""
 
     max_batch_rows: int = Field(default=1000, ge=1, le=1_000_000)
     max_batch_bytes: int = Field(default=2 * 1024 * 1024, ge=1024, le=2**30)
     max_batch_age_ms: int = Field(default=200, ge=1, le=MAX_MS)
+    batch_by: Literal["server", "region"] = Field(
+        default="server",
+        description="what one open batch holds: the rows of one region server (batches stay large however "
+                    "many regions a table has) or of one region (pipeline.core.batcher)")
     concurrency: int = Field(default=8, ge=1, le=1024, description="batches written at once")
     max_in_flight_bytes: int = Field(
         default=32 * 1024 * 1024, ge=1024, le=2**40,

@@ -1,6 +1,11 @@
-"""Per-region batching of mutations: decide when a batch is ready; the caller writes it.
+"""Batching of mutations per region server (or per region): decide when a batch is ready; the
+caller writes it.
 
-One batch is open per ``(table, region start key)``. A batch is sealed and handed back when:
+One batch is open per ``(table, group)``, where the group is the region server hosting the row's
+region (``by="server"``, the default: one batch may hold rows of many regions, and HBase's client in
+the gateway splits a ``putMultiple`` into one call per server anyway) or the region itself
+(``by="region"``, keyed by its start key). Per server, a batch's size does not shrink as a table's
+region count grows. A batch is sealed and handed back when:
 
 - it holds ``max_rows`` mutations (``ROWS``);
 - it holds ``max_bytes`` bytes (``Mutation.size``), or the next mutation would push it past
@@ -8,16 +13,19 @@ One batch is open per ``(table, region start key)``. A batch is sealed and hande
 - a mutation for a row already in the batch has a different kind (``CONFLICT``): HBase gives
   unpredictable results for a put and a delete of the same row in one batch (happybase docs), so the
   open batch is sealed first and the mutation starts a new one;
-- the region passed in for its key differs from the batch's region, i.e. the layout was refreshed
-  (``REGION_CHANGED``);
+- the table's region map was replaced (``REGION_CHANGED``): every open batch of the table is sealed,
+  in creation order, before the first mutation located by the new map is added (so that no batch
+  names a server its rows left);
 - it is ``max_age_ms`` old (``AGE``, via :meth:`RegionBatcher.due`), or the batcher is drained
   (``DRAIN``).
 
 Guarantees: every mutation added comes out in exactly one batch; a batch never holds more than
 ``max_rows`` mutations, nor more than ``max_bytes`` bytes unless it holds exactly one mutation;
-within a batch, mutations keep their arrival order. Batch ids increase with creation, so for one
-region the batches must be written in id order when same-row ordering matters (a sealed put must
-land before the delete that sealed it).
+within a batch, mutations keep their arrival order; across batches, a row's changes are sealed in
+their arrival order (a batch holding a row is sealed before any later batch holding it). Batch ids
+increase with creation. A writer that never starts a batch before an earlier-sealed batch holding
+one of its rows is written keeps every row's changes in order (a sealed put lands before the delete
+that sealed it): :mod:`pipeline.runtime.ingest.writer` does.
 
 Same-kind mutations of one row stay together. Two puts to the same cell without an explicit
 timestamp may collapse into one version in HBase; give cells timestamps (event time) when every
@@ -30,17 +38,21 @@ seen before is treated as the latest value seen.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from operator import attrgetter
+from typing import Literal
 
 from pipeline.core.model import Mutation, MutationKind, Origin
 from pipeline.core.regions import Region, RegionMap
 
-__all__ = ["Batch", "BatcherStatistics", "RegionBatcher", "SealReason"]
+__all__ = ["Batch", "BatchBy", "BatcherStatistics", "RegionBatcher", "SealReason"]
 
 
 _ORIGIN = attrgetter("origin")
+
+#: what one open batch groups: the rows of one region server, or of one region
+BatchBy = Literal["server", "region"]
 
 
 class SealReason(Enum):
@@ -56,22 +68,27 @@ class SealReason(Enum):
 
 @dataclass(frozen=True, slots=True)
 class Batch:
-    """A sealed batch for one region. Treat ``mutations`` as read-only.
+    """A sealed batch of one table for one group. Treat ``mutations`` and ``regions`` as read-only.
 
-    ``size`` is the sum of ``Mutation.size``; ``created_ms`` is when its first mutation arrived;
-    ``cells`` is the number of cells of its mutations (the sum of ``len(m.cells)``; counted by the
-    batcher as mutations arrive, so that per-batch accounting need not walk them again; 0 when a
-    batch is built by hand).
+    ``group`` is what the batcher grouped by: the region server (``host:port``) or the region's start
+    key; ``server`` is the region server of its rows when sealed (by the worker's region map);
+    ``regions`` counts its mutations per region name (one entry when batched by region). ``size`` is
+    the sum of ``Mutation.size``; ``created_ms`` is when its first mutation arrived; ``cells`` is the
+    number of cells of its mutations (the sum of ``len(m.cells)``; counted by the batcher as
+    mutations arrive, so that per-batch accounting need not walk them again; 0 when a batch is built
+    by hand).
     """
 
     id: int
     table: str
-    region: Region
+    server: str
     mutations: list[Mutation]
     size: int
     created_ms: int
     reason: SealReason
     cells: int = 0
+    regions: Mapping[str, int] = field(default_factory=dict)
+    group: str | bytes = ""
 
     @property
     def rows(self) -> int:
@@ -84,8 +101,8 @@ class Batch:
 
     def __repr__(self) -> str:
         return (
-            f"Batch(id={self.id}, region={self.region}, rows={len(self.mutations)}, "
-            f"size={self.size}, reason={self.reason.value})"
+            f"Batch(id={self.id}, table={self.table}, server={self.server}, regions={len(self.regions)}, "
+            f"rows={len(self.mutations)}, size={self.size}, reason={self.reason.value})"
         )
 
 
@@ -105,13 +122,14 @@ class _Open:
     """An open batch. ``kind`` is the kind of all its mutations while they share one (no same-row
     conflict is then possible); ``kinds`` (row -> kind) is kept only once they do not."""
 
-    __slots__ = ("cells", "created_ms", "id", "kind", "kinds", "mutations", "region", "size")
+    __slots__ = ("cells", "created_ms", "id", "kind", "kinds", "mutations", "regions", "server", "size")
 
-    def __init__(self, batch_id: int, region: Region, created_ms: int, kind: MutationKind) -> None:
+    def __init__(self, batch_id: int, server: str, created_ms: int, kind: MutationKind) -> None:
         self.id = batch_id
-        self.region = region
+        self.server = server
         self.created_ms = created_ms
         self.mutations: list[Mutation] = []
+        self.regions: dict[str, int] = {}
         self.kind: MutationKind | None = kind
         self.kinds: dict[bytes, MutationKind] = {}
         self.size = 0
@@ -128,24 +146,30 @@ class _Open:
 
 
 class RegionBatcher:
-    """Accumulates mutations per region and seals batches on rows, bytes, conflicts and age.
+    """Accumulates mutations per region server (``by="server"``) or per region (``by="region"``)
+    and seals batches on rows, bytes, conflicts, layout changes and age.
 
-    Raises ``ValueError`` for ``max_rows < 1``, ``max_bytes < 1`` or ``max_age_ms < 0``.
+    Raises ``ValueError`` for ``max_rows < 1``, ``max_bytes < 1``, ``max_age_ms < 0`` or another ``by``.
     """
 
-    def __init__(self, max_rows: int, max_bytes: int, max_age_ms: int) -> None:
+    def __init__(self, max_rows: int, max_bytes: int, max_age_ms: int, by: BatchBy = "server") -> None:
         if max_rows < 1:
             raise ValueError(f"max_rows must be >= 1, got {max_rows}")
         if max_bytes < 1:
             raise ValueError(f"max_bytes must be >= 1, got {max_bytes}")
         if max_age_ms < 0:
             raise ValueError(f"max_age_ms must be >= 0, got {max_age_ms}")
+        if by not in ("server", "region"):
+            raise ValueError(f"by must be 'server' or 'region', got {by!r}")
         self.max_rows = max_rows
         self.max_bytes = max_bytes
         self.max_age_ms = max_age_ms
+        self.by: BatchBy = by
         # Insertion order is creation order (a key is re-inserted when its batch is replaced) and
         # creation times never decrease, so the first entry is always the oldest batch.
-        self._open: dict[tuple[str, bytes], _Open] = {}
+        self._open: dict[tuple[str, str | bytes], _Open] = {}
+        #: table -> the region map that located its open batches' rows
+        self._layouts: dict[str, RegionMap] = {}
         self._next_id = 1
         self._now_ms: int | None = None
         self._pending_rows = 0
@@ -154,7 +178,7 @@ class RegionBatcher:
 
     def __repr__(self) -> str:
         return (
-            f"RegionBatcher(open={len(self._open)}, rows={self._pending_rows}, "
+            f"RegionBatcher(by={self.by}, open={len(self._open)}, rows={self._pending_rows}, "
             f"bytes={self._pending_bytes})"
         )
 
@@ -168,52 +192,52 @@ class RegionBatcher:
         """Bytes (sum of ``Mutation.size``) held in open batches."""
         return self._pending_bytes
 
-    def add(self, mutation: Mutation, region: Region, now_ms: int) -> list[Batch]:
-        """Add ``mutation`` (whose row ``region`` holds) and return the batches that became ready,
-        in the order they must be written (zero, one or two).
+    def add(self, mutation: Mutation, rmap: RegionMap, now_ms: int) -> list[Batch]:
+        """Add ``mutation``, located by ``rmap`` (its table's current map), and return the batches
+        that became ready, in the order they must be written.
 
-        Raises ``ValueError`` when ``region`` is for another table or does not hold the row.
+        Raises ``ValueError`` when ``rmap`` is another table's.
         """
-        if mutation.table != region.table or not region.contains(mutation.row):
-            raise ValueError(
-                f"{mutation.table}:{mutation.row!r} does not belong to region {region}"
-            )
-        return self._add((mutation,), (region,), now_ms)
+        if mutation.table != rmap.table:
+            raise ValueError(f"{mutation.table}:{mutation.row!r} located with the region map of {rmap.table!r}")
+        return self._add(rmap, (mutation,), (rmap.locate(mutation.row),), now_ms)
 
     def add_many(self, mutations: Sequence[Mutation], maps: Mapping[str, RegionMap], now_ms: int) -> list[Batch]:
-        """:meth:`add` each of ``mutations`` in turn, in the region ``maps[mutation.table]`` locates
-        for its row, all at ``now_ms``; return every batch that became ready, in the order they must
-        be written. Raises ``KeyError`` naming a table that ``maps`` lacks, before adding anything.
+        """:meth:`add` each of ``mutations`` in turn, located by ``maps[mutation.table]``, all at
+        ``now_ms``; return every batch that became ready, in the order they must be written. Raises
+        ``KeyError`` naming a table that ``maps`` lacks, before adding anything.
         """
         if not mutations:
             return []
         table = mutations[0].table
         rmap = maps[table]
         if all(m.table == table for m in mutations):
-            regions = rmap.locate_many([m.row for m in mutations])
-        else:
-            regions = [maps[m.table].locate(m.row) for m in mutations]
-        return self._add(mutations, regions, now_ms)
-
-    def _add(self, mutations: Sequence[Mutation], regions: Sequence[Region], now_ms: int) -> list[Batch]:
-        """The one implementation of :meth:`add`: ``regions[i]`` holds ``mutations[i]``'s row."""
-        now = self._clock(now_ms)
-        max_rows, max_bytes, opened, seal = self.max_rows, self.max_bytes, self._open, self._seal
+            return self._add(rmap, mutations, rmap.locate_many([m.row for m in mutations]), now_ms)
+        located = [(maps[m.table], m) for m in mutations]
         ready: list[Batch] = []
+        for rmap, m in located:
+            ready += self._add(rmap, (m,), (rmap.locate(m.row),), now_ms)
+        return ready
+
+    def _add(self, rmap: RegionMap, mutations: Sequence[Mutation], regions: Sequence[Region],
+             now_ms: int) -> list[Batch]:
+        """The one implementation of :meth:`add`: ``regions[i]``, of ``rmap``, holds ``mutations[i]``'s row."""
+        now = self._clock(now_ms)
+        table = rmap.table
+        ready = self._follow(rmap)
+        max_rows, max_bytes, opened, seal = self.max_rows, self.max_bytes, self._open, self._seal
+        by_server = self.by == "server"
         rows = added = 0
         for mutation, region in zip(mutations, regions, strict=True):
             size = mutation.size
-            key = (region.table, region.start_key)
+            key = (table, region.server if by_server else region.start_key)
             batch = opened.get(key)
             if batch is not None:
                 reason: SealReason | None = None
-                if batch.region is not region and batch.region != region:
-                    reason = SealReason.REGION_CHANGED
-                else:
-                    if batch.kind is not mutation.kind and batch.conflicts(mutation):
-                        reason = SealReason.CONFLICT
-                    elif batch.size + size > max_bytes:
-                        reason = SealReason.BYTES
+                if batch.kind is not mutation.kind and batch.conflicts(mutation):
+                    reason = SealReason.CONFLICT
+                elif batch.size + size > max_bytes:
+                    reason = SealReason.BYTES
                 if reason is not None:
                     self._pending_rows += rows
                     self._pending_bytes += added
@@ -221,10 +245,13 @@ class RegionBatcher:
                     ready.append(seal(key, reason))
                     batch = None
             if batch is None:
-                batch = opened[key] = _Open(self._new_id(), region, now, mutation.kind)
+                batch = opened[key] = _Open(self._new_id(), region.server, now, mutation.kind)
             batch.mutations.append(mutation)
             if batch.kind is None:
                 batch.kinds[mutation.row] = mutation.kind
+            counts = batch.regions
+            name = region.name
+            counts[name] = counts.get(name, 0) + 1
             batch.size += size
             batch.cells += len(mutation.cells)
             rows += 1
@@ -242,6 +269,18 @@ class RegionBatcher:
         self._pending_rows += rows
         self._pending_bytes += added
         return ready
+
+    def _follow(self, rmap: RegionMap) -> list[Batch]:
+        """Make ``rmap`` its table's layout; when it replaces another map, seal every open batch of
+        the table (oldest first). Returns the sealed batches."""
+        table = rmap.table
+        held = self._layouts.get(table)
+        if held is rmap:
+            return []
+        self._layouts[table] = rmap
+        if held is None:
+            return []
+        return [self._seal(key, SealReason.REGION_CHANGED) for key in list(self._open) if key[0] == table]
 
     def due(self, now_ms: int) -> list[Batch]:
         """Seal and return, oldest first, every batch with ``now_ms - created_ms >= max_age_ms``."""
@@ -285,18 +324,20 @@ class RegionBatcher:
         self._next_id += 1
         return batch_id
 
-    def _seal(self, key: tuple[str, bytes], reason: SealReason) -> Batch:
+    def _seal(self, key: tuple[str, str | bytes], reason: SealReason) -> Batch:
         batch = self._open.pop(key)
         self._pending_rows -= len(batch.mutations)
         self._pending_bytes -= batch.size
         self._sealed[reason] += 1
         return Batch(
             id=batch.id,
-            table=batch.region.table,
-            region=batch.region,
+            table=key[0],
+            server=batch.server,
             mutations=batch.mutations,
             size=batch.size,
             created_ms=batch.created_ms,
             reason=reason,
             cells=batch.cells,
+            regions=batch.regions,
+            group=key[1],
         )

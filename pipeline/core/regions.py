@@ -152,11 +152,11 @@ def _check_tiling(table: str, ordered: list[Region]) -> None:
 class RegionMaps(Mapping[str, RegionMap]):
     """The region maps of the tables one worker writes: a read-only mapping, table -> map, whose only
     change is :meth:`replace` (a map loaded at start-up, or refreshed after a split or a move).
-    ``generation`` counts the replacements that changed a map."""
+    A table's map object changes only when its layout does: the batcher tells a layout change by the
+    map's identity."""
 
     def __init__(self) -> None:
         self._maps: dict[str, RegionMap] = {}
-        self.generation = 0
 
     def __getitem__(self, table: str) -> RegionMap:
         return self._maps[table]
@@ -168,8 +168,9 @@ class RegionMaps(Mapping[str, RegionMap]):
         return len(self._maps)
 
     def replace(self, table: str, new: RegionMap) -> bool:
-        """Make ``new`` the map of ``table``; True when it differs from the one before (or is the first)."""
-        changed = self._maps.get(table) != new
+        """Make ``new`` the map of ``table`` when it differs from the one before (or is the first), and
+        return True; an equal ``new`` leaves the map object in place and returns False."""
+        if self._maps.get(table) == new:
+            return False
         self._maps[table] = new
-        self.generation += changed
-        return changed
+        return True

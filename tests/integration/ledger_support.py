@@ -190,9 +190,9 @@ def attribute(missing: Mapping[str, Iterable[bytes]], ledger: list[dict[str, Any
             out.windows[name] += 1
             out.by_route[(str(line["gateway"]), str(line["server"]))] += 1
             out.partitions[partition] += 1
-            out.regions.add(line["region"])
+            out.regions.update(line["regions"])
             if len(out.examples) < 5:
                 out.examples.append({"table": table, "row": row.hex(), "partition": partition, "offset": offset,
                                      "acks": len(seen), "ack_ms": ack_ms, "sent_ms": line["sent_ms"],
-                                     "gateway": line["gateway"], "server": line["server"], "region": line["region"]})
+                                     "gateway": line["gateway"], "server": line["server"], "regions": line["regions"]})
     return out

@@ -71,8 +71,8 @@ def test_hooks_become_series_and_consumed_counts_processed_records() -> None:
     obs.consumed(TP0, 10)
     worker.stats.consumed += 5
     obs.consumed(TP1, 5)
-    obs.batch_written("tbl", "tbl,,1.", "rs1:16020", 30, 3000, 0.02)
-    obs.batch_written("tbl", "tbl,b,1.", "rs1:16020", 10, 1000, 0.01)
+    obs.batch_written("tbl", {"tbl,,1.": 30}, "rs1:16020", 30, 3000, 0.02)
+    obs.batch_written("tbl", {"tbl,b,1.": 10}, "rs1:16020", 10, 1000, 0.01)
     obs.retried("tbl", "HBaseTimeout")
     obs.dead_lettered("undecodable")
     obs.dead_lettered("undecodable")

@@ -59,7 +59,8 @@ def test_job_is_a_kafka_table_an_hbase_table_and_one_insert() -> None:
     assert insert.startswith("INSERT INTO sink") and "FROM src" in insert
     assert _options(source) == {
         "connector": "kafka", "topic": "t1", "properties.bootstrap.servers": "127.0.0.1:9092",
-        "properties.group.id": "g1", "scan.startup.mode": "earliest-offset", "format": "json"}
+        "properties.group.id": "g1", "scan.startup.mode": "earliest-offset", "format": "json",
+        "properties.max.poll.records": "5000"}
 
 
 def test_sink_buffers_like_hbase_ingest_batches_and_counts_rows() -> None:

@@ -9,14 +9,15 @@ batch attempt: a diagnostic for fault hunts, not for steady-state runs.
 
 Line layout (times are wall-clock milliseconds since the epoch, to line up with the servers' logs)::
 
-    {"ev": "ack",   "sent_ms": int, "ack_ms": int, "table": str, "region": str, "server": str,
+    {"ev": "ack",   "sent_ms": int, "ack_ms": int, "table": str, "regions": [str, ...], "server": str,
      "gateway": str, "attempt": int, "rows": [[partition, offset, "rowkey hex"], ...]}
-    {"ev": "retry", "sent_ms": int, "fail_ms": int, "table": str, "region": str, "server": str,
+    {"ev": "retry", "sent_ms": int, "fail_ms": int, "table": str, "regions": [str, ...], "server": str,
      "attempt": int, "error": str, "n": int}
     {"ev": "refused", ... as retry ...}
 
-``server`` is the region server the worker's region map names for the batch's region when it was
-sent (the gateway's own HBase client may have found the region elsewhere); ``gateway`` is the
+``regions`` names the regions of the batch's rows and ``server`` the region server the worker's region
+map named for them when the batch was sealed (the gateway's own HBase client may have found them
+elsewhere); ``gateway`` is the
 gateway whose reply acknowledged the batch; ``rows`` holds each mutation's source partition, offset
 and row key. An ``ack`` line means: the gateway answered ``putMultiple``/``deleteMultiple`` with
 success for every row of the batch.
@@ -49,12 +50,12 @@ class AckLedger:
     def acknowledged(self, batch: Batch, sent_ms: int, gateway: str | None, attempt: int) -> None:
         rows = [[m.origin.tp.partition, m.origin.offset, m.row.hex()] for m in batch.mutations]
         self._line({"ev": "ack", "sent_ms": sent_ms, "ack_ms": now_ms(), "table": batch.table,
-                    "region": batch.region.name, "server": batch.region.server, "gateway": gateway,
+                    "regions": list(batch.regions), "server": batch.server, "gateway": gateway,
                     "attempt": attempt, "rows": rows})
 
     def failed(self, batch: Batch, sent_ms: int, attempt: int, error: str, refused: bool = False) -> None:
         self._line({"ev": "refused" if refused else "retry", "sent_ms": sent_ms, "fail_ms": now_ms(),
-                    "table": batch.table, "region": batch.region.name, "server": batch.region.server,
+                    "table": batch.table, "regions": list(batch.regions), "server": batch.server,
                     "attempt": attempt, "error": error, "n": batch.rows})
 
     def close(self) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from pipeline.core.model import TopicPartition
@@ -41,7 +42,8 @@ class Observer:
 
     def consumed(self, tp: TopicPartition, n: int) -> None: ...
 
-    def batch_written(self, table: str, region: str, server: str, rows: int, size: int, seconds: float) -> None: ...
+    def batch_written(self, table: str, regions: Mapping[str, int], server: str, rows: int, size: int,
+                      seconds: float) -> None: ...
 
     def retried(self, table: str, reason: str) -> None: ...
 
@@ -74,9 +76,10 @@ class Observers(Observer):
         for o in self.members:
             o.consumed(tp, n)
 
-    def batch_written(self, table: str, region: str, server: str, rows: int, size: int, seconds: float) -> None:
+    def batch_written(self, table: str, regions: Mapping[str, int], server: str, rows: int, size: int,
+                      seconds: float) -> None:
         for o in self.members:
-            o.batch_written(table, region, server, rows, size, seconds)
+            o.batch_written(table, regions, server, rows, size, seconds)
 
     def retried(self, table: str, reason: str) -> None:
         for o in self.members:

@@ -6,7 +6,7 @@ tried again at the next one; writes refresh on their own when HBase says a regio
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 import anyio
 import structlog
@@ -22,16 +22,16 @@ log = structlog.get_logger("hbase_ingest.worker")
 REGION_REFRESH_S = 30.0
 
 
-async def flush_timer(batcher: RegionBatcher, submit: Callable[[Batch], Awaitable[None]], writer: BatchWriter,
-                      warnings: EventWarnings) -> None:
-    """Run until cancelled (the worker's task group owns it)."""
+async def flush_timer(batcher: RegionBatcher, submit: Callable[[Sequence[Batch]], Awaitable[None]],
+                      writer: BatchWriter, warnings: EventWarnings) -> None:
+    """Run until cancelled (the worker's task group owns it). ``submit`` sends sealed batches
+    behind every batch sealed before them."""
     last_refresh = time.monotonic()
     while True:
         deadline = batcher.next_deadline()
         now = int(time.monotonic() * 1000)
         if deadline is not None and deadline <= now:
-            for batch in batcher.due(now):
-                await submit(batch)
+            await submit(batcher.due(now))  # behind any batch sealed before them
             continue
         wait = 0.05 if deadline is None else min(0.05, (deadline - now) / 1000)
         await anyio.sleep(max(wait, 0.001))

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_left
+from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
@@ -125,7 +126,7 @@ class Worker:
         self.progress = Progress(w.max_in_flight_bytes, self.stop_at, self.start_offsets)
         self.stats = WorkerStats(committed=self.progress.committed, skipped=self.progress.skipped)
         self.tracker = OffsetTracker()
-        self.batcher = RegionBatcher(w.max_batch_rows, w.max_batch_bytes, w.max_batch_age_ms)
+        self.batcher = RegionBatcher(w.max_batch_rows, w.max_batch_bytes, w.max_batch_age_ms, w.batch_by)
         #: the region maps of the tables written (the writer replaces one after a split or a move)
         self.maps = RegionMaps()
         #: set when the in-flight bytes or the pending records may have gone down (a written batch), when
@@ -137,7 +138,10 @@ class Worker:
         self._committer: Committer | None = None
         self._warnings = EventWarnings(self.observer, settings.kafka.dead_letter_topic)
         self._send: MemoryObjectSendStream[Batch] | None = None
-        self._ready: list[Batch] = []  # sealed by the hot path, sent by its async caller
+        #: sealed batches not yet handed to a writer, in the order they were sealed (by the hot path, the
+        #: flush timer or a drain): :meth:`_submit_ready` sends them in that order
+        self._ready: deque[Batch] = deque()
+        self._submitting = anyio.Lock()
         self._writer: BatchWriter | None = None
         self._dead: DeadLetters | None = None
         self._dead_scope: anyio.CancelScope | None = None  # a dead-letter send in progress
@@ -225,7 +229,7 @@ class Worker:
                     for i in range(concurrency):
                         tg.start_soon(self._write_loop, receive.clone(), name=f"writer-{i}")
                     receive.close()
-                    tg.start_soon(flush_timer, self.batcher, self._submit, self._writer, self._warnings,
+                    tg.start_soon(flush_timer, self.batcher, self._submit_sealed, self._writer, self._warnings,
                                   name="flush-timer")
                     tg.start_soon(self._commit_loop, name="committer")
                     self.ready = True
@@ -363,13 +367,21 @@ class Worker:
             self._ready.extend(sealed)
 
     async def _submit_ready(self) -> None:
-        ready, self._ready = self._ready, []
-        for batch in ready:
-            await self._submit(batch)
-
-    async def _submit(self, batch: Batch) -> None:
+        """Hand the sealed batches to the writers, in the order they were sealed: whoever sends holds
+        ``_submitting`` and also sends what others sealed meanwhile, so a batch sealed later (say by
+        the flush timer while the hot path waits for a free writer) never reaches a writer first."""
+        if not self._ready:
+            return
         assert self._send is not None
-        await self._send.send(batch)
+        async with self._submitting:
+            ready, send = self._ready, self._send.send
+            while ready:
+                await send(ready.popleft())
+
+    async def _submit_sealed(self, batches: Sequence[Batch]) -> None:
+        """Queue ``batches`` behind those sealed before them and send them (the flush timer's path)."""
+        self._ready.extend(batches)
+        await self._submit_ready()
 
     def _pause(self, source: RecordSource) -> None:
         parts = source.assignment()

@@ -1,5 +1,11 @@
 """Writing sealed batches to HBase: retries with exponential backoff and full jitter, region-map
-refresh on staleness, per-region ordering, and isolation of mutations HBase refuses.
+refresh on staleness, per-row ordering, and isolation of mutations HBase refuses.
+
+Ordering: two changes of one row land in the order :meth:`BatchWriter.write` was called with their
+batches (the order the batcher sealed them). A batch starts once every batch of its table that
+entered ``write`` before it and holds one of its rows has been written (or refused); batches with
+no row in common run side by side, whatever region or server they are for. Entering happens before
+the first await of ``write``, so the writers' FIFO stream of sealed batches fixes the order.
 
 Contract of :meth:`BatchWriter.write`: it returns only when every mutation of the batch was
 acknowledged by HBase, or was refused by HBase itself (non-retryable :class:`HBaseRequestError`) and
@@ -62,15 +68,9 @@ class BatchWriter:
                                else settings.retry_deadline_s * 1000)
         self.retries = 0
         self.refreshes = 0
-        self._region_locks: dict[tuple[str, bytes], anyio.Lock] = {}
+        #: table -> row -> the batch that entered ``write`` last of those holding the row and not done
+        self._holders: dict[str, dict[bytes, anyio.Event]] = {}
         self._refresh_lock = anyio.Lock()
-
-    def _lock(self, region: Region) -> anyio.Lock:
-        key = (region.table, region.start_key)
-        lock = self._region_locks.get(key)
-        if lock is None:
-            lock = self._region_locks[key] = anyio.Lock()
-        return lock
 
     async def refresh(self, table: str) -> RegionMap:
         async with self._refresh_lock:
@@ -81,10 +81,26 @@ class BatchWriter:
             return new
 
     async def write(self, batch: Batch) -> None:
-        # batches of one region are written in submission order (locks are FIFO), so two changes of
-        # one row never overtake each other
-        async with self._lock(batch.region):
+        # Enter before the first await: the batch waits for the last earlier batch holding each of its
+        # rows (which waited for the one before it, and so on), so two changes of one row never
+        # overtake each other, even when a split or a move sent the row to another region or server.
+        holders = self._holders.get(batch.table)
+        if holders is None:
+            holders = self._holders[batch.table] = {}
+        done = anyio.Event()
+        rows = [m.row for m in batch.mutations]
+        before = {h for h in map(holders.get, rows) if h is not None}
+        holders.update(dict.fromkeys(rows, done))
+        try:
+            for earlier in before:
+                await earlier.wait()
             await self._write_with_retry(batch)
+        finally:
+            held = holders.get
+            for row in rows:
+                if held(row) is done:
+                    del holders[row]
+            done.set()
 
     async def _write_with_retry(self, batch: Batch) -> None:
         attempt = 0
@@ -93,7 +109,7 @@ class BatchWriter:
             t0 = time.monotonic()
             sent_ms = now_ms() if self.ledger is not None else 0
             try:
-                gateway = await self.hbase.write(batch.table, batch.mutations, server=batch.region.server)
+                gateway = await self.hbase.write(batch.table, batch.mutations, server=batch.server)
             except HBaseRequestError as exc:
                 if self.ledger is not None:
                     self.ledger.failed(batch, sent_ms, attempt, str(exc), refused=True)
@@ -112,27 +128,39 @@ class BatchWriter:
                 delay = self.backoff.next_delay_ms(attempt, random.random(), (time.monotonic() - started) * 1000)
                 if delay is None:
                     raise WriteAbandoned(
-                        f"table {batch.table!r} region {batch.region.name!r}: still failing after "
+                        f"table {batch.table!r} server {batch.server!r} ({_regions(batch)}): still failing after "
                         f"{time.monotonic() - started:.0f} s ({exc}); offsets not committed") from exc
                 self.retries += 1
                 self.observer.retried(batch.table, type(exc).__name__)
-                log.warning("batch_retry", table=batch.table, region=batch.region.name, attempt=attempt + 1,
+                log.warning("batch_retry", table=batch.table, server=batch.server, regions=len(batch.regions),
+                            attempt=attempt + 1,
                             delay_ms=round(delay), error=str(exc))
                 attempt += 1
                 await anyio.sleep(delay / 1000)
             else:
                 if self.ledger is not None:
                     self.ledger.acknowledged(batch, sent_ms, gateway, attempt)
-                self.observer.batch_written(batch.table, batch.region.name, batch.region.server, batch.rows,
-                                            batch.size, time.monotonic() - t0)
+                self.observer.batch_written(batch.table, batch.regions, batch.server, batch.rows, batch.size,
+                                            time.monotonic() - t0)
                 return
 
     async def _isolate(self, batch: Batch, exc: HBaseRequestError) -> None:
         """HBase refused the batch: write its mutations one by one; refused ones go to ``reject``."""
-        log.warning("batch_refused", table=batch.table, region=batch.region.name, rows=batch.rows, error=str(exc))
+        log.warning("batch_refused", table=batch.table, server=batch.server, regions=len(batch.regions),
+                    rows=batch.rows, error=str(exc))
         if batch.rows == 1:
             await self.reject(batch.mutations[0], str(exc))
             return
+        rmap = self.maps.get(batch.table)
         for m in batch.mutations:
-            single = Batch(batch.id, batch.table, batch.region, [m], m.size, batch.created_ms, batch.reason)
+            region = rmap.locate(m.row).name if rmap is not None else "?"
+            single = Batch(batch.id, batch.table, batch.server, [m], m.size, batch.created_ms, batch.reason,
+                           len(m.cells), {region: 1}, batch.group)
             await self._write_with_retry(single)
+
+
+def _regions(batch: Batch) -> str:
+    """The batch's regions for an error message: the name of one, or how many."""
+    if len(batch.regions) == 1:
+        return f"region {next(iter(batch.regions))!r}"
+    return f"{len(batch.regions)} regions"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from pipeline.core.model import TopicPartition
 from pipeline.runtime.ingest.observer import Observer
 from pipeline.runtime.ingest.worker import Worker
@@ -19,8 +21,9 @@ class MetricsObserver(Observer):
     def consumed(self, tp: TopicPartition, n: int) -> None:
         self.metrics.on_consumed(tp, n)
 
-    def batch_written(self, table: str, region: str, server: str, rows: int, size: int, seconds: float) -> None:
-        self.metrics.on_batch(table, region, server, rows, size, seconds)
+    def batch_written(self, table: str, regions: Mapping[str, int], server: str, rows: int, size: int,
+                      seconds: float) -> None:
+        self.metrics.on_batch(table, regions, server, rows, size, seconds)
 
     def retried(self, table: str, reason: str) -> None:
         self.metrics.retries.labels(table, reason).inc()

@@ -43,7 +43,7 @@ with the failing checks otherwise).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -158,16 +158,21 @@ class Metrics:
         if processed > 0:
             self.events.labels(tp.topic, str(tp.partition)).inc(processed)
 
-    def on_batch(self, table: str, region: str, server: str, rows: int, size: int, seconds: float) -> None:
+    def on_batch(self, table: str, regions: Mapping[str, int], server: str, rows: int, size: int,
+                 seconds: float) -> None:
+        """One written batch: ``regions`` counts its rows per region name, all on ``server``."""
         self.rows.labels(table).inc(rows)
-        self.region_rows.labels(table, region, server).inc(rows)
+        for region, n in regions.items():
+            self.region_rows.labels(table, region, server).inc(n)
         self.batch_rows.labels(table).observe(rows)
         self.batch_bytes.labels(table).observe(size)
         self.flush_seconds.labels(table, server).observe(seconds)
         window = self.windows.get(table)
         if window is None:
             window = self.windows[table] = SkewWindow(self.skew_window_s, _SKEW_SLOTS)
-        window.record(region, rows, self.clock())
+        now = self.clock()
+        for region, n in regions.items():
+            window.record(region, n, now)
 
     def on_assigned(self, tps: Iterable[TopicPartition]) -> None:
         self.assigned.update(tps)

@@ -31,7 +31,7 @@ def test_what_batches_release_is_what_mutations_added(shapes: list[tuple[bytes, 
         m = Mutation("t", row, MutationKind.DELETE if delete else MutationKind.PUT, cells, None, Origin(TP, offset))
         tracker.register(m.origin, 1)
         progress.add_in_flight(footprint(m))
-        batches += batcher.add(m, RMAP.locate(row), 0)
+        batches += batcher.add(m, RMAP, 0)
     batches += batcher.drain()
     for b in batches:
         assert batch_footprint(b) == sum(footprint(m) for m in b.mutations)

@@ -380,7 +380,7 @@ async def test_the_acknowledgement_ledger_names_every_acknowledged_row_and_every
     assert len(retries) == 2 and all("HBaseUnavailable" in r["error"] and r["n"] > 0 for r in retries)
     rows = [(p, o) for line in acks for p, o, _ in line["rows"]]
     assert sorted(set(rows)) == sorted((tp.partition, o) for tp, end in _ends(broker).items() for o in range(end))
-    assert all(line["sent_ms"] <= line["ack_ms"] and line["gateway"] is None and line["region"] for line in acks)
+    assert all(line["sent_ms"] <= line["ack_ms"] and line["gateway"] is None and line["regions"] for line in acks)
     assert {bytes.fromhex(r) for line in acks for _, _, r in line["rows"]} == {b"e%d" % i for i in range(300)}
 
 
