@@ -1,4 +1,4 @@
-"""hbase-ingest: Kafka -> rowkey designs -> per-region batches -> HBase, and fan-out reads back.
+"""hbase-ingest: Kafka -> rowkey designs -> per-server batches -> HBase, and fan-out reads back.
 
 Layers (data flows one way):
 

@@ -30,7 +30,7 @@ class _ReportingGroup(TyperGroup):
 
 app = typer.Typer(
     name="hbase-ingest",
-    help="Kafka -> HBase ingestion with declarative rowkey designs, per-region batching and fan-out reads.",
+    help="Kafka -> HBase ingestion with declarative rowkey designs, per-server batching and fan-out reads.",
     cls=_ReportingGroup,
     no_args_is_help=True,
     pretty_exceptions_enable=False,

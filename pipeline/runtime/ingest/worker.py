@@ -1,15 +1,16 @@
-"""The ingest worker: Kafka -> routes -> rowkeys -> per-region batches -> HBase, at-least-once.
+"""The ingest worker: Kafka -> routes -> rowkeys -> per-server batches -> HBase, at-least-once.
 
 Tasks (all owned by one task group):
 
 - **consume**: ``fetch`` -> route each record -> register it with the offset tracker (one pending
-  ack per mutation) -> add mutations to the per-region batcher -> hand sealed batches to the writers
-  through a bounded stream (a full stream makes the consume task wait: backpressure). Undecodable or
-  invalid records go to the dead-letter topic and count as done once Kafka has them. When in-flight
-  bytes reach ``max_in_flight_bytes`` every assigned partition is paused and the consume task waits
-  for the writers; fetching resumes below half of it.
-- **flush timer** (:mod:`pipeline.runtime.ingest.timer`): seals batches that reached their age, logs
-  the bounded warnings' digests, refreshes region maps every 30 s.
+  ack per mutation) -> add mutations to the batcher (per region server, or per region) -> hand sealed
+  batches, in sealing order, to the writers through a bounded stream (a full stream makes the consume
+  task wait: backpressure). Undecodable or invalid records go to the dead-letter topic and count as
+  done once Kafka has them. When in-flight bytes reach ``max_in_flight_bytes`` every assigned
+  partition is paused and the consume task waits for the writers; fetching resumes below half of it.
+- **flush timer** (:mod:`pipeline.runtime.ingest.timer`): seals batches that reached their age (queued
+  behind those the consume task sealed before them), logs the bounded warnings' digests, refreshes
+  region maps every 30 s.
 - **writers** (``concurrency`` of them): write batches with retries (:mod:`pipeline.runtime.ingest.writer`),
   then acknowledge every mutation.
 - **committer**: every ``commit_interval_ms`` commits, per partition, the highest contiguous offset
