@@ -22,6 +22,8 @@ import orjson
 
 from pipeline.settings import Settings, load_settings
 
+from .worker_support import writer_toml
+
 Row = dict[str, Any]
 
 
@@ -158,7 +160,7 @@ def profile_toml(settings: Settings) -> str:
     k, w = settings.kafka, settings.writer
     out = [f'[kafka]\ngroup_id = "{k.group_id}"\ndead_letter_topic = "{k.dead_letter_topic}"\n'
            f"max_poll_records = {k.max_poll_records}\n",
-           "[writer]\n" + "".join(f"{key} = {value}\n" for key, value in w.model_dump().items() if value is not None)]
+           writer_toml(w)]
     out += [f'[[topics]]\nname = "{t.name}"\nkey_format = "{t.key_format}"\n' for t in settings.topics]
     out += [f'[[tables]]\nname = "{t.name}"\nfamilies = {{ o = {{ versions = 5 }} }}\n' for t in settings.tables]
     for r in settings.routes:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import signal
 import struct
 import subprocess
@@ -16,7 +17,7 @@ from connectors.hbase import HBaseClient
 from connectors.kafka import create_topics, end_offsets, make_producer
 from pipeline.core.model import TopicPartition
 from pipeline.runtime.admin.tables import create_tables
-from pipeline.settings import Settings, load_settings
+from pipeline.settings import Settings, WriterSettings, load_settings
 
 
 def order_settings(unique: str, base: Settings | None = None, **writer: Any) -> Settings:
@@ -91,14 +92,28 @@ async def drop_tables(hbase: HBaseClient, settings: Settings) -> None:
             await hbase.delete_table(t)
 
 
+def _toml(value: object) -> str:
+    """A setting's value as a TOML value: booleans and numbers as they are, anything else a string."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    return json.dumps(str(value))
+
+
+def writer_toml(writer: WriterSettings) -> str:
+    """The ``[writer]`` section of a TOML profile equivalent to ``writer`` (unset values left out)."""
+    return "[writer]\n" + "".join(f"{key} = {_toml(value)}\n" for key, value in writer.model_dump().items()
+                                  if value is not None)
+
+
 def write_config(path: Path, settings: Settings) -> Path:
     """A TOML file equivalent to ``settings`` (for worker subprocesses)."""
     lines = []
     k, w = settings.kafka, settings.writer
     lines.append(f'[kafka]\ngroup_id = "{k.group_id}"\ndead_letter_topic = "{k.dead_letter_topic}"\n'
                  f"max_poll_records = {k.max_poll_records}\n")
-    writer = "".join(f"{key} = {value}\n" for key, value in w.model_dump().items() if value is not None)
-    lines.append(f"[writer]\n{writer}")
+    lines.append(writer_toml(w))
     for t in settings.tables:
         lines.append(f'[[tables]]\nname = "{t.name}"\nfamilies = {{ o = {{ versions = 5 }} }}\n')
     for r in settings.routes:
