@@ -37,7 +37,7 @@ from .peer_flink import row_key as flink_row_key
 from .peer_flume import split_keys
 from .peer_procs import load_average
 from .peer_provision import ensure_flink
-from .peer_summary import figures
+from .peer_summary import figures, spread
 
 __all__ = ["label", "regions_table", "summarize_regions"]
 
@@ -51,13 +51,6 @@ def label(batch_by: BatchBy) -> str:
     return f"hbase-ingest-by-{batch_by}"
 
 
-def _stats(values: Sequence[float]) -> dict[str, float]:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    median = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
-    return {"median": median, "min": ordered[0], "max": ordered[-1]}
-
-
 def summarize_regions(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Per region count (as a string) and system: median, min and max of :data:`METRICS`, and the
     ratios ``by_server_over_flink`` and ``by_server_over_by_region`` (median over median) where both
@@ -69,7 +62,7 @@ def summarize_regions(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     for regions in sorted(grouped):
         systems = grouped[regions]
         entry: dict[str, Any] = {
-            system: {k: _stats([f[k] for f in figs]) for k in METRICS if all(k in f for f in figs)}
+            system: {k: spread([f[k] for f in figs]) for k in METRICS if all(k in f for f in figs)}
             | {"runs": len(figs)}
             for system, figs in systems.items()}
         server = entry.get(label("server"))

@@ -17,7 +17,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["PEERS", "PIPELINES", "figures", "main_peer", "markdown_table", "summarize"]
+__all__ = ["PEERS", "PIPELINES", "figures", "main_peer", "markdown_table", "spread", "summarize"]
 
 #: the peers hbase-ingest is compared with, the main one (the table's first column) first
 PEERS = ("flink", "flume")
@@ -66,7 +66,8 @@ def figures(run: Mapping[str, Any]) -> dict[str, float]:
     return out
 
 
-def _stats(values: Sequence[float]) -> dict[str, float]:
+def spread(values: Sequence[float]) -> dict[str, float]:
+    """The median, min and max of ``values`` (not empty)."""
     return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
 
@@ -85,7 +86,7 @@ def summarize(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for system, figs in by_system.items():
         keys = [k for k in figs[0] if all(k in f for f in figs)]
-        out[system] = {k: _stats([f[k] for f in figs]) for k in keys} | {"runs": len(figs)}
+        out[system] = {k: spread([f[k] for f in figs]) for k in keys} | {"runs": len(figs)}
     ours = out["hbase-ingest"]
     for peer in (p for p in PEERS if p in out):
         theirs = out[peer]
