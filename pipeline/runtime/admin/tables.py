@@ -179,10 +179,8 @@ def plan_tables(settings: Settings, route: str | None = None, regions: int | Non
             splits, method = plan_splits(rowkey, n, sample)
         except PlanError as exc:
             raise ConfigError(
-                f"route {spec.name!r}: {n} regions asked for table {spec.table!r}, but its "
-                f"rowkey {spec.rowkey!r} has no leading salt, hash or bucket to split on; give a "
-                f"sample of events (--sample events.jsonl) to split at its quantiles, or use 1 "
-                f"region") from exc
+                f"route {spec.name!r}: {n} regions asked for table {spec.table!r} cannot be split "
+                f"from its rowkey {spec.rowkey!r}: {exc}; or use fewer regions") from exc
         plans.append(TablePlan(spec.table, spec.name, spec.rowkey, _families(settings, spec.table),
                                tuple(splits), method))
     return plans

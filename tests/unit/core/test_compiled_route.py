@@ -3,8 +3,11 @@ page decoder use the same compiled rowkey for a route, and a changed spec compil
 
 from __future__ import annotations
 
+import pytest
+
 from connectors.memory import MemoryHBase
 from pipeline.core.routing import Router, compile_route
+from pipeline.errors import ConfigError
 from pipeline.rowkey.splits import split_points
 from pipeline.runtime.admin.tables import plan_tables
 from pipeline.runtime.read.reader import Reader
@@ -29,3 +32,13 @@ def test_a_changed_spec_is_compiled_anew() -> None:
     b = load_settings(None, routes=[{**ROUTE, "rowkey": "[id]"}]).routes[0]
     assert compile_route(a) is not compile_route(b)
     assert compile_route(b).rowkey.spec == "[id]"
+
+
+def test_a_plan_that_cannot_split_says_why() -> None:
+    too_few = load_settings(None, routes=[ROUTE], tables=[{"name": "t", "families": {"f": {}}}])
+    with pytest.raises(ConfigError, match=r"16 regions exceed the 4 values of salt\(id, 4\)"):
+        plan_tables(too_few, regions=16)
+    plain = load_settings(None, routes=[{**ROUTE, "rowkey": "[id]"}],
+                          tables=[{"name": "t", "families": {"f": {}}}])
+    with pytest.raises(ConfigError, match="no leading salt/hash/bucket segment"):
+        plan_tables(plain, regions=4)

@@ -65,7 +65,10 @@ async def test_timeout_names_the_range_waited_on() -> None:
         return start[:1] == b"\x06"
 
     hb = FakeHBase(ROWS, hang=hang)
-    async with Reader(hb, timeout_s=0.2) as reader:
+    # The merge takes the ranges' first pages in order, so it names the first range without a page
+    # when the deadline passes: salt=6 only if salts 0-5 delivered theirs by then. Their one page
+    # each comes in milliseconds, but a loaded machine once took over 0.2 s: 1 s leaves room.
+    async with Reader(hb, timeout_s=1.0) as reader:
         scan = reader.scan(ROUTE)
         with anyio.fail_after(5), pytest.raises(QueryError) as info:
             await scan.collect()
