@@ -17,6 +17,7 @@ BENCHES = [
     ["bench.bench_reader"],
     ["bench.bench_backfill_rate"],
     ["bench.bench_peer"],
+    ["bench.bench_gateway"],
 ]
 
 

@@ -82,7 +82,8 @@ SYSTEMS = ("flink", "flume", "hbase-ingest", "loader")
 COMMIT_TIMEOUT_S = 120.0
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (the OS's choice)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -218,7 +219,7 @@ class PeerBench:
                            zookeeper_quorum=f"127.0.0.1:{self.stack.settings.zookeeper_port}")
         conf = self.work / f"flume-{run}.properties"
         conf.write_text(agent_properties(agent))
-        port = _free_port()
+        port = free_port()
         cmd = ["java", "-XX:+UseG1GC", "-Djava.net.preferIPv4Stack=true", *LOADER_JDK_FLAGS,
                f"-Dlog4j2.configurationFile={FLUME_LOG4J}", "-Dflume.monitoring.type=http",
                f"-Dflume.monitoring.port={port}", "-cp", classpath, "org.apache.flume.node.Application",
@@ -262,18 +263,19 @@ class PeerBench:
         return {"system": "flink", "run": run, "table": table, **figs.__dict__, "rows": rows,
                 "offsets_committed_s": committed}
 
-    def _run_child(self, what: str, run: int, cmd: list[str], group: str,
-                   exits: bool) -> tuple[Any, float, ChildProgress, int | None]:
+    def _run_child(self, what: str, run: int, cmd: list[str], group: str, exits: bool,
+                   env: Mapping[str, str] | None = None) -> tuple[Any, float, ChildProgress, int | None]:
         """Run ``cmd`` (a process printing ``{"written": N}`` lines, :class:`ChildProgress`) until every event
         is written and ``group`` has committed the topic's end; with ``exits``, also until it exits by itself
         (then its status is returned, else None). Its stderr goes to ``<work>/<what, lower case>-<run>.log``.
-        Returns the figures, the seconds until the commit, the progress reader and the status."""
+        ``env``: variables added to the child's environment. Returns the figures, the seconds until the
+        commit, the progress reader and the status."""
         log = self.work / f"{what.lower()}-{run}.log"
         with open(log, "wb") as err:
             hbase0 = self.hbase_cpu()
             started = time.perf_counter()
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL,
-                                    start_new_session=True)
+                                    start_new_session=True, env=None if env is None else {**os.environ, **env})
         progress = ChildProgress(proc)
         status = None
         try:
@@ -289,15 +291,16 @@ class PeerBench:
         return figs, committed, progress, status
 
     def run_ingest(self, run: int, regions: int | None = None, sample: Sequence[Mapping[str, Any]] | None = None,
-                   batch_by: BatchBy = "server") -> dict[str, Any]:
+                   batch_by: BatchBy = "server", env: Mapping[str, str] | None = None) -> dict[str, Any]:
         """One hbase-ingest run into a fresh table of the design's 16 regions, or of ``regions``
-        (split by the design, else at quantiles of ``sample``), batching ``batch_by``."""
+        (split by the design, else at quantiles of ``sample``), batching ``batch_by``; ``env`` is added
+        to the worker child's environment (settings such as ``HBASE_INGEST_HBASE__THRIFT2_PORT``)."""
         table = self.table("hbase-ingest", run)
         settings = ingest_settings(self.topic, table, self.dlq, self.args.partitions, batch_by)
         asyncio.run(_create_design_table(settings, regions, sample))
         group = f"bench-peer-ingest-{self.tag}-{run}"
         cmd = child_command(sys.executable, self.topic, table, group, self.dlq, batch_by)
-        figs, committed, progress, status = self._run_child("hbase-ingest", run, cmd, group, exits=True)
+        figs, committed, progress, status = self._run_child("hbase-ingest", run, cmd, group, exits=True, env=env)
         if status != 0 or progress.summary is None:
             raise RunFailed(f"hbase-ingest run {run} exited with status {status} without a summary; see "
                             f"{self.work / f'hbase-ingest-{run}.log'}")

@@ -37,7 +37,7 @@ from .peer_flink import row_key as flink_row_key
 from .peer_flume import split_keys
 from .peer_procs import load_average
 from .peer_provision import ensure_flink
-from .peer_summary import figures, spread
+from .peer_summary import figures, spread, spread_text
 
 __all__ = ["label", "regions_table", "summarize_regions"]
 
@@ -79,7 +79,7 @@ def regions_table(summary: Mapping[str, Any], events: int, runs: int) -> str:
     to last) of each system as median (min-max), and the two ratios."""
     def cell(entry: Mapping[str, Any], system: str) -> str:
         s = entry.get(system, {}).get("events_per_s_first_to_last")
-        return "-" if s is None else f"{s['median']:,.0f} ({s['min']:,.0f}-{s['max']:,.0f})"
+        return "-" if s is None else spread_text(s, 0)
 
     def ratio(entry: Mapping[str, Any], name: str) -> str:
         r = entry.get(name, {}).get("events_per_s_first_to_last")

@@ -17,7 +17,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["PEERS", "PIPELINES", "figures", "main_peer", "markdown_table", "spread", "summarize"]
+__all__ = ["PEERS", "PIPELINES", "figures", "main_peer", "markdown_table", "spread", "spread_text", "summarize"]
 
 #: the peers hbase-ingest is compared with, the main one (the table's first column) first
 PEERS = ("flink", "flume")
@@ -105,7 +105,8 @@ def main_peer(summary: Mapping[str, Any]) -> str:
     raise ValueError(f"the summary has none of {', '.join(PEERS)}")
 
 
-def _range(s: Mapping[str, float], digits: int) -> str:
+def spread_text(s: Mapping[str, float], digits: int) -> str:
+    """A :func:`spread` as "median (min-max)", with ``digits`` decimals and thousands separators."""
     def fmt(v: float) -> str:
         return f"{v:,.{digits}f}"
     return f"{fmt(s['median'])} ({fmt(s['min'])}-{fmt(s['max'])})"
@@ -130,9 +131,9 @@ def markdown_table(summary: Mapping[str, Any], events: int, runs: int) -> str:
             continue
         digits = 0 if summary[main][key]["median"] >= 100 else 1
         lo = loader.get(loader_cell.get(key, ""))
-        cells = [label, _range(summary[main][key], digits), _range(summary["hbase-ingest"][key], digits),
+        cells = [label, spread_text(summary[main][key], digits), spread_text(summary["hbase-ingest"][key], digits),
                  f"{ratio[key]:.2f}" if key in ratio else "-",
-                 *(_range(summary[p][key], digits) if key in summary[p] else "-" for p in others),
-                 _range(lo, digits) if lo else "-"]
+                 *(spread_text(summary[p][key], digits) if key in summary[p] else "-" for p in others),
+                 spread_text(lo, digits) if lo else "-"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

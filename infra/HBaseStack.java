@@ -3,10 +3,11 @@
 //
 //   HBaseStack.java standalone <thrift1 port> <thrift2 port>
 //       standalone HBase (master + region server + ZooKeeper) and both Thrift gateways in ONE JVM;
-//   HBaseStack.java gateway <thrift1 port> <thrift2 port>
+//   HBaseStack.java gateway <thrift1 port> <thrift2 port> [server option ...]
 //       one gateway of a local cluster: the Thrift1 and Thrift2 servers in one JVM. HBase ships them as
 //       two main classes, but each is a plain HBase client (it needs only the ZooKeeper quorum), so one
-//       JVM can serve both and share one heap and one connection to the cluster.
+//       JVM can serve both and share one heap and one connection to the cluster. Server options (such as
+//       -f framed, -c compact, -hsha) go to both servers; the stack passes none (`bench_gateway` does).
 //   HBaseStack.java kerberos <plain1> <plain2> <sasl1> <sasl2> <https1> <https2>
 //       the Kerberized standalone HBase (`stack up --kerberos`; hbase-site.xml and core-site.xml set
 //       Kerberos) and six gateways, each a ThriftServer with its own Configuration copy: Thrift1 and
@@ -37,15 +38,21 @@ public class HBaseStack {
     return t;
   }
 
-  static Thread thrift(String thrift1, String thrift2) {
+  static Thread thrift(String thrift1, String thrift2, String[] options) {
     // The Thrift handlers connect to HBase lazily, so they may start before the master is up.
     Configuration c1 = HBaseConfiguration.create();
     Thread t1 = start("thrift1", () -> new org.apache.hadoop.hbase.thrift.ThriftServer(c1)
-        .run(new String[] {"-p", thrift1, "-b", "127.0.0.1"}));
+        .run(serverArgs(thrift1, options)));
     Configuration c2 = HBaseConfiguration.create();
     start("thrift2", () -> new org.apache.hadoop.hbase.thrift2.ThriftServer(c2)
-        .run(new String[] {"-p", thrift2, "-b", "127.0.0.1"}));
+        .run(serverArgs(thrift2, options)));
     return t1;
+  }
+
+  static String[] serverArgs(String port, String[] options) {
+    java.util.List<String> argv = new java.util.ArrayList<>(java.util.List.of("-p", port, "-b", "127.0.0.1"));
+    argv.addAll(java.util.List.of(options));
+    return argv.toArray(new String[0]);
   }
 
   /** One gateway of the Kerberized HBase: its QOP (null: none) and whether it speaks HTTPS. */
@@ -92,19 +99,21 @@ public class HBaseStack {
       kerberosGateways(ports, args[1]).join();
       return;
     }
-    if (args.length != 3 || !(args[0].equals("standalone") || args[0].equals("gateway"))) {
-      System.err.println("usage: HBaseStack.java standalone|gateway <thrift1 port> <thrift2 port>\n"
+    boolean gateway = args.length >= 3 && args[0].equals("gateway");
+    if (!gateway && (args.length != 3 || !args[0].equals("standalone"))) {
+      System.err.println("usage: HBaseStack.java standalone <thrift1 port> <thrift2 port>\n"
+          + "       HBaseStack.java gateway <thrift1 port> <thrift2 port> [server option ...]\n"
           + "       HBaseStack.java kerberos <plain1> <plain2> <sasl1> <sasl2> <https1> <https2>\n"
           + "       HBaseStack.java kerberos-gateway <qop> <plain1> <plain2> <sasl1> <sasl2> <https1> <https2>");
       System.exit(2);
     }
-    if (args[0].equals("gateway")) {
-      thrift(args[1], args[2]).join();
+    if (gateway) {
+      thrift(args[1], args[2], java.util.Arrays.copyOfRange(args, 3, args.length)).join();
       return;
     }
     Thread master = start("hmaster",
         () -> org.apache.hadoop.hbase.master.HMaster.main(new String[] {"start"}));
-    thrift(args[1], args[2]);
+    thrift(args[1], args[2], new String[0]);
     master.join();
   }
 }

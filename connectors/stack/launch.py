@@ -29,6 +29,7 @@ dies visibly (``stack status`` quotes the error) instead of limping on.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from pipeline.settings import StackSettings
@@ -39,7 +40,8 @@ from .layout import StackLayout
 from .registry import registry_argv
 from .topology import CLUSTER_KRB_LABELS, ServerProcess
 
-__all__ = ["CLUSTER_ID", "HBASE_JDK17", "kafka_format_argv", "kerberos_argv", "namenode_format_argv", "server_argv"]
+__all__ = ["CLUSTER_ID", "HBASE_JDK17", "gateway_argv", "kafka_format_argv", "kerberos_argv", "namenode_format_argv",
+           "server_argv"]
 
 CLUSTER_ID = "5L6g3nShT-eMCtK--X86sw"
 _KAFKA_JVM = ["-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
@@ -109,6 +111,15 @@ def _kerberized(jvm: list[str], krb5_conf: Path | None) -> list[str]:
     return [jvm[0], f"-Djava.security.krb5.conf={krb5_conf}", "-Dzookeeper.sasl.client=false", *jvm[1:]]
 
 
+def gateway_argv(lay: StackLayout, heap_mb: int, thrift1: int, thrift2: int, options: Sequence[str] = (),
+                 launcher: Path | None = None) -> list[str]:
+    """The command of one gateway JVM (Thrift1 on ``thrift1``, Thrift2 on ``thrift2``, both on 127.0.0.1),
+    a plain HBase client of the stack's ZooKeeper; ``options`` (HBase's Thrift server options, such as
+    ``-f`` framed, ``-c`` compact, ``-hsha``) go to both servers. The cluster's gateways pass none."""
+    main = "HBaseStack" if launcher is not None else str(lay.infra / "HBaseStack.java")
+    return [*_hbase_jvm(lay, heap_mb // 4, heap_mb, launcher), main, "gateway", str(thrift1), str(thrift2), *options]
+
+
 def server_argv(proc: ServerProcess, s: StackSettings, lay: StackLayout, launcher: Path | None = None,
                 krb5_conf: Path | None = None) -> list[str]:
     """The command that starts ``proc`` (one process of :func:`~.topology.plan_topology`). ``launcher``:
@@ -125,8 +136,9 @@ def server_argv(proc: ServerProcess, s: StackSettings, lay: StackLayout, launche
             ports = [proc.ports[label] for label in ("thrift1", "thrift2", *CLUSTER_KRB_LABELS)]
             qop = cluster_qop(int(proc.name.rpartition("-")[2]) - 1)  # gateway-1 is j = 0
             return [*_kerberized(jvm, krb5_conf), main, "kerberos-gateway", qop, *map(str, ports)]
-        mode = "standalone" if proc.role == "hbase" else "gateway"
-        return [*jvm, main, mode, str(proc.ports["thrift1"]), str(proc.ports["thrift2"])]
+        if proc.role == "gateway":
+            return gateway_argv(lay, heap, proc.ports["thrift1"], proc.ports["thrift2"], (), launcher)
+        return [*jvm, main, "standalone", str(proc.ports["thrift1"]), str(proc.ports["thrift2"])]
     if proc.role == "kafka":
         return ["java", f"-Xms{s.kafka_heap_mb}m", f"-Xmx{s.kafka_heap_mb}m", *_KAFKA_JVM, _log4j(lay),
                 f"-Dkafka.logs.dir={lay.logs}", "-cp", f"{lay.kafka_lib}/*", "kafka.Kafka",
