@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 __all__ = ["SkewWindow"]
@@ -71,17 +71,25 @@ class SkewWindow:
 
     def record(self, key: str, rows: int, now_s: float) -> None:
         """Count ``rows >= 0`` writes to ``key`` at ``now_s``."""
-        if rows < 0:
-            raise ValueError(f"rows must be >= 0, got {rows}")
+        self.record_many({key: rows}, now_s)
+
+    def record_many(self, rows: Mapping[str, int], now_s: float) -> None:
+        """Count ``rows[key] >= 0`` writes to each key at ``now_s`` (a batch's rows per region: the
+        window advances once for all of them)."""
+        if any(n < 0 for n in rows.values()):
+            raise ValueError(f"rows must be >= 0, got {min(rows.values())}")
         index = self._advance(now_s)
-        if rows == 0:
+        if not any(rows.values()):
             return
         slots = self._slots
         if not slots or slots[-1].index != index:
             slots.append(_Slot(index, {}))
         counts = slots[-1].counts
-        counts[key] = counts.get(key, 0) + rows
-        self._totals[key] = self._totals.get(key, 0) + rows
+        totals = self._totals
+        for key, n in rows.items():
+            if n:
+                counts[key] = counts.get(key, 0) + n
+                totals[key] = totals.get(key, 0) + n
 
     def counts(self, now_s: float) -> dict[str, int]:
         """Writes per key in the window ending at ``now_s`` (keys with no writes are absent)."""

@@ -97,3 +97,24 @@ def test_property_matches_brute_force(
             assert hot is not None
             assert expected[hot[0]] == max(expected.values())
             assert hot[1] == pytest.approx(expected[hot[0]] / total)
+
+
+@given(st.lists(st.tuples(st.dictionaries(st.sampled_from("abcde"), st.integers(0, 9), max_size=5),
+                          st.floats(0, 5)), max_size=30))
+def test_record_many_counts_as_one_record_per_key(batches: list[tuple[dict[str, int], float]]) -> None:
+    many, one = SkewWindow(window_s=3, buckets=3), SkewWindow(window_s=3, buckets=3)
+    now = 0.0
+    for rows, step in batches:
+        now += step
+        many.record_many(rows, now)
+        for key, n in rows.items():
+            one.record(key, n, now)
+        assert many.counts(now) == one.counts(now)
+    assert many.counts(now + 3) == one.counts(now + 3) == {}
+
+
+def test_record_many_refuses_negative_rows() -> None:
+    w = SkewWindow(window_s=3, buckets=3)
+    with pytest.raises(ValueError, match="-1"):
+        w.record_many({"a": 2, "b": -1}, 0)
+    assert w.counts(0) == {}
