@@ -27,12 +27,14 @@ ranges, and each configuration's (region server + gateway) / the loader's region
 to bench/results/gateway.json (``--out`` elsewhere, ``--no-save`` nowhere).
 
     python -m bench.bench_gateway [--events 500000] [--rounds 3] [--configs buffered,framed,compact,hsha]
+                                  [--batch-rows 2000]
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import platform
 import statistics
 import subprocess
@@ -48,7 +50,7 @@ from connectors.stack.launch import gateway_argv
 from connectors.stack.processes import port_in_use, tail
 from connectors.stack.provision import ensure_launcher
 
-from .bench_peer import RESULTS, PeerBench, free_port, machine, save
+from .bench_peer import RESULTS, PeerBench, free_port, machine, positive_ints, save
 from .cpu import cpu_seconds
 from .peer_procs import load_average
 from .peer_summary import figures, spread, spread_text
@@ -67,10 +69,14 @@ class GatewayConfig:
     transport: str
     protocol: str
 
-    def env(self, thrift1: int, thrift2: int) -> dict[str, str]:
-        """The worker child's settings for a gateway on ``thrift1``/``thrift2``, as environment."""
-        return {"HBASE_INGEST_HBASE__PORT": str(thrift1), "HBASE_INGEST_HBASE__THRIFT2_PORT": str(thrift2),
-                "HBASE_INGEST_HBASE__TRANSPORT": self.transport, "HBASE_INGEST_HBASE__PROTOCOL": self.protocol}
+    def env(self, thrift1: int, thrift2: int, batch_rows: int | None = None) -> dict[str, str]:
+        """The worker child's settings for a gateway on ``thrift1``/``thrift2`` (and batches of at most
+        ``batch_rows`` rows: the rows per call), as environment."""
+        env = {"HBASE_INGEST_HBASE__PORT": str(thrift1), "HBASE_INGEST_HBASE__THRIFT2_PORT": str(thrift2),
+               "HBASE_INGEST_HBASE__TRANSPORT": self.transport, "HBASE_INGEST_HBASE__PROTOCOL": self.protocol}
+        if batch_rows is not None:
+            env["HBASE_INGEST_WRITER__MAX_BATCH_ROWS"] = str(batch_rows)
+        return env
 
 
 CONFIGS: dict[str, GatewayConfig] = {
@@ -127,9 +133,10 @@ def summarize_gateway(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def gateway_table(summary: Mapping[str, Any], events: int, measured_rounds: int) -> str:
-    """The summary as a Markdown table: a column per configuration, median (min-max) per figure, then
-    the loader's region-server CPU per row and each configuration's ratio to it."""
-    configs = [c for c in CONFIGS if c in summary]
+    """The summary as a Markdown table: a column per configuration (in the order they ran), median
+    (min-max) per figure, then the loader's region-server CPU per row and each configuration's ratio
+    to it."""
+    configs = [c for c in summary if c != "loader"]
 
     def cell(s: Mapping[str, float]) -> str:
         return spread_text(s, 0 if s["median"] >= 1000 else 1)
@@ -204,12 +211,14 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
             number = 0
             for round_ in range(args.rounds):
                 prefix = f"round {round_}" + (" (warm-up)" if round_ == 0 else "")
-                for g in started:
-                    def step(g: Gateway = g, run: int = number) -> dict[str, Any]:
+                for g, rows in itertools.product(started, args.batch_rows):
+                    def step(g: Gateway = g, run: int = number, rows: int = rows) -> dict[str, Any]:
                         before = g.cpu()
-                        out = bench.run_ingest(run, env=g.config.env(g.thrift1, g.thrift2))
+                        out = bench.run_ingest(run, env=g.config.env(g.thrift1, g.thrift2, rows))
                         return {**out, "gateway_cpu_s": g.cpu() - before}
-                    bench.record(step, prefix, runs, config=g.name, round=round_, warmup=round_ == 0)
+                    name = g.name if len(args.batch_rows) == 1 else f"{g.name}, {rows:,} rows"
+                    bench.record(step, prefix, runs, config=name, batch_rows=rows, round=round_,
+                                 warmup=round_ == 0)
                     number += 1
                 bench.record(partial(bench.run_loader, number, rows_file), prefix, runs,
                              round=round_, warmup=round_ == 0)
@@ -223,7 +232,7 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
         "mean_event_bytes": produced["mean_event_bytes"], "regions": 16,
         "configs": {n: {"server_options": list(CONFIGS[n].options), "transport": CONFIGS[n].transport,
                         "protocol": CONFIGS[n].protocol} for n in args.configs},
-        "gateway_heap_mb": GATEWAY_HEAP_MB,
+        "batch_rows": args.batch_rows, "gateway_heap_mb": GATEWAY_HEAP_MB,
         "versions": {"hbase": HBASE_VERSION, "python": platform.python_version()},
         "machine": machine(load_start),
         "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -247,6 +256,9 @@ if __name__ == "__main__":
     p.add_argument("--rounds", type=int, default=3, help="rounds, the first a warm-up (default 3)")
     p.add_argument("--partitions", type=int, default=8)
     p.add_argument("--configs", type=_configs, default=list(CONFIGS), help="default: all")
+    p.add_argument("--batch-rows", type=positive_ints, default=[2000],
+                   help="the worker's max_batch_rows, the rows per call; a run per value and configuration "
+                        "(default 2000, bench_worker's)")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--out", type=Path, default=RESULTS / "gateway.json")
     where.add_argument("--no-save", action="store_true")

@@ -82,6 +82,14 @@ SYSTEMS = ("flink", "flume", "hbase-ingest", "loader")
 COMMIT_TIMEOUT_S = 120.0
 
 
+def positive_ints(text: str) -> list[int]:
+    """An argparse type: comma-separated integers, each at least 1 (region counts, row counts)."""
+    values = [int(v) for v in text.split(",") if v.strip()]
+    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"expected counts >= 1 separated by commas, got {text!r}")
+    return values
+
+
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 now (the OS's choice)."""
     with socket.socket() as s:

@@ -31,7 +31,7 @@ from connectors.stack import HBASE_VERSION, KAFKA_VERSION
 from pipeline.core.batcher import BatchBy
 from pipeline.core.examples import generate
 
-from .bench_peer import RESULTS, SPLIT_SAMPLE, PeerBench, arguments, machine, save
+from .bench_peer import RESULTS, SPLIT_SAMPLE, PeerBench, arguments, machine, positive_ints, save
 from .peer_flink import FLINK_VERSION
 from .peer_flink import row_key as flink_row_key
 from .peer_flume import split_keys
@@ -97,13 +97,6 @@ def regions_table(summary: Mapping[str, Any], events: int, runs: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _counts(text: str) -> list[int]:
-    values = [int(v) for v in text.split(",") if v.strip()]
-    if not values or any(v < 1 for v in values):
-        raise argparse.ArgumentTypeError(f"expected region counts >= 1 separated by commas, got {text!r}")
-    return values
-
-
 def _modes(text: str) -> list[BatchBy]:
     modes = [v.strip() for v in text.split(",") if v.strip()]
     bad = [m for m in modes if m not in ("server", "region")]
@@ -155,7 +148,7 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
 
 if __name__ == "__main__":
     p = arguments(__doc__ or "", 2, RESULTS / "regions.json")
-    p.add_argument("--regions", type=_counts, default=[16, 256, 1000], help="region counts (default 16,256,1000)")
+    p.add_argument("--regions", type=positive_ints, default=[16, 256, 1000], help="region counts (default 16,256,1000)")
     p.add_argument("--batch-by", type=_modes, default=["server", "region"],
                    help="hbase-ingest's batch groups to run (default server,region)")
     ns = p.parse_args()

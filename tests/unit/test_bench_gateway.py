@@ -33,6 +33,7 @@ def test_options_go_to_the_gateway_and_the_matching_settings_to_the_worker(tmp_p
     assert env == {"HBASE_INGEST_HBASE__PORT": "9300", "HBASE_INGEST_HBASE__THRIFT2_PORT": "9301",
                    "HBASE_INGEST_HBASE__TRANSPORT": "framed", "HBASE_INGEST_HBASE__PROTOCOL": "binary"}
     assert CONFIGS["buffered"].options == () and CONFIGS["buffered"].transport == "buffered"
+    assert CONFIGS["buffered"].env(1, 2, 500)["HBASE_INGEST_WRITER__MAX_BATCH_ROWS"] == "500"
 
 
 def test_the_summary_leaves_out_the_warm_up_and_compares_with_the_loader() -> None:
