@@ -274,7 +274,10 @@ class HBaseSettings(Section):
     ddl_timeout_ms: int = Field(default=120_000, ge=1000, le=MAX_MS)
     transport: Literal["buffered", "framed", "http"] = Field(
         default="buffered", description="http: the gateway runs in HTTP mode (hbase.regionserver.thrift.http)")
-    protocol: Literal["binary", "compact"] = "binary"
+    protocol: Literal["binary", "compact"] = Field(
+        default="binary", description="the gateway's protocol (its -c option for compact). On compact, puts "
+        "are encoded through thriftpy2's objects: about 4 x the worker's CPU per event (bench_gateway), "
+        "and the gateway spends no less")
     put_encoder: Literal["direct", "thriftpy2"] = Field(
         default="direct", description="how puts are encoded on the binary protocol: direct (straight to bytes, "
         "connectors.hbase.putwire) or thriftpy2 (its objects: the fallback, and the benchmarks' baseline)")
