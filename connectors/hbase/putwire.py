@@ -25,6 +25,12 @@ raises :class:`TypeError` naming the row (thriftpy2 would have encoded a ``str``
 project's mutations never hold one). A timestamp outside a signed 64-bit integer raises
 :class:`ValueError`.
 
+The encoder is compiled (``_putwire.c``, built by the package's build; :data:`COMPILED` says
+whether it is in use) or, when no build of the current source is there, the pure-Python
+:func:`encode_python`, the reference: both return the same bytes for the same puts (a property test
+checks it) and raise the same errors. ``HBASE_INGEST_PURE_PYTHON=1`` in the environment at import
+picks the pure-Python form (the benchmarks compare the two).
+
 :func:`put_multiple` sends the message on the socket of a client from
 :func:`~connectors.hbase.thrift2.open_client` in one ``sendall`` (thriftpy2's buffered transport
 would copy a message bigger than its 4 KB buffer twice, into a buffer that then stays that big) and
@@ -35,8 +41,11 @@ exactly as before.
 
 from __future__ import annotations
 
+import hashlib
+import os
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -48,7 +57,8 @@ from connectors.hbase.thrift2 import Thrift2Client
 from pipeline.core.model import Mutation
 from pipeline.settings import HBaseSettings
 
-__all__ = ["direct_puts", "encode_put_multiple", "put_multiple", "split_column", "thriftpy2_message", "tputs"]
+__all__ = ["COMPILED", "direct_puts", "encode_put_multiple", "encode_python", "put_multiple", "split_column",
+           "thriftpy2_message", "tputs"]
 
 
 _I32 = struct.Struct(">i").pack
@@ -91,6 +101,8 @@ def split_column(column: bytes) -> tuple[bytes, bytes]:
 def _column_head(column: bytes) -> bytes:
     head = _COLUMNS.get(column)
     if head is None:
+        if not isinstance(column, bytes):
+            raise TypeError("a cell's column must be bytes")
         family, _, qualifier = column.partition(b":")
         head = b"".join((bytes((_STRING, 0, 1)), _I32(len(family)), family,
                          bytes((_STRING, 0, 2)), _I32(len(qualifier)), qualifier, bytes((_STRING, 0, 3))))
@@ -101,12 +113,22 @@ def _column_head(column: bytes) -> bytes:
 
 def encode_put_multiple(table: bytes, puts: Sequence[Mutation], *, framed: bool = False) -> bytearray:
     """The whole ``putMultiple(table, puts)`` call message, length-prefixed when ``framed`` (module
-    docstring: layout, contract). Only ``row``, ``cells`` and ``timestamp`` of each mutation are read
-    (its kind is not checked)."""
+    docstring: layout, contract), with the compiled encoder when it is in use. Only ``row``,
+    ``cells`` and ``timestamp`` of each mutation are read (its kind is not checked)."""
+    return _checked(_ENCODE, table, puts, framed)
+
+
+def encode_python(table: bytes, puts: Sequence[Mutation], *, framed: bool = False) -> bytearray:
+    """:func:`encode_put_multiple` with the pure-Python encoder, whatever is in use."""
+    return _checked(_encode, table, puts, framed)
+
+
+def _checked(encode: Callable[[bytes, Sequence[Mutation], bool], bytearray], table: bytes,
+             puts: Sequence[Mutation], framed: bool) -> bytearray:
     if not isinstance(table, bytes):
         raise TypeError(f"the table name must be bytes, got {type(table).__name__}")
     try:
-        return _encode(table, puts, framed)
+        return encode(table, puts, framed)
     except TypeError as exc:
         raise TypeError(_not_bytes(puts)) from exc
 
@@ -143,6 +165,28 @@ def _encode(table: bytes, puts: Sequence[Mutation], framed: bool) -> bytearray:
     if framed:
         _I32_INTO(buf, 0, len(buf) - 4)
     return buf
+
+
+def _compiled() -> Callable[[bytes, Sequence[Mutation], bool], bytearray] | None:
+    """The compiled encoder, if a build of the current ``_putwire.c`` is importable and not turned
+    off (``HBASE_INGEST_PURE_PYTHON=1``); a build of another source is not used."""
+    if os.environ.get("HBASE_INGEST_PURE_PYTHON") == "1":
+        return None
+    try:
+        from connectors.hbase import _putwire  # type: ignore[attr-defined]  # built by hatch_build.py
+    except ImportError:
+        return None
+    source = Path(__file__).with_name("_putwire.c")
+    if source.is_file() and hashlib.sha256(source.read_bytes()).hexdigest() != _putwire.SOURCE_SHA256:
+        return None  # built from an older source: reinstall the package (pip install -e .) to rebuild it
+    encode: Callable[[bytes, Sequence[Mutation], bool], bytearray] = _putwire.encode
+    return encode
+
+
+_COMPILED_ENCODE = _compiled()
+#: whether :func:`encode_put_multiple` runs the compiled encoder
+COMPILED = _COMPILED_ENCODE is not None
+_ENCODE = _COMPILED_ENCODE or _encode
 
 
 def _not_bytes(puts: Sequence[Mutation]) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import sysconfig
 import zipfile
 from pathlib import Path
 
@@ -31,6 +32,10 @@ def test_the_wheel_carries_the_stack_infra_and_no_bench(tmp_path: Path) -> None:
     profiles = {f"pipeline/cli/config/{p.name}" for p in (ROOT / "config").glob("*.toml")}
     assert "pipeline/cli/config/demo.toml" in profiles and profiles <= names
     assert "connectors/hbase/thrift2_idl.py" in names and "pipeline/cli/__init__.py" in names
+    # the compiled put encoder, built for this Python (hatch_build.py), and its source
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    assert f"connectors/hbase/_putwire{suffix}" in names and "connectors/hbase/_putwire.c" in names
+    assert not [n for n in names if n.endswith(".part")]
     assert not [n for n in names if n.startswith(("bench/", "tests/", "infra/", "config/"))]
 
 

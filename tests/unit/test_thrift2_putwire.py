@@ -1,4 +1,5 @@
-"""connectors.hbase.putwire: the bytes of a ``putMultiple`` call are thriftpy2's own, byte for byte.
+"""connectors.hbase.putwire: the bytes of a ``putMultiple`` call are thriftpy2's own, byte for byte,
+from the compiled encoder and from the pure-Python one (``encode``: each test runs with both).
 
 The reference is thriftpy2 itself, on HBase's real Thrift2 IDL, with the protocol factory the client
 uses: it sends ``putMultiple`` with the TPut/TColumnValue objects of the client's object path
@@ -7,7 +8,14 @@ uses: it sends ``putMultiple`` with the TPut/TColumnValue objects of the client'
 
 from __future__ import annotations
 
+import os
+import shlex
+import shutil
 import struct
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -19,10 +27,12 @@ from thriftpy2.protocol import TBinaryProtocolFactory
 from thriftpy2.thrift import TClient, TMessageType
 from thriftpy2.transport import TBufferedTransport, TFramedTransport, TMemoryBuffer
 
+from connectors.hbase import putwire
 from connectors.hbase.errors import translate
 from connectors.hbase.putwire import (
     direct_puts,
     encode_put_multiple,
+    encode_python,
     put_multiple,
     thriftpy2_message,
     tputs,
@@ -39,6 +49,13 @@ PROTOCOL = TBinaryProtocolFactory(decode_response=False)  # as connectors.hbase.
 @pytest.fixture(scope="module")
 def idl() -> ModuleType:
     return load_idl()
+
+
+@pytest.fixture(scope="module", params=["compiled", "python"])
+def encode(request: pytest.FixtureRequest) -> Any:
+    """The encoder under test: ``encode_put_multiple`` (compiled: ``test_the_compiled_encoder_is_in_use``
+    checks that it is) or the pure-Python ``encode_python``."""
+    return encode_put_multiple if request.param == "compiled" else encode_python
 
 
 def thriftpy2_call(idl: ModuleType, table: bytes, puts: list[Mutation], transport: Any) -> bytes:
@@ -67,26 +84,27 @@ mutations = st.builds(
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(table=st.binary(min_size=1, max_size=40), puts=st.lists(mutations, max_size=12))
-def test_the_call_is_thriftpy2s_bytes(idl: ModuleType, table: bytes, puts: list[Mutation]) -> None:
-    assert encode_put_multiple(table, puts) == thriftpy2_message(idl, table, puts)
+def test_the_call_is_thriftpy2s_bytes(idl: ModuleType, encode: Any, table: bytes, puts: list[Mutation]) -> None:
+    assert encode(table, puts) == thriftpy2_message(idl, table, puts)
 
 
 @pytest.mark.parametrize(("transport", "framed"), [(TBufferedTransport, False), (TFramedTransport, True)],
                          ids=["buffered", "framed"])
-def test_the_message_is_what_thriftpy2s_transport_sends(idl: ModuleType, transport: Any, framed: bool) -> None:
+def test_the_message_is_what_thriftpy2s_transport_sends(idl: ModuleType, encode: Any, transport: Any,
+                                                       framed: bool) -> None:
     puts = [Mutation("t", b"r%d" % i, MutationKind.PUT, {b"l:v": b"x" * i, b"l:m": b""}, 1_700_000_000_000 + i,
                      ORIGIN) for i in range(50)]
-    assert encode_put_multiple(b"ns:tbl", puts, framed=framed) == thriftpy2_call(idl, b"ns:tbl", puts, transport)
+    assert encode(b"ns:tbl", puts, framed=framed) == thriftpy2_call(idl, b"ns:tbl", puts, transport)
 
 
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(puts=st.lists(mutations, max_size=6))
-def test_a_framed_message_is_thriftpy2s_frame(idl: ModuleType, puts: list[Mutation]) -> None:
-    assert encode_put_multiple(b"t", puts, framed=True) == thriftpy2_call(idl, b"t", puts, TFramedTransport)
+def test_a_framed_message_is_thriftpy2s_frame(idl: ModuleType, encode: Any, puts: list[Mutation]) -> None:
+    assert encode(b"t", puts, framed=True) == thriftpy2_call(idl, b"t", puts, TFramedTransport)
 
 
-def test_the_layout_of_one_cell() -> None:
-    got = encode_put_multiple(b"t", [Mutation("t", b"r", MutationKind.PUT, {b"f:q": b"v"}, 5, ORIGIN)])
+def test_the_layout_of_one_cell(encode: Any) -> None:
+    got = encode(b"t", [Mutation("t", b"r", MutationKind.PUT, {b"f:q": b"v"}, 5, ORIGIN)])
     i32, i64 = struct.Struct(">i").pack, struct.Struct(">q").pack
     cell = (b"\x0b\x00\x01" + i32(1) + b"f" + b"\x0b\x00\x02" + i32(1) + b"q" + b"\x0b\x00\x03" + i32(1) + b"v"
             + b"\x0a\x00\x04" + i64(5) + b"\x00")
@@ -95,21 +113,93 @@ def test_the_layout_of_one_cell() -> None:
                    + b"\x0b\x00\x01" + i32(1) + b"t" + b"\x0f\x00\x02\x0c" + i32(1) + put + b"\x00")
 
 
-def test_bad_input_names_what_is_wrong() -> None:
+def test_bad_input_names_what_is_wrong(encode: Any) -> None:
     with pytest.raises(TypeError, match=r"row b'r1': cell b'l:v' must have a bytes column name and value, got "
                                         r"bytes and str"):
-        encode_put_multiple(b"t", [Mutation("t", b"r0", MutationKind.PUT, {b"l:v": b"1"}, 1, ORIGIN),
+        encode(b"t", [Mutation("t", b"r0", MutationKind.PUT, {b"l:v": b"1"}, 1, ORIGIN),
                                    Mutation("t", b"r1", MutationKind.PUT, {b"l:v": "1"}, 1, ORIGIN)])  # type: ignore[dict-item]
     with pytest.raises(TypeError, match=r"cell 'l:v' must have a bytes column name"):
-        encode_put_multiple(b"t", [Mutation("t", b"r", MutationKind.PUT, {"l:v": b"1"}, 1, ORIGIN)])  # type: ignore[dict-item]
+        encode(b"t", [Mutation("t", b"r", MutationKind.PUT, {"l:v": b"1"}, 1, ORIGIN)])  # type: ignore[dict-item]
     with pytest.raises(TypeError, match="a put's row must be bytes, got str"):
-        encode_put_multiple(b"t", [Mutation("t", "r", MutationKind.PUT, {b"l:v": b"1"}, 1, ORIGIN)])  # type: ignore[arg-type]
+        encode(b"t", [Mutation("t", "r", MutationKind.PUT, {b"l:v": b"1"}, 1, ORIGIN)])  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="a put's row must be bytes, got NoneType"):
-        encode_put_multiple(b"t", [Mutation("t", None, MutationKind.PUT, {b"l:v": b"1"}, 1, ORIGIN)])  # type: ignore[arg-type]
+        encode(b"t", [Mutation("t", None, MutationKind.PUT, {b"l:v": b"1"}, 1, ORIGIN)])  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="the table name must be bytes, got str"):
-        encode_put_multiple("t", [])  # type: ignore[arg-type]
+        encode("t", [])
     with pytest.raises(ValueError, match=r"row b'r': timestamp 9223372036854775808 is not a signed 64-bit"):
-        encode_put_multiple(b"t", [Mutation("t", b"r", MutationKind.PUT, {b"l:v": b"1"}, 2**63, ORIGIN)])
+        encode(b"t", [Mutation("t", b"r", MutationKind.PUT, {b"l:v": b"1"}, 2**63, ORIGIN)])
+
+
+def _outcome(encode: Any, table: Any, puts: list[Any], framed: bool) -> tuple[str, Any]:
+    try:
+        return "bytes", bytes(encode(table, puts, framed=framed))
+    except (TypeError, ValueError) as exc:
+        return type(exc).__name__, str(exc)
+
+
+class _Put:
+    """What the encoders read of a put (``row``, ``cells``, ``timestamp``), with any values at all."""
+
+    def __init__(self, row: Any, cells: Any, timestamp: Any) -> None:
+        self.row, self.cells, self.timestamp = row, cells, timestamp
+
+
+class _Cells:
+    """A mapping that is not a dict (``items()`` only, as the encoders read it)."""
+
+    def __init__(self, cells: dict[Any, Any]) -> None:
+        self._cells = cells
+
+    def items(self) -> Any:
+        return self._cells.items()
+
+    def __len__(self) -> int:
+        return len(self._cells)
+
+
+anything = st.one_of(st.binary(max_size=12), st.builds(bytearray, st.binary(max_size=12)), st.text(max_size=4),
+                     st.none(), st.integers(-3, 3))
+loose_puts = st.builds(
+    _Put,
+    st.one_of(st.binary(max_size=16), anything),
+    st.one_of(st.dictionaries(st.one_of(columns, anything.filter(lambda v: v.__hash__ is not None)),
+                              st.one_of(values, anything), max_size=4),
+              st.dictionaries(columns, st.binary(max_size=8), max_size=3).map(_Cells)),
+    st.one_of(timestamps, st.integers(2**63, 2**65), st.integers(-(2**65), -(2**63) - 1), st.just(True),
+              st.floats(allow_nan=False), st.just("1")))
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(table=st.one_of(st.binary(max_size=12), st.text(max_size=3)), puts=st.lists(loose_puts, max_size=6),
+       framed=st.booleans())
+def test_the_compiled_encoder_gives_the_pure_python_outcome(table: Any, puts: list[Any], framed: bool) -> None:
+    """Same bytes, or the same error with the same message, for puts of any shape (rows, values and
+    timestamps of wrong types and ranges included)."""
+    assert _outcome(encode_put_multiple, table, puts, framed) == _outcome(encode_python, table, puts, framed)
+
+
+def test_the_compiled_encoder_is_in_use() -> None:
+    """The build compiles ``_putwire.c`` wherever there is a C compiler (this machine's tests run with
+    ``HBASE_INGEST_REQUIRE_COMPILED=1``, so that a failed build stops them), and the encoder in use is
+    that build's."""
+    cc = shlex.split(str(sysconfig.get_config_var("CC") or "cc"))[0]
+    assert shutil.which(cc), f"no C compiler ({cc}) to build connectors/hbase/_putwire.c"
+    assert putwire.COMPILED, "connectors/hbase/_putwire.c is not built from its current source: pip install -e ."
+
+
+def test_the_pure_python_encoder_can_be_chosen() -> None:
+    code = "from connectors.hbase import putwire; print(putwire.COMPILED)"
+    env = {**os.environ, "HBASE_INGEST_PURE_PYTHON": "1"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert done.stdout.strip() == "False"
+
+
+def test_a_build_of_another_source_is_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "_putwire.c").write_text("/* a newer source */\n")
+    monkeypatch.setattr(putwire, "__file__", str(tmp_path / "putwire.py"))
+    assert putwire._compiled() is None
+    monkeypatch.undo()
+    assert putwire._compiled() is not None
 
 
 def _client_replying(idl: ModuleType, result: Any) -> tuple[Thrift2Client, TMemoryBuffer]:
