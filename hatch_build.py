@@ -1,13 +1,14 @@
-"""The build's one compiled part: ``connectors/hbase/_putwire.c`` (the putMultiple encoder), built with
-the C compiler of the Python that builds (``sysconfig``'s ``CC``, else ``cc``) against its headers.
+"""The build's compiled parts (:data:`EXTENSIONS`; :mod:`pipeline.compiled` says which are in use), each
+built with the C compiler of the Python that builds (``sysconfig``'s ``CC``, else ``cc``) against its
+headers.
 
-It is optional by contract: when there is no compiler, or it fails, the build goes on without it and
-:mod:`connectors.hbase.putwire` uses its pure-Python encoder (same bytes, more CPU), after saying so
-here. ``HBASE_INGEST_REQUIRE_COMPILED=1`` turns that into a failed build (the test command sets it,
-so that a broken build cannot pass unseen). The extension is written beside its source, so that an
+They are optional by contract: when there is no compiler, or it fails, the build goes on without them
+and their modules run their pure-Python forms (same results, more CPU), after a warning here.
+``HBASE_INGEST_REQUIRE_COMPILED=1`` turns that into a failed build (the test command sets it, so that
+a broken build cannot pass unseen). An extension is written beside its source, so that an
 editable install imports it from the checkout; a wheel carries it and is tagged for its Python and
-platform. The source's SHA-256 goes into the module (``SOURCE_SHA256``), so that the module can tell
-a build of an older source (:mod:`connectors.hbase.putwire` then does not use it).
+platform. The source's SHA-256 goes into the module (``SOURCE_SHA256``), so that a build of an older
+source is told apart and not used (:func:`pipeline.compiled.load`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,10 @@ from typing import Any
 
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
-EXTENSIONS = {"connectors/hbase/_putwire.c": "connectors/hbase/_putwire"}
+EXTENSIONS = {
+    "connectors/hbase/_putwire.c": "connectors/hbase/_putwire",  # the putMultiple encoder
+    "pipeline/core/_routerun.c": "pipeline/core/_routerun",  # the plain-topic routing loop
+}
 
 
 def compile_extension(root: Path, source: str, module: str) -> Path:

@@ -28,8 +28,8 @@ project's mutations never hold one). A timestamp outside a signed 64-bit integer
 The encoder is compiled (``_putwire.c``, built by the package's build; :data:`COMPILED` says
 whether it is in use) or, when no build of the current source is there, the pure-Python
 :func:`encode_python`, the reference: both return the same bytes for the same puts (a property test
-checks it) and raise the same errors. ``HBASE_INGEST_PURE_PYTHON=1`` in the environment at import
-picks the pure-Python form (the benchmarks compare the two).
+checks it) and raise the same errors (:mod:`pipeline.compiled`: which build is used, and
+``HBASE_INGEST_PURE_PYTHON=1``).
 
 :func:`put_multiple` sends the message on the socket of a client from
 :func:`~connectors.hbase.thrift2.open_client` in one ``sendall`` (thriftpy2's buffered transport
@@ -41,8 +41,6 @@ exactly as before.
 
 from __future__ import annotations
 
-import hashlib
-import os
 import struct
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -54,6 +52,7 @@ from thriftpy2.thrift import TMessageType
 from thriftpy2.transport import TMemoryBuffer
 
 from connectors.hbase.thrift2 import Thrift2Client
+from pipeline import compiled
 from pipeline.core.model import Mutation
 from pipeline.settings import HBaseSettings
 
@@ -168,18 +167,11 @@ def _encode(table: bytes, puts: Sequence[Mutation], framed: bool) -> bytearray:
 
 
 def _compiled() -> Callable[[bytes, Sequence[Mutation], bool], bytearray] | None:
-    """The compiled encoder, if a build of the current ``_putwire.c`` is importable and not turned
-    off (``HBASE_INGEST_PURE_PYTHON=1``); a build of another source is not used."""
-    if os.environ.get("HBASE_INGEST_PURE_PYTHON") == "1":
+    """The compiled encoder (:func:`pipeline.compiled.load`: a build of the current ``_putwire.c``)."""
+    found = compiled.load("connectors.hbase._putwire", Path(__file__).with_name("_putwire.c"))
+    if found is None:
         return None
-    try:
-        from connectors.hbase import _putwire  # type: ignore[attr-defined]  # built by hatch_build.py
-    except ImportError:
-        return None
-    source = Path(__file__).with_name("_putwire.c")
-    if source.is_file() and hashlib.sha256(source.read_bytes()).hexdigest() != _putwire.SOURCE_SHA256:
-        return None  # built from an older source: reinstall the package (pip install -e .) to rebuild it
-    encode: Callable[[bytes, Sequence[Mutation], bool], bytearray] = _putwire.encode
+    encode: Callable[[bytes, Sequence[Mutation], bool], bytearray] = found.encode
     return encode
 
 

@@ -26,10 +26,12 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import orjson
 
+from pipeline import compiled
 from pipeline.core.changes import ChangeRoute, ChangeTopic, MetaRecord, build_row
 from pipeline.core.decode import dumps, loads
 from pipeline.core.encodings import ENCODINGS
@@ -40,8 +42,14 @@ from pipeline.core.putgen import MutationFn, generate_put
 from pipeline.core.schemas import SCHEMA_TYPES, SchemaCache, registry_decoder
 from pipeline.errors import ConfigError, EventError
 from pipeline.rowkey import RowKey, RowKeyError, compile_rowkey
+from pipeline.rowkey.segments_dist import KeySalt, Salt
+from pipeline.rowkey.segments_num import ReverseTs
+from pipeline.rowkey.segments_text import Literal, Text
 from pipeline.settings import RouteSpec, TopicSpec
 from pipeline.settings_specs import DEBEZIUM_FIELDS, METADATA_FIELDS, metadata_root
+
+#: the compiled plain-topic loop (:mod:`pipeline.compiled`), or None: :func:`_route_plain` runs
+_ROUTERUN = compiled.load("pipeline.core._routerun", Path(__file__).with_name("_routerun.c"))
 
 __all__ = ["CompiledRoute", "Record", "RoutedRun", "Router", "compile_route", "decode_value", "dumps", "encode_long",
            "encoder", "getter", "loads", "text"]
@@ -205,6 +213,9 @@ class Router:
         for r in self.routes:
             self.by_topic.setdefault(r.spec.topic, []).append(r)
         self._builders = {topic: tuple(r.mutation for r in routes) for topic, routes in self.by_topic.items()}
+        #: per topic, what the compiled loop runs for each route: its plan, or its mutation
+        self._plans = {topic: tuple(_plan(r) or r.mutation for r in routes) for topic, routes in self.by_topic.items()}
+        self._env = (orjson.loads, self._route_one, EventError, Origin, Mutation, MutationKind.PUT)
         specs = {t.name: t for t in topics}
         #: writer schemas of the topics in a registry format (the runtime fills it before routing: :meth:`framed`)
         self.schemas = SchemaCache(schema_cache_size)
@@ -268,30 +279,93 @@ class Router:
         decoded = self._decoders.get(tp.topic)
         if decoded is not None:
             return _route_decoded(*decoded, builders, tp, records, start, stop)
-        mutations: list[Mutation] = []
-        append, extend = mutations.append, mutations.extend
-        single = builders[0] if len(builders) == 1 else None
-        for i in range(start, stop):
-            rec = records[i]
-            value = rec.value
+        if _ROUTERUN is not None:
+            got, mutations, error = _ROUTERUN.route_run(records, start, stop, tp, self._plans.get(tp.topic, ()),
+                                                        self._env)
+            return RoutedRun(got, mutations, error)
+        return _route_plain(builders, tp, records, start, stop)
+
+    def _route_one(self, rec: Record, tp: TopicPartition) -> list[Mutation]:
+        """One record of a plain JSON topic, as :func:`_route_plain` routes it (the compiled loop's
+        path for any record it does not parse itself); :class:`EventError` when it is refused."""
+        value = rec.value
+        try:
+            event = loads(value)  # type: ignore[arg-type]  # None: TypeError, diagnosed by _event
+        except (orjson.JSONDecodeError, TypeError):
+            event = None
+        if event.__class__ is not dict:
+            event = _event(value)
+        origin = Origin(tp, rec.offset)
+        return [build(event, origin) for build in self._builders.get(tp.topic, ())]
+
+
+def _plan(route: CompiledRoute) -> tuple[Any, ...] | None:
+    """A put route's plan for the compiled loop (:mod:`pipeline.core._routerun`: the route's mutation,
+    key builder, table, timestamp path, columns as ``(name, path, required)``, key and cell limits),
+    when all its columns are ``text``; None for any other route (the loop calls its mutation)."""
+    spec = route.spec
+    if spec.counter is not None or spec.changelog or any(c.encoding != "text" for c in spec.columns.values()):
+        return None
+    ts = tuple(spec.timestamp_field.split(".")) if spec.timestamp_field else None
+    columns = tuple((name.encode(), tuple(c.field.split(".")), c.required) for name, c in spec.columns.items())
+    key = _key_plan(route.rowkey) or route.rowkey.builder
+    return (route.mutation, key, route.table, ts, columns, route._max_key, route._max_cell)
+
+
+def _key_plan(rowkey: RowKey) -> tuple[tuple[Any, ...], ...] | None:
+    """The ops by which the compiled loop builds ``rowkey`` (its ``planned_key``), when every segment is
+    text (with the delimiter guard of the layout), a literal, a murmur3 salt over fields, a reverse
+    timestamp, or a leading murmur3 salt of the rest of the key; None for any other key (the loop
+    calls the key's generated builder). Each op gives the bytes the generated builder's code for that
+    segment gives (:mod:`pipeline.rowkey.generate`)."""
+    ops: list[tuple[Any, ...]] = []
+    for i, seg in enumerate(rowkey.segments):
+        kind, term = type(seg), rowkey.layout.terminator[i]
+        if term is not None and kind is not Text:
+            return None
+        if kind is KeySalt and i == 0 and seg.hash == "murmur3":  # type: ignore[attr-defined]
+            ops.append((4, seg.buckets))  # type: ignore[attr-defined]
+        elif kind is Text:
+            ops.append((0, seg.paths[0], term))
+        elif kind is Literal:
+            ops.append((1, seg.data))  # type: ignore[attr-defined]
+        elif kind is Salt and seg.hash == "murmur3":  # type: ignore[attr-defined]
+            ops.append((2, seg.paths, seg.buckets))  # type: ignore[attr-defined]
+        elif kind is ReverseTs:
+            ops.append((3, seg.paths[0], seg.text))  # type: ignore[attr-defined]
+        else:
+            return None
+    return tuple(ops)
+
+
+def _route_plain(builders: tuple[MutationFn, ...], tp: TopicPartition, records: Sequence[Record], start: int,
+                 stop: int) -> RoutedRun:
+    """:meth:`Router.route_run` on a plain JSON topic, in Python: the reference of the compiled loop
+    (:mod:`pipeline.core._routerun`), and the path when it is not built."""
+    mutations: list[Mutation] = []
+    append, extend = mutations.append, mutations.extend
+    single = builders[0] if len(builders) == 1 else None
+    for i in range(start, stop):
+        rec = records[i]
+        value = rec.value
+        try:
+            event = loads(value)  # type: ignore[arg-type]  # None: TypeError, diagnosed by _event
+        except (orjson.JSONDecodeError, TypeError):
+            event = None
+        if event.__class__ is not dict:
             try:
-                event = loads(value)  # type: ignore[arg-type]  # None: TypeError, diagnosed by _event
-            except (orjson.JSONDecodeError, TypeError):
-                event = None
-            if event.__class__ is not dict:
-                try:
-                    event = _event(value)
-                except EventError as exc:
-                    return RoutedRun(i, mutations, exc)
-            origin = Origin(tp, rec.offset)
-            try:
-                if single is not None:
-                    append(single(event, origin))
-                else:
-                    extend([build(event, origin) for build in builders])
+                event = _event(value)
             except EventError as exc:
                 return RoutedRun(i, mutations, exc)
-        return RoutedRun(stop, mutations, None)
+        origin = Origin(tp, rec.offset)
+        try:
+            if single is not None:
+                append(single(event, origin))
+            else:
+                extend([build(event, origin) for build in builders])
+        except EventError as exc:
+            return RoutedRun(i, mutations, exc)
+    return RoutedRun(stop, mutations, None)
 
 
 Record = MetaRecord  # what Router.route_run reads of a consumed record (the plain path: offset, value)

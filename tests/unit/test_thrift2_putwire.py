@@ -8,14 +8,7 @@ uses: it sends ``putMultiple`` with the TPut/TColumnValue objects of the client'
 
 from __future__ import annotations
 
-import os
-import shlex
-import shutil
 import struct
-import subprocess
-import sys
-import sysconfig
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -27,7 +20,6 @@ from thriftpy2.protocol import TBinaryProtocolFactory
 from thriftpy2.thrift import TClient, TMessageType
 from thriftpy2.transport import TBufferedTransport, TFramedTransport, TMemoryBuffer
 
-from connectors.hbase import putwire
 from connectors.hbase.errors import translate
 from connectors.hbase.putwire import (
     direct_puts,
@@ -53,8 +45,8 @@ def idl() -> ModuleType:
 
 @pytest.fixture(scope="module", params=["compiled", "python"])
 def encode(request: pytest.FixtureRequest) -> Any:
-    """The encoder under test: ``encode_put_multiple`` (compiled: ``test_the_compiled_encoder_is_in_use``
-    checks that it is) or the pure-Python ``encode_python``."""
+    """The encoder under test: ``encode_put_multiple`` (compiled: ``tests/unit/test_compiled.py`` checks
+    that it is) or the pure-Python ``encode_python``."""
     return encode_put_multiple if request.param == "compiled" else encode_python
 
 
@@ -176,30 +168,6 @@ def test_the_compiled_encoder_gives_the_pure_python_outcome(table: Any, puts: li
     """Same bytes, or the same error with the same message, for puts of any shape (rows, values and
     timestamps of wrong types and ranges included)."""
     assert _outcome(encode_put_multiple, table, puts, framed) == _outcome(encode_python, table, puts, framed)
-
-
-def test_the_compiled_encoder_is_in_use() -> None:
-    """The build compiles ``_putwire.c`` wherever there is a C compiler (this machine's tests run with
-    ``HBASE_INGEST_REQUIRE_COMPILED=1``, so that a failed build stops them), and the encoder in use is
-    that build's."""
-    cc = shlex.split(str(sysconfig.get_config_var("CC") or "cc"))[0]
-    assert shutil.which(cc), f"no C compiler ({cc}) to build connectors/hbase/_putwire.c"
-    assert putwire.COMPILED, "connectors/hbase/_putwire.c is not built from its current source: pip install -e ."
-
-
-def test_the_pure_python_encoder_can_be_chosen() -> None:
-    code = "from connectors.hbase import putwire; print(putwire.COMPILED)"
-    env = {**os.environ, "HBASE_INGEST_PURE_PYTHON": "1"}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
-    assert done.stdout.strip() == "False"
-
-
-def test_a_build_of_another_source_is_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (tmp_path / "_putwire.c").write_text("/* a newer source */\n")
-    monkeypatch.setattr(putwire, "__file__", str(tmp_path / "putwire.py"))
-    assert putwire._compiled() is None
-    monkeypatch.undo()
-    assert putwire._compiled() is not None
 
 
 def _client_replying(idl: ModuleType, result: Any) -> tuple[Thrift2Client, TMemoryBuffer]:

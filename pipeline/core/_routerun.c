@@ -1,0 +1,675 @@
+/* The compiled loop of pipeline.core.routing's plain path: a run of Kafka records of one JSON topic
+ * to the mutations of the topic's routes, in one call.
+ *
+ * Contract: ``route_run(records, start, stop, tp, routes, env)`` returns ``(stop, mutations, error)``
+ * equal to ``Router.route_run``'s pure-Python loop (``_route_plain``, the reference) for the same
+ * records: the same mutations (same class, attributes and weights) in the same order, the same stop
+ * and the same EventError, or the same exception raised. A property test checks it.
+ *
+ * Per record, the fast path covers what most records are: a ``bytes`` value that orjson parses to a
+ * dict and holds no run of 20 digits or minus signs (such a value may hold an integer beyond 64 bits,
+ * which ``pipeline.core.decode.loads`` re-reads exactly). Any other record goes through
+ * ``env.one(rec, tp)`` (the reference's own steps for one record: parse, diagnose, route; it returns
+ * the record's mutations). For each route
+ * the record feeds, a *plan* (a route whose columns all use the ``text`` encoding) builds the put
+ * here; a route without a plan is called (its generated ``mutation(event, origin)``). A plan's guards
+ * only choose: anything they do not take (a missing or null field, a type other than str, int or
+ * float for a column, a timestamp that is not a non-negative int, a key or cell over its limit, an
+ * exception) ends in the route's own ``mutation(event, origin)``, which gives the result or raises
+ * the precise EventError. The key is built here by a *key plan* when the route's key is made of
+ * text, literal, murmur3 salt and reverse-timestamp segments (``planned_key``), else by the route's
+ * generated ``build(event)``.
+ *
+ * A plan (built by pipeline.core.routing): ``(mutation, build or key plan, table, ts_path | None,
+ * columns, max_key, max_cell)`` with ``columns`` a tuple of ``(name: bytes, path: tuple[str, ...], required)``.
+ * ``env``: ``(loads, one, event_error, origin_type, mutation_type, put_kind)`` where ``loads`` is
+ * ``orjson.loads``. Objects of ``origin_type`` and ``mutation_type`` (``__slots__`` classes) are
+ * made without running their ``__init__``: their slots are set as their ``__init__`` sets them
+ * (checked when the module prepares an ``env``: every slot must be a plain member). The GIL is held
+ * throughout.
+ */
+#define _GNU_SOURCE /* memmem */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#ifndef SOURCE_SHA256
+#define SOURCE_SHA256 "" /* set by the build (hatch_build.py): the SHA-256 of this file */
+#endif
+
+/* -- slot access ---------------------------------------------------------------------------------- */
+
+static Py_ssize_t slot_offset(PyTypeObject *type, const char *name) {
+    PyObject *descr = PyDict_GetItemString(type->tp_dict, name); /* borrowed */
+    if (descr == NULL || !Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
+        PyErr_Format(PyExc_TypeError, "%s.%s is not a plain slot", type->tp_name, name);
+        return -1;
+    }
+    PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
+    if (member->type != T_OBJECT_EX || (member->flags & READONLY)) {
+        PyErr_Format(PyExc_TypeError, "%s.%s is not a writable object slot", type->tp_name, name);
+        return -1;
+    }
+    return member->offset;
+}
+
+static inline void set_slot(PyObject *obj, Py_ssize_t offset, PyObject *value) {
+    PyObject **at = (PyObject **)((char *)obj + offset);
+    PyObject *old = *at;
+    Py_INCREF(value);
+    *at = value;
+    Py_XDECREF(old);
+}
+
+/* The slots of Origin (tp, offset) and Mutation (table, row, kind, cells, timestamp, origin, amount,
+ * weight), found once per env and cached by the env's identity. */
+typedef struct {
+    PyObject *env; /* the env tuple these offsets belong to (a strong reference) */
+    PyTypeObject *origin_type, *mutation_type;
+    Py_ssize_t o_tp, o_offset;
+    Py_ssize_t m_table, m_row, m_kind, m_cells, m_timestamp, m_origin, m_amount, m_weight;
+} Slots;
+
+static Slots slots_cache = {NULL};
+static PyObject *zero;
+
+static int prepare_slots(PyObject *env, PyObject *origin_type, PyObject *mutation_type) {
+    if (slots_cache.env == env) {
+        return 0;
+    }
+    if (!PyType_Check(origin_type) || !PyType_Check(mutation_type)) {
+        PyErr_SetString(PyExc_TypeError, "env: the origin and mutation types must be classes");
+        return -1;
+    }
+    Slots s;
+    s.origin_type = (PyTypeObject *)origin_type;
+    s.mutation_type = (PyTypeObject *)mutation_type;
+    if ((s.o_tp = slot_offset(s.origin_type, "tp")) < 0 || (s.o_offset = slot_offset(s.origin_type, "offset")) < 0 ||
+        (s.m_table = slot_offset(s.mutation_type, "table")) < 0 || (s.m_row = slot_offset(s.mutation_type, "row")) < 0 ||
+        (s.m_kind = slot_offset(s.mutation_type, "kind")) < 0 ||
+        (s.m_cells = slot_offset(s.mutation_type, "cells")) < 0 ||
+        (s.m_timestamp = slot_offset(s.mutation_type, "timestamp")) < 0 ||
+        (s.m_origin = slot_offset(s.mutation_type, "origin")) < 0 ||
+        (s.m_amount = slot_offset(s.mutation_type, "amount")) < 0 ||
+        (s.m_weight = slot_offset(s.mutation_type, "weight")) < 0) {
+        return -1;
+    }
+    Py_INCREF(env);
+    Py_INCREF(origin_type);
+    Py_INCREF(mutation_type);
+    Py_XDECREF(slots_cache.env);
+    Py_XDECREF((PyObject *)slots_cache.origin_type);
+    Py_XDECREF((PyObject *)slots_cache.mutation_type);
+    s.env = env;
+    slots_cache = s;
+    return 0;
+}
+
+static PyObject *new_origin(PyObject *tp, PyObject *offset) {
+    PyTypeObject *type = slots_cache.origin_type;
+    PyObject *o = type->tp_alloc(type, 0);
+    if (o == NULL) {
+        return NULL;
+    }
+    set_slot(o, slots_cache.o_tp, tp);
+    set_slot(o, slots_cache.o_offset, offset);
+    return o;
+}
+
+/* -- the big-integer check: a run of 20 bytes from [0-9-] (pipeline.core.decode.loads) -------------- */
+
+static int has_long_run(const char *p, Py_ssize_t n) {
+    Py_ssize_t run = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)p[i];
+        if ((c >= '0' && c <= '9') || c == '-') {
+            if (++run >= 20) {
+                return 1;
+            }
+        } else {
+            run = 0;
+        }
+    }
+    return 0;
+}
+
+/* -- one planned put ------------------------------------------------------------------------------ */
+
+/* event[path[0]][path[1]]...: a new reference; NULL without an error set when a key is missing or a
+ * parent is not a dict (*parent_ok tells whether the last step failed only by its key's absence) */
+static PyObject *lookup(PyObject *event, PyObject *path, int *parent_ok) {
+    PyObject *cur = event;
+    Py_ssize_t n = PyTuple_GET_SIZE(path);
+    *parent_ok = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!PyDict_CheckExact(cur)) {
+            return NULL;
+        }
+        PyObject *next = PyDict_GetItemWithError(cur, PyTuple_GET_ITEM(path, i)); /* borrowed */
+        if (next == NULL) {
+            if (PyErr_Occurred()) {
+                PyErr_Clear();
+                return NULL;
+            }
+            *parent_ok = i == n - 1;
+            return NULL;
+        }
+        cur = next;
+    }
+    Py_INCREF(cur);
+    return cur;
+}
+
+/* the text encoding of a str, int or float (exact classes): a new bytes object; NULL without an error
+ * set for anything else (the route's own path decides) */
+static PyObject *text_of(PyObject *v) {
+    PyTypeObject *t = Py_TYPE(v);
+    if (t == &PyUnicode_Type) {
+        Py_ssize_t n;
+        const char *s = PyUnicode_AsUTF8AndSize(v, &n);
+        if (s == NULL) {
+            PyErr_Clear();
+            return NULL;
+        }
+        return PyBytes_FromStringAndSize(s, n);
+    }
+    if (t == &PyLong_Type || t == &PyFloat_Type) {
+        PyObject *str = PyObject_Str(v);
+        if (str == NULL) {
+            PyErr_Clear();
+            return NULL;
+        }
+        Py_ssize_t n;
+        const char *s = PyUnicode_AsUTF8AndSize(str, &n);
+        PyObject *out = s == NULL ? NULL : PyBytes_FromStringAndSize(s, n);
+        Py_DECREF(str);
+        if (out == NULL) {
+            PyErr_Clear();
+        }
+        return out;
+    }
+    return NULL;
+}
+
+/* -- a key plan: the rowkey of the common segments, built here ----------------------------------- */
+
+/* MurmurHash3 x86_32 (Austin Appleby's public-domain design), as mmh3.hash(data, 0, signed=False) */
+static uint32_t murmur3_32(const unsigned char *data, Py_ssize_t len, uint32_t seed) {
+    const uint32_t c1 = 0xcc9e2d51u, c2 = 0x1b873593u;
+    uint32_t h = seed;
+    Py_ssize_t nblocks = len / 4;
+    for (Py_ssize_t i = 0; i < nblocks; i++) {
+        const unsigned char *b = data + i * 4;
+        uint32_t k = (uint32_t)b[0] | ((uint32_t)b[1] << 8) | ((uint32_t)b[2] << 16) | ((uint32_t)b[3] << 24);
+        k *= c1;
+        k = (k << 15) | (k >> 17);
+        k *= c2;
+        h ^= k;
+        h = (h << 13) | (h >> 19);
+        h = h * 5 + 0xe6546b64u;
+    }
+    const unsigned char *tail = data + nblocks * 4;
+    uint32_t k = 0;
+    switch (len & 3) {
+    case 3:
+        k ^= (uint32_t)tail[2] << 16;
+        /* fall through */
+    case 2:
+        k ^= (uint32_t)tail[1] << 8;
+        /* fall through */
+    case 1:
+        k ^= tail[0];
+        k *= c1;
+        k = (k << 15) | (k >> 17);
+        k *= c2;
+        h ^= k;
+    }
+    h ^= (uint32_t)len;
+    h ^= h >> 16;
+    h *= 0x85ebca6bu;
+    h ^= h >> 13;
+    h *= 0xc2b2ae35u;
+    h ^= h >> 16;
+    return h;
+}
+
+typedef struct {
+    char *data;
+    Py_ssize_t len, cap;
+    char local[256];
+} KeyBuf;
+
+static int kb_add(KeyBuf *k, const char *p, Py_ssize_t n) {
+    if (k->len + n > k->cap) {
+        Py_ssize_t cap = (k->len + n) * 2;
+        char *grown = PyMem_Malloc((size_t)cap);
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        memcpy(grown, k->data, (size_t)k->len);
+        if (k->data != k->local) {
+            PyMem_Free(k->data);
+        }
+        k->data = grown;
+        k->cap = cap;
+    }
+    memcpy(k->data + k->len, p, (size_t)n);
+    k->len += n;
+    return 0;
+}
+
+static void kb_free(KeyBuf *k) {
+    if (k->data != k->local) {
+        PyMem_Free(k->data);
+    }
+}
+
+/* a key field's text (str: UTF-8; an exact int: decimal), appended; 1 when the field is missing or of
+ * another type (the key's own builder decides), -1 on error. ``term`` (or NULL): a delimiter the text
+ * must not contain. */
+static int key_text(KeyBuf *k, PyObject *event, PyObject *path, PyObject *term) {
+    int parent_ok;
+    PyObject *v = lookup(event, path, &parent_ok);
+    if (v == NULL) {
+        return 1;
+    }
+    PyObject *digits = NULL;
+    const char *s = NULL;
+    Py_ssize_t n = 0;
+    if (PyUnicode_CheckExact(v)) {
+        s = PyUnicode_AsUTF8AndSize(v, &n);
+    } else if (PyLong_CheckExact(v)) {
+        digits = PyObject_Str(v);
+        s = digits == NULL ? NULL : PyUnicode_AsUTF8AndSize(digits, &n);
+    }
+    int rc = 1;
+    if (s != NULL) {
+        if (term != Py_None &&
+            memmem(s, (size_t)n, PyBytes_AS_STRING(term), (size_t)PyBytes_GET_SIZE(term)) != NULL) {
+            rc = 1;
+        } else {
+            rc = kb_add(k, s, n);
+        }
+    } else {
+        PyErr_Clear();
+    }
+    Py_XDECREF(digits);
+    Py_DECREF(v);
+    return rc;
+}
+
+#define JAVA_LONG_MAX 9223372036854775807LL
+
+/* The key of ``event`` by the plan's ops: a new bytes object; NULL without an error set when an op
+ * refuses (the route's own path decides); NULL with an error set on failure. Ops (tuples):
+ * (0, path, term | None) text; (1, data) literal; (2, paths, n) murmur3 salt over the texts joined
+ * by a zero byte; (3, path, as_text) reverse timestamp; (4, n) first: the murmur3 salt of the rest. */
+static PyObject *planned_key(PyObject *ops, PyObject *event) {
+    KeyBuf k;
+    k.data = k.local;
+    k.len = 0;
+    k.cap = (Py_ssize_t)sizeof(k.local);
+    Py_ssize_t nops = PyTuple_GET_SIZE(ops);
+    long key_salt = 0;
+    if (kb_add(&k, "", 0) < 0) {
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < nops; i++) {
+        PyObject *op = PyTuple_GET_ITEM(ops, i);
+        long kind = PyLong_AsLong(PyTuple_GET_ITEM(op, 0));
+        int rc = 0;
+        switch (kind) {
+        case 0:
+            rc = key_text(&k, event, PyTuple_GET_ITEM(op, 1), PyTuple_GET_ITEM(op, 2));
+            break;
+        case 1: {
+            PyObject *data = PyTuple_GET_ITEM(op, 1);
+            rc = kb_add(&k, PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data));
+            break;
+        }
+        case 2: {
+            PyObject *paths = PyTuple_GET_ITEM(op, 1);
+            long n = PyLong_AsLong(PyTuple_GET_ITEM(op, 2));
+            KeyBuf in;
+            in.data = in.local;
+            in.len = 0;
+            in.cap = (Py_ssize_t)sizeof(in.local);
+            for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(paths) && rc == 0; j++) {
+                if (j > 0) {
+                    rc = kb_add(&in, "\0", 1);
+                }
+                if (rc == 0) {
+                    rc = key_text(&in, event, PyTuple_GET_ITEM(paths, j), Py_None);
+                }
+            }
+            if (rc == 0) {
+                char salt = (char)(murmur3_32((const unsigned char *)in.data, in.len, 0) % (uint32_t)n);
+                rc = kb_add(&k, &salt, 1);
+            }
+            kb_free(&in);
+            break;
+        }
+        case 3: {
+            int parent_ok;
+            PyObject *v = lookup(event, PyTuple_GET_ITEM(op, 1), &parent_ok);
+            int overflow = 0;
+            long long t = -1;
+            if (v != NULL && PyLong_CheckExact(v)) {
+                t = PyLong_AsLongLongAndOverflow(v, &overflow);
+            }
+            Py_XDECREF(v);
+            if (t < 0 || overflow) {
+                PyErr_Clear();
+                rc = 1;
+                break;
+            }
+            unsigned long long r = (unsigned long long)(JAVA_LONG_MAX - t);
+            if (PyTuple_GET_ITEM(op, 2) == Py_True) {
+                char text[32];
+                int len = snprintf(text, sizeof(text), "%019llu", r);
+                rc = kb_add(&k, text, len);
+            } else {
+                char be[8];
+                for (int b = 7; b >= 0; b--) {
+                    be[b] = (char)(r & 0xff);
+                    r >>= 8;
+                }
+                rc = kb_add(&k, be, 8);
+            }
+            break;
+        }
+        case 4:
+            key_salt = PyLong_AsLong(PyTuple_GET_ITEM(op, 1));
+            break;
+        default:
+            PyErr_Format(PyExc_ValueError, "unknown key op %ld", kind);
+            rc = -1;
+        }
+        if (rc != 0) {
+            kb_free(&k);
+            return NULL; /* rc 1: no error set, the key's own builder decides */
+        }
+    }
+    PyObject *key;
+    if (key_salt > 0) {
+        char salt = (char)(murmur3_32((const unsigned char *)k.data, k.len, 0) % (uint32_t)key_salt);
+        key = PyBytes_FromStringAndSize(NULL, k.len + 1);
+        if (key != NULL) {
+            PyBytes_AS_STRING(key)[0] = salt;
+            memcpy(PyBytes_AS_STRING(key) + 1, k.data, (size_t)k.len);
+        }
+    } else if (k.len == 0) {
+        key = NULL; /* an empty key: the builder's reference raises empty_key */
+    } else {
+        key = PyBytes_FromStringAndSize(k.data, k.len);
+    }
+    kb_free(&k);
+    return key;
+}
+
+/* The planned put of ``event``: a new Mutation, or NULL without an error set when a guard refuses
+ * (the caller then calls the route's own mutation), or NULL with an error set (propagated). */
+static PyObject *planned_put(PyObject *plan, PyObject *event, PyObject *origin, PyObject *put_kind) {
+    PyObject *build = PyTuple_GET_ITEM(plan, 1);
+    PyObject *table = PyTuple_GET_ITEM(plan, 2);
+    PyObject *ts_path = PyTuple_GET_ITEM(plan, 3);
+    PyObject *columns = PyTuple_GET_ITEM(plan, 4);
+    Py_ssize_t max_key = PyLong_AsSsize_t(PyTuple_GET_ITEM(plan, 5));
+    Py_ssize_t max_cell = PyLong_AsSsize_t(PyTuple_GET_ITEM(plan, 6));
+    PyObject *row = NULL, *ts = NULL, *cells = NULL, *m = NULL, *weight = NULL;
+    int parent_ok;
+
+    if (PyTuple_CheckExact(build)) { /* a key plan */
+        row = planned_key(build, event);
+        if (row == NULL) {
+            return NULL; /* refused (no error set) or failed */
+        }
+    } else {
+        row = PyObject_CallOneArg(build, event);
+        if (row == NULL) {
+            PyErr_Clear(); /* the route's own path raises the precise error */
+            return NULL;
+        }
+    }
+    if (!PyBytes_CheckExact(row) || PyBytes_GET_SIZE(row) > max_key) {
+        goto refuse;
+    }
+    Py_ssize_t size = PyBytes_GET_SIZE(row) + 16;
+    if (ts_path != Py_None) {
+        ts = lookup(event, ts_path, &parent_ok);
+        if (ts == NULL || !PyLong_CheckExact(ts)) {
+            goto refuse;
+        }
+        int neg = PyObject_RichCompareBool(ts, zero, Py_LT);
+        if (neg != 0) {
+            PyErr_Clear();
+            goto refuse;
+        }
+    } else {
+        ts = Py_NewRef(Py_None);
+    }
+    cells = PyDict_New();
+    if (cells == NULL) {
+        goto fail;
+    }
+    Py_ssize_t ncols = PyTuple_GET_SIZE(columns);
+    for (Py_ssize_t i = 0; i < ncols; i++) {
+        PyObject *col = PyTuple_GET_ITEM(columns, i);
+        PyObject *name = PyTuple_GET_ITEM(col, 0);
+        int required = PyTuple_GET_ITEM(col, 2) == Py_True;
+        PyObject *v = lookup(event, PyTuple_GET_ITEM(col, 1), &parent_ok);
+        if (v == NULL || v == Py_None) {
+            Py_XDECREF(v);
+            if (!required && (v != NULL || parent_ok)) {
+                continue; /* an optional column absent or null: no cell */
+            }
+            goto refuse;
+        }
+        PyObject *raw = text_of(v);
+        Py_DECREF(v);
+        if (raw == NULL) {
+            goto refuse;
+        }
+        Py_ssize_t n = PyBytes_GET_SIZE(raw);
+        if (n > max_cell) {
+            Py_DECREF(raw);
+            goto refuse;
+        }
+        int rc = PyDict_SetItem(cells, name, raw);
+        Py_DECREF(raw);
+        if (rc < 0) {
+            goto fail;
+        }
+        size += PyBytes_GET_SIZE(name) + 8 + n;
+    }
+    weight = PyLong_FromSsize_t(size);
+    if (weight == NULL) {
+        goto fail;
+    }
+    PyTypeObject *type = slots_cache.mutation_type;
+    m = type->tp_alloc(type, 0);
+    if (m == NULL) {
+        goto fail;
+    }
+    set_slot(m, slots_cache.m_table, table);
+    set_slot(m, slots_cache.m_row, row);
+    set_slot(m, slots_cache.m_kind, put_kind);
+    set_slot(m, slots_cache.m_cells, cells);
+    set_slot(m, slots_cache.m_timestamp, ts);
+    set_slot(m, slots_cache.m_origin, origin);
+    set_slot(m, slots_cache.m_amount, zero);
+    set_slot(m, slots_cache.m_weight, weight);
+    Py_DECREF(weight);
+    Py_DECREF(cells);
+    Py_DECREF(ts);
+    Py_DECREF(row);
+    return m;
+refuse:
+    PyErr_Clear();
+fail:
+    Py_XDECREF(weight);
+    Py_XDECREF(cells);
+    Py_XDECREF(ts);
+    Py_XDECREF(row);
+    return NULL;
+}
+
+/* -- the run -------------------------------------------------------------------------------------- */
+
+/* the mutations of one record's event, appended to ``out``; 1 when a route raised an EventError (left
+ * set), -1 on any other error, 0 when done */
+static int route_event(PyObject *routes, PyObject *event, PyObject *origin, PyObject *put_kind, PyObject *event_error,
+                       PyObject *out) {
+    Py_ssize_t nroutes = PyTuple_GET_SIZE(routes);
+    for (Py_ssize_t r = 0; r < nroutes; r++) {
+        PyObject *route = PyTuple_GET_ITEM(routes, r); /* a plan tuple, or a mutation callable */
+        PyObject *m = NULL;
+        PyObject *mutation = route;
+        if (PyTuple_CheckExact(route)) {
+            mutation = PyTuple_GET_ITEM(route, 0);
+            m = planned_put(route, event, origin, put_kind);
+            if (m == NULL && PyErr_Occurred()) {
+                return -1;
+            }
+        }
+        if (m == NULL) {
+            PyObject *args[2] = {event, origin};
+            m = PyObject_Vectorcall(mutation, args, 2, NULL);
+            if (m == NULL) {
+                return PyErr_ExceptionMatches(event_error) ? 1 : -1;
+            }
+        }
+        int rc = PyList_Append(out, m);
+        Py_DECREF(m);
+        if (rc < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static PyObject *s_value, *s_offset;
+
+static PyObject *route_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "route_run(records, start, stop, tp, routes, env) takes 6 arguments");
+        return NULL;
+    }
+    PyObject *records = args[0], *tp = args[3], *routes = args[4], *env = args[5];
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
+    Py_ssize_t stop = PyLong_AsSsize_t(args[2]);
+    if ((start == -1 || stop == -1) && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (!PyTuple_CheckExact(routes) || !PyTuple_CheckExact(env) || PyTuple_GET_SIZE(env) != 6) {
+        PyErr_SetString(PyExc_TypeError, "route_run: routes and env must be tuples (env of 6)");
+        return NULL;
+    }
+    PyObject *loads = PyTuple_GET_ITEM(env, 0), *one = PyTuple_GET_ITEM(env, 1);
+    PyObject *event_error = PyTuple_GET_ITEM(env, 2), *put_kind = PyTuple_GET_ITEM(env, 5);
+    if (prepare_slots(env, PyTuple_GET_ITEM(env, 3), PyTuple_GET_ITEM(env, 4)) < 0) {
+        return NULL;
+    }
+    PyObject *out = PyList_New(0);
+    if (out == NULL) {
+        return NULL;
+    }
+    PyObject *error = NULL;
+    Py_ssize_t i = start;
+    for (; i < stop; i++) {
+        PyObject *rec = PySequence_GetItem(records, i);
+        if (rec == NULL) {
+            goto fail;
+        }
+        Py_ssize_t before = PyList_GET_SIZE(out);
+        PyObject *value = PyObject_GetAttr(rec, s_value);
+        if (value == NULL) {
+            Py_DECREF(rec);
+            goto fail;
+        }
+        PyObject *event = NULL;
+        if (PyBytes_CheckExact(value) && !has_long_run(PyBytes_AS_STRING(value), PyBytes_GET_SIZE(value))) {
+            event = PyObject_CallOneArg(loads, value);
+            if (event == NULL) {
+                PyErr_Clear();
+            } else if (!PyDict_CheckExact(event)) {
+                Py_CLEAR(event);
+            }
+        }
+        Py_DECREF(value);
+        int rc;
+        if (event == NULL) {
+            /* the reference's steps for this record: parse (exactly), diagnose, route */
+            PyObject *one_args[2] = {rec, tp};
+            PyObject *ms = PyObject_Vectorcall(one, one_args, 2, NULL);
+            if (ms == NULL) {
+                rc = PyErr_ExceptionMatches(event_error) ? 1 : -1;
+            } else {
+                rc = PyList_SetSlice(out, PyList_GET_SIZE(out), PyList_GET_SIZE(out), ms) < 0 ? -1 : 0;
+                Py_DECREF(ms);
+            }
+        } else {
+            PyObject *offset = PyObject_GetAttr(rec, s_offset);
+            PyObject *origin = offset == NULL ? NULL : new_origin(tp, offset);
+            Py_XDECREF(offset);
+            rc = origin == NULL ? -1 : route_event(routes, event, origin, put_kind, event_error, out);
+            Py_XDECREF(origin);
+            Py_DECREF(event);
+        }
+        Py_DECREF(rec);
+        if (rc == 1) { /* this record is refused: none of its mutations stay */
+            PyObject *type, *tb;
+            PyErr_Fetch(&type, &error, &tb);
+            PyErr_NormalizeException(&type, &error, &tb);
+            if (tb != NULL) {
+                PyException_SetTraceback(error, tb);
+            }
+            Py_XDECREF(type);
+            Py_XDECREF(tb);
+            if (PyList_SetSlice(out, before, PyList_GET_SIZE(out), NULL) < 0) {
+                Py_XDECREF(error);
+                goto fail;
+            }
+            break;
+        }
+        if (rc < 0) {
+            goto fail;
+        }
+    }
+    PyObject *result = Py_BuildValue("(nNN)", i, out, error == NULL ? Py_NewRef(Py_None) : error);
+    return result;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
+static PyMethodDef methods[] = {
+    {"route_run", (PyCFunction)(void (*)(void))route_run, METH_FASTCALL,
+     "route_run(records, start, stop, tp, routes, env) -> (stop, mutations, error): see the module's source."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "_routerun", "The compiled plain-topic loop of pipeline.core.routing.", -1,
+    methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__routerun(void) {
+    s_value = PyUnicode_InternFromString("value");
+    s_offset = PyUnicode_InternFromString("offset");
+    zero = PyLong_FromLong(0);
+    if (s_value == NULL || s_offset == NULL || zero == NULL) {
+        return NULL;
+    }
+    PyObject *m = PyModule_Create(&module_def);
+    if (m != NULL && PyModule_AddStringConstant(m, "SOURCE_SHA256", SOURCE_SHA256) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
