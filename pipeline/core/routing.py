@@ -288,13 +288,7 @@ class Router:
     def _route_one(self, rec: Record, tp: TopicPartition) -> list[Mutation]:
         """One record of a plain JSON topic, as :func:`_route_plain` routes it (the compiled loop's
         path for any record it does not parse itself); :class:`EventError` when it is refused."""
-        value = rec.value
-        try:
-            event = loads(value)  # type: ignore[arg-type]  # None: TypeError, diagnosed by _event
-        except (orjson.JSONDecodeError, TypeError):
-            event = None
-        if event.__class__ is not dict:
-            event = _event(value)
+        event = _plain_event(rec.value)
         origin = Origin(tp, rec.offset)
         return [build(event, origin) for build in self._builders.get(tp.topic, ())]
 
@@ -347,16 +341,10 @@ def _route_plain(builders: tuple[MutationFn, ...], tp: TopicPartition, records: 
     single = builders[0] if len(builders) == 1 else None
     for i in range(start, stop):
         rec = records[i]
-        value = rec.value
         try:
-            event = loads(value)  # type: ignore[arg-type]  # None: TypeError, diagnosed by _event
-        except (orjson.JSONDecodeError, TypeError):
-            event = None
-        if event.__class__ is not dict:
-            try:
-                event = _event(value)
-            except EventError as exc:
-                return RoutedRun(i, mutations, exc)
+            event = _plain_event(rec.value)
+        except EventError as exc:
+            return RoutedRun(i, mutations, exc)
         origin = Origin(tp, rec.offset)
         try:
             if single is not None:
@@ -427,6 +415,18 @@ def _decoded(decode: Callable[[bytes], Any], value: bytes | None, first_route: s
 def _as_change(route: CompiledRoute, max_key_bytes: int, max_cell_bytes: int) -> ChangeRoute:
     """A plain route sharing a topic with general ones, in its general form (the same puts)."""
     return ChangeRoute(route.spec, route.rowkey, route.families, max_key_bytes, max_cell_bytes)
+
+
+def _plain_event(value: bytes | None) -> dict[str, Any]:
+    """A plain topic's record value as its event: :func:`loads`, and :func:`_event`'s diagnosis
+    (:class:`EventError`) when that does not give an object."""
+    try:
+        event = loads(value)  # type: ignore[arg-type]  # None: TypeError, diagnosed by _event
+    except (orjson.JSONDecodeError, TypeError):
+        event = None
+    if event.__class__ is not dict:
+        event = _event(value)
+    return event  # type: ignore[no-any-return]
 
 
 def _event(value: bytes | None) -> dict[str, Any]:
