@@ -16,9 +16,12 @@ the worker stops *without* committing the batch's offsets.
 
 from __future__ import annotations
 
+import operator
 import random
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
+from itertools import compress, repeat
 from typing import Protocol
 
 import anyio
@@ -35,6 +38,8 @@ from pipeline.runtime.ingest.observer import Observer
 from pipeline.settings import WriterSettings
 
 __all__ = ["BatchWriter", "WriteAbandoned", "load_region_map"]
+
+_ROW = operator.attrgetter("row")
 
 log = structlog.get_logger("hbase_ingest.writer")
 
@@ -88,18 +93,19 @@ class BatchWriter:
         if holders is None:
             holders = self._holders[batch.table] = {}
         done = anyio.Event()
-        rows = [m.row for m in batch.mutations]
-        before = {h for h in map(holders.get, rows) if h is not None}
+        # per row: C-level iteration only (map, compress), no Python loop over the batch's rows
+        rows = list(map(_ROW, batch.mutations))
+        before = set(map(holders.get, rows))
+        before.discard(None)
         holders.update(dict.fromkeys(rows, done))
         try:
             for earlier in before:
-                await earlier.wait()
+                await earlier.wait()  # type: ignore[union-attr]  # None was discarded
             await self._write_with_retry(batch)
         finally:
-            held = holders.get
-            for row in rows:
-                if held(row) is done:
-                    del holders[row]
+            # the rows this batch still holds (no later batch took them over) are released
+            deque(map(holders.__delitem__, compress(rows, map(operator.is_, map(holders.get, rows), repeat(done)))),
+                  maxlen=0)
             done.set()
 
     async def _write_with_retry(self, batch: Batch) -> None:
