@@ -290,3 +290,35 @@ def test_register_run_takes_a_range_as_it_takes_a_list() -> None:
     assert a.pending(TP) == b.pending(TP) and a.committable() == b.committable() == {TP: 6}
     with pytest.raises(ValueError, match="increasing"):
         a.register_run(TP, range(8, 12), 1)
+
+
+TP2 = TopicPartition("never-registered", 0)
+
+
+@given(
+    pendings=st.lists(st.tuples(st.sampled_from([TP, TP1]), st.integers(0, 3)), max_size=30),
+    picks=st.lists(st.tuples(st.sampled_from([TP, TP1, TP2]), st.integers(-1, 31)), max_size=60),
+    sort=st.booleans(),
+    cuts=st.lists(st.integers(1, 12), min_size=1, max_size=8),
+)
+def test_property_ack_many_is_ack_one_by_one(pendings: list[tuple[TopicPartition, int]],
+                                             picks: list[tuple[TopicPartition, int]], sort: bool,
+                                             cuts: list[int]) -> None:
+    """Batches of acknowledgements (runs of one partition or mixed; repeats, strays, records awaiting
+    more than one, partitions never registered): :meth:`ack_many` leaves the state and returns the
+    count that :meth:`ack` for each in turn gives."""
+    one, many = OffsetTracker(), OffsetTracker()
+    nxt = {TP: 0, TP1: 0}
+    for tp, pending in pendings:
+        for t in (one, many):
+            t.register(Origin(tp, nxt[tp]), pending)
+        nxt[tp] += 1
+    acks = [Origin(tp, off) for tp, off in picks]
+    if sort:  # a batch's shape: runs of one partition, offsets increasing
+        acks.sort(key=lambda o: (o.tp.partition, o.tp.topic, o.offset))
+    i = 0
+    for cut in cuts * 8:
+        batch = acks[i:i + cut]
+        i += cut
+        assert many.ack_many(batch) == sum(one.ack(o) for o in batch)
+        assert many.statistics() == one.statistics() and many.committable() == one.committable()
