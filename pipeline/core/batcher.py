@@ -229,7 +229,7 @@ class RegionBatcher:
         by_server = self.by == "server"
         rows = added = 0
         for mutation, region in zip(mutations, regions, strict=True):
-            size = mutation.size
+            size = mutation.weight or mutation.size  # the weight, when set, is the size
             key = (table, region.server if by_server else region.start_key)
             batch = opened.get(key)
             if batch is not None:

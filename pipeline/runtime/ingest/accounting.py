@@ -14,6 +14,7 @@ mutations a second time.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 
 from pipeline.core.batcher import Batch
@@ -35,8 +36,15 @@ def footprint(m: Mutation) -> int:
 
 def footprint_of(mutations: Sequence[Mutation]) -> int:
     """The sum of :func:`footprint` over ``mutations``."""
-    return (sum([m.size for m in mutations]) + MUTATION_OVERHEAD * len(mutations)
-            + CELL_OVERHEAD * sum([len(m.cells) for m in mutations]))
+    # C-level iteration (map): the sizes are the weights the routers set, unless one is unset (0)
+    weights = list(map(_WEIGHT, mutations))
+    size = sum(weights) if 0 not in weights else sum(map(_SIZE, mutations))
+    return size + MUTATION_OVERHEAD * len(mutations) + CELL_OVERHEAD * sum(map(len, map(_CELLS, mutations)))
+
+
+_WEIGHT = operator.attrgetter("weight")
+_SIZE = operator.attrgetter("size")
+_CELLS = operator.attrgetter("cells")
 
 
 def batch_footprint(batch: Batch) -> int:
