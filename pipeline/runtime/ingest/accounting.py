@@ -38,7 +38,7 @@ def footprint_of(mutations: Sequence[Mutation]) -> int:
     """The sum of :func:`footprint` over ``mutations``."""
     # C-level iteration (map): the sizes are the weights the routers set, unless one is unset (0)
     weights = list(map(_WEIGHT, mutations))
-    size = sum(weights) if 0 not in weights else sum(map(_SIZE, mutations))
+    size: int = sum(weights) if 0 not in weights else sum(map(_SIZE, mutations))
     return size + MUTATION_OVERHEAD * len(mutations) + CELL_OVERHEAD * sum(map(len, map(_CELLS, mutations)))
 
 
