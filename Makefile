@@ -33,7 +33,7 @@ test-pythons: install $(PROMTOOL)
 	  stale=""; for f in pyproject.toml $(COMPILED); do [ $$f -nt .venv-$$v/.installed ] && stale=1; done; \
 	  if [ ! -f .venv-$$v/.installed ] || [ -n "$$stale" ]; then \
 	    $$py -m venv .venv-$$v && .venv-$$v/bin/pip install -q --upgrade pip && \
-	    .venv-$$v/bin/pip install -q -e '.[dev]' && touch .venv-$$v/.installed || exit 1; \
+	    $(PIP_COMPILED) .venv-$$v/bin/pip install -q -e '.[dev]' && touch .venv-$$v/.installed || exit 1; \
 	  fi; \
 	  PROMTOOL=$(PROMTOOL) .venv-$$v/bin/python -m pytest tests/unit -q -p no:cacheprovider \
 	    --basetemp=.venv-$$v/pytest || exit 1; \
@@ -48,12 +48,12 @@ $(PROMTOOL):
 # the package's build compiles COMPILED (hatch_build.py); here a failed compile stops the set-up, where a
 # user's install would go on with the pure-Python form
 COMPILED := hatch_build.py connectors/hbase/_putwire.c pipeline/core/_routerun.c
-export HBASE_INGEST_REQUIRE_COMPILED := 1
+PIP_COMPILED := HBASE_INGEST_REQUIRE_COMPILED=1
 
 $(VENV)/.installed: pyproject.toml $(COMPILED)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	$(PIP_COMPILED) $(BIN)/pip install -q -e '.[dev]'
 	touch $@
 
 stack-up: install
@@ -80,7 +80,7 @@ endef
 
 $(VENV)/.kerberos: $(VENV)/.installed
 	$(call apt_need,$(KRB5_PKGS),command -v krb5kdc && command -v krb5-config)
-	$(BIN)/pip install -q -e '.[dev,kerberos]'
+	$(PIP_COMPILED) $(BIN)/pip install -q -e '.[dev,kerberos]'
 	touch $@
 
 # the network-partition fault test drops a region server's packets with iptables (needs root)

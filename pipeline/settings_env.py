@@ -49,6 +49,8 @@ NON_SETTING_VARIABLES = frozenset({
     "HBASE_INGEST_INFRA",  # connectors.stack.layout: the infra folder (poms, config templates)
     "HBASE_INGEST_THRIFT2_IDL",  # connectors.hbase.thrift2_idl: the Thrift2 IDL file or jar (the Dockerfile sets it)
     "HBASE_INGEST_MAVEN_REPO",  # connectors.hbase.thrift2_idl: where a missing IDL's jar is downloaded from
+    "HBASE_INGEST_PURE_PYTHON",  # pipeline.compiled: 1 = no compiled part is used
+    "HBASE_INGEST_REQUIRE_COMPILED",  # hatch_build.py: 1 = a compiled part that fails to build fails the build
 })
 
 #: top-level settings that only the TOML file gives

@@ -227,10 +227,11 @@ def test_every_misspelt_variable_is_named_at_once(monkeypatch: pytest.MonkeyPatc
 
 
 def test_project_variables_that_are_not_settings_are_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
-    # read by the local stack (cache, state, infra folders) and the Thrift2 client (the IDL file or
-    # jar, the repository a missing one is downloaded from)
+    # read by the local stack (cache, state, infra folders), the Thrift2 client (the IDL file or jar,
+    # the repository a missing one is downloaded from) and the compiled parts (the build, the import)
     assert frozenset({"HBASE_INGEST_CACHE", "HBASE_INGEST_STATE", "HBASE_INGEST_INFRA",
-                      "HBASE_INGEST_THRIFT2_IDL", "HBASE_INGEST_MAVEN_REPO"}) == NON_SETTING_VARIABLES
+                      "HBASE_INGEST_THRIFT2_IDL", "HBASE_INGEST_MAVEN_REPO", "HBASE_INGEST_PURE_PYTHON",
+                      "HBASE_INGEST_REQUIRE_COMPILED"}) == NON_SETTING_VARIABLES
     for var in NON_SETTING_VARIABLES:
         monkeypatch.setenv(var, "anything")
     assert load_settings().kafka.bootstrap_servers == "127.0.0.1:9092"
