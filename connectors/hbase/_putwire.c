@@ -264,11 +264,13 @@ static PyObject *encode(PyObject *module, PyObject *const *args, Py_ssize_t narg
     if (framed < 0) {
         return NULL;
     }
-    PyObject *seq = PySequence_Fast(args[1], "puts must be a sequence");
+    /* a tuple of the puts: reading a put's attributes may run Python code, which must not be able
+     * to change what is being iterated */
+    PyObject *seq = PySequence_Tuple(args[1]);
     if (seq == NULL) {
         return NULL;
     }
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    Py_ssize_t n = PyTuple_GET_SIZE(seq);
     Py_ssize_t ntable = PyBytes_GET_SIZE(table);
     Buf b = {NULL, NULL, 0, 0};
     Py_ssize_t cap = 64 + ntable + n * 160;
@@ -290,9 +292,8 @@ static PyObject *encode(PyObject *module, PyObject *const *args, Py_ssize_t narg
     put_field(&b, T_LIST, 2);
     b.data[b.len++] = T_STRUCT;
     put_i32(&b, (int32_t)n);
-    PyObject **items = PySequence_Fast_ITEMS(seq);
     for (Py_ssize_t i = 0; i < n; i++) {
-        if (write_put(&b, items[i]) < 0) {
+        if (write_put(&b, PyTuple_GET_ITEM(seq, i)) < 0) {
             Py_DECREF(seq);
             Py_DECREF(b.out);
             return NULL;
