@@ -8,7 +8,9 @@ that tree or from this one, in the order baseline, current, current, baseline, .
 that slows down as it ages charges both alike. Figures per run: the child's CPU per event from after
 its imports to its end, the HBase-side CPU per event over the run, events/s; then the medians with
 their ranges and ``current / baseline`` ratios. The topic and tables are dropped at the end, the
-worktree removed. Results: ``bench/results/revisions.json``.
+worktree removed. The baseline's compiled parts (when it has them) are built in its worktree first,
+as its own build would (``hatch_build.py``), so both sides run as installed. Results:
+``bench/results/revisions.json``.
 
     python -m bench.compare_revisions --baseline REV [--events 1000000] [--runs 3] [--partitions 8]
 """
@@ -20,6 +22,7 @@ import asyncio
 import json
 import os
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -39,6 +42,18 @@ def _git(*args: str) -> str:
     return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=True).stdout.strip()
 
 
+def _build_compiled(tree: Path) -> list[str]:
+    """Build the compiled parts of the checkout ``tree`` in place, as its own build would (its
+    ``hatch_build.py``; a revision before them has none), so that its worker runs in the form it
+    would be installed in; returns the sources built. Raises when one fails to build."""
+    if not (tree / "hatch_build.py").exists():
+        return []
+    code = ("import sys, pathlib, hatch_build as h; root = pathlib.Path.cwd()\n"
+            "for src, mod in h.EXTENSIONS.items(): h.compile_extension(root, src, mod); print(src)")
+    done = subprocess.run([sys.executable, "-c", code], cwd=tree, capture_output=True, text=True, check=True)
+    return done.stdout.split()
+
+
 def main(args: argparse.Namespace) -> dict[str, Any]:
     baseline = _git("rev-parse", args.baseline)
     current = _git("rev-parse", "HEAD")
@@ -55,6 +70,7 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
         tree = Path(tmp) / "tree"
         _git("worktree", "add", "--detach", str(tree), baseline)
         try:
+            baseline_compiled = _build_compiled(tree)
             sent = asyncio.run(_produce(settings, topic, args.events, args.partitions))
             print(f"produced {sent} events to {topic}", flush=True)
             for i in range(args.runs):
@@ -73,7 +89,7 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
         "baseline": baseline, "current": current, "current_has_uncommitted_changes": dirty,
         "events": sent, "runs_each": args.runs, "partitions": args.partitions, "cores": os.cpu_count(),
         "load_average_1_5_15": load, "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
-        "runs": runs, "medians": medians,
+        "baseline_compiled_parts": baseline_compiled, "runs": runs, "medians": medians,
         "current_over_baseline": {k: round(medians["current"][k]["median"] / medians["baseline"][k]["median"], 3)
                                   for k in _FIGURES},
     }

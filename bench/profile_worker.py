@@ -12,8 +12,9 @@ shared with the stack's JVMs and other work, and CPU time is what a core can spe
    ``cells_and_validate`` (the route's mutation minus its key build: timestamp check, column reads
    and encoders, size checks, the Mutation; one generated function, :mod:`pipeline.core.putgen`),
    ``route_total`` (``Router.route_run`` over runs of 625 records, the worker's per-partition share
-   of a 5,000-record fetch over 8 partitions: decode + object check + mutation per record, the sum of
-   the three above plus the loop), ``route_each`` (``Router.route`` called per record, for
+   of a 5,000-record fetch over 8 partitions: decode + object check + mutation per record, in the
+   compiled loop when it is built), ``route_total_python`` (the same with the compiled loop off: the
+   sum of the three above plus the loop), ``route_each`` (``Router.route`` called per record, for
    comparison: not summed), ``locate`` (region lookup in a 16-region map: part of ``batch``, not
    summed), ``batch`` (``RegionBatcher.add_many`` per run with ``bench_worker``'s limits, locating
    included, then a drain), ``offsets`` (``OffsetTracker.register_run`` per run; ``ack_many`` per
@@ -21,7 +22,8 @@ shared with the stack's JVMs and other work, and CPU time is what a core can spe
 2. **Thrift serialization of the real batches** those stages seal, both ways, in this process:
    ``thriftpy2`` (TPut/TColumnValue objects built as the client built them, then thriftpy2's
    binary protocol writing the call to a memory buffer; the objects' share is given too) and
-   ``direct`` (:func:`connectors.hbase.putwire.encode_put_multiple`).
+   ``direct`` (:func:`connectors.hbase.putwire.encode_put_multiple`, compiled when built) and
+   ``direct_python`` (its pure-Python form, :func:`~connectors.hbase.putwire.encode_python`).
 3. **The client's write path** on a live table: the sealed batches written with ``HBaseClient.write``,
    8 at a time as the worker's writers do, per encoder, alternating; the process's CPU over the
    writes (``time.process_time``, all threads: the thread hop, pool, serialization, socket sends,
@@ -30,7 +32,9 @@ shared with the stack's JVMs and other work, and CPU time is what a core can spe
    (``bench_worker``'s Kafka ceiling), this process's CPU per event.
 5. **End to end**: ``bench_worker``'s worker child (its settings, its design, ``Worker.run`` from the
    earliest offset until every row is written and committed) on this run's own topic and a table
-   recreated before each run, alternating the two put encoders (``[hbase] put_encoder``); the
+   recreated before each run, alternating three forms: the two put encoders (``[hbase]
+   put_encoder``) with the compiled parts in use, and the direct encoder with none
+   (``pure_python``: ``HBASE_INGEST_PURE_PYTHON=1``, :mod:`pipeline.compiled`); the
    child's ``getrusage`` CPU from after its imports to its end (start-up and group join included,
    the interpreter's start-up and imports not) per event, and the HBase JVM's CPU per event over the
    child's run (which counts whatever else the shared stack served meanwhile).
@@ -67,10 +71,11 @@ import orjson
 
 import bench.bench_worker as bw
 from bench.cpu import CpuMeter, hbase_cpu_seconds
-from connectors.hbase import HBaseClient
-from connectors.hbase.putwire import encode_put_multiple, thriftpy2_message, tputs
+from connectors.hbase import HBaseClient, putwire
+from connectors.hbase.putwire import encode_put_multiple, encode_python, thriftpy2_message, tputs
 from connectors.hbase.thrift2 import load_idl
 from connectors.stack import LocalStack
+from pipeline.core import routing
 from pipeline.core.batcher import Batch, RegionBatcher
 from pipeline.core.examples import generate
 from pipeline.core.model import Mutation, Origin, TopicPartition
@@ -83,6 +88,9 @@ from pipeline.settings import Settings, load_settings
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ENCODERS = ("thriftpy2", "direct")  # the order of the first alternation
+#: the worker's forms end to end: the put encoders with the compiled parts in use, and the direct
+#: encoder with every compiled part off (``HBASE_INGEST_PURE_PYTHON=1`` in the child's environment)
+FORMS = (*ENCODERS, "pure_python")
 _RUN = 625  # records of one partition in one fetch: max_poll_records 5000 over 8 partitions
 
 
@@ -181,6 +189,7 @@ def pure_stages(settings: Settings, n: int, reps: int) -> tuple[dict[str, Any], 
         "key": _timed(lambda: [build(e) for e in events], n, reps),
         "mutation": _timed(lambda: [mutation(e, o) for e, o in zip(events, origins, strict=True)], n, reps),
         "route_total": _timed(lambda: [router.route_run(tp, run, 0, len(run)) for run in runs], n, reps),
+        "route_total_python": _timed(lambda: _pure_python_runs(router, tp, runs), n, reps),
         "route_each": _timed(lambda: [router.route(topic, v, o) for v, o in zip(values, origins, strict=True)],
                              n, reps),
         "locate": _timed(lambda: rmap.locate_many([m.row for m in muts]), n, reps),
@@ -190,6 +199,16 @@ def pure_stages(settings: Settings, n: int, reps: int) -> tuple[dict[str, Any], 
     cells = [m - k for m, k in zip(stages["mutation"]["samples"], stages["key"]["samples"], strict=True)]
     stages["cells_and_validate"] = _summary(cells)
     return stages, batches
+
+
+def _pure_python_runs(router: Router, tp: TopicPartition, runs: list[list[_Record]]) -> None:
+    """``route_run`` over ``runs`` with the compiled loop off: its pure-Python form."""
+    compiled, routing._ROUTERUN = routing._ROUTERUN, None
+    try:
+        for run in runs:
+            router.route_run(tp, run, 0, len(run))
+    finally:
+        routing._ROUTERUN = compiled
 
 
 def serialization(batches: list[Batch], table: bytes, n: int, reps: int) -> dict[str, Any]:
@@ -203,10 +222,16 @@ def serialization(batches: list[Batch], table: bytes, n: int, reps: int) -> dict
         for b in batches:
             encode_put_multiple(table, b.mutations)
 
-    thriftpy2()  # warm both (caches, allocator) before the clock
+    def direct_python() -> None:
+        for b in batches:
+            encode_python(table, b.mutations)
+
+    thriftpy2()  # warm them (caches, allocator) before the clock
     direct()
+    direct_python()
     out: dict[str, Any] = {
         "thriftpy2": _timed(thriftpy2, n, reps), "direct": _timed(direct, n, reps),
+        "direct_python": _timed(direct_python, n, reps),
         "thriftpy2_objects_only": _timed(lambda: [tputs(idl, b.mutations) for b in batches], n, reps)}
     out["ratio_direct_over_thriftpy2"] = round(out["direct"]["median"] / out["thriftpy2"]["median"], 3)
     return out
@@ -257,15 +282,21 @@ async def kafka_fetch(settings: Settings, total: int) -> dict[str, Any]:
 
 def end_to_end(stack: LocalStack, topic: str, table: str, partitions: int, encoder: str,
                tree: Path | None = None) -> dict[str, Any]:
-    """One ``bench_worker`` worker child with ``encoder``, on a freshly recreated table; run from the
-    source tree ``tree`` (another checkout of this repository) when given, else from this one."""
+    """One ``bench_worker`` worker child in the form ``encoder`` (one of :data:`FORMS`: a put encoder,
+    or ``pure_python``: the direct encoder with no compiled part), on a freshly recreated table; run
+    from the source tree ``tree`` (another checkout of this repository) when given, else from this one."""
     settings = _settings(topic, table, partitions)
     asyncio.run(bw._recreate_table(settings))
     meter = CpuMeter(stack)
-    env = None if tree is None else {**os.environ, "PYTHONPATH": str(tree)}
+    env = dict(os.environ)
+    if tree is not None:
+        env["PYTHONPATH"] = str(tree)
+    if encoder == "pure_python":
+        env["HBASE_INGEST_PURE_PYTHON"] = "1"
+    put_encoder = "direct" if encoder == "pure_python" else encoder
     out = subprocess.run([sys.executable, "-m", "bench.profile_worker", "--child", "--topic", topic, "--table", table,
-                          "--partitions", str(partitions), "--encoder", encoder], capture_output=True, text=True,
-                         cwd=tree, env=env)
+                          "--partitions", str(partitions), "--encoder", put_encoder],
+                         capture_output=True, text=True, cwd=tree, env=env)
     if out.returncode:
         raise RuntimeError(f"the worker child ({encoder}) failed with exit {out.returncode}: {out.stderr[-3000:]}")
     cpu = meter.stop()
@@ -350,14 +381,14 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
         print(f"kafka fetch: {fetch['process']} us/event", flush=True)
         runs = []
         for i in range(args.runs):
-            for encoder in (ENCODERS if i % 2 == 0 else ENCODERS[::-1]):
-                runs.append(end_to_end(stack, topic, table, args.partitions, encoder))
+            for form in (FORMS if i % 2 == 0 else FORMS[::-1]):
+                runs.append(end_to_end(stack, topic, table, args.partitions, form))
                 print(json.dumps(runs[-1]), flush=True)
     finally:
         asyncio.run(_drop(settings, topic))
     load["end"] = os.getloadavg()
     e2e = {e: {k: _summary([r[k] for r in runs if r["encoder"] == e])
-               for k in ("worker_us_per_event", "hbase_jvm_us_per_event", "events_per_s")} for e in ENCODERS}
+               for k in ("worker_us_per_event", "hbase_jvm_us_per_event", "events_per_s")} for e in FORMS}
     in_process = sum(stages[k]["median"] for k in ("route_total", "batch", "offsets"))
     remainder = {}
     for e in ENCODERS:
@@ -369,6 +400,7 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
         "events": sent, "sample_events": n, "reps": args.reps, "runs_per_encoder": args.runs,
         "partitions": args.partitions, "cores": os.cpu_count(), "load_average_1_5_15": load,
         "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        "compiled_parts_in_use": {"routing": routing._ROUTERUN is not None, "put_encoder": putwire.COMPILED},
         "stages_in_process": stages, "serialization": ser, "client_write_path": writes,
         "client_write_path_minus_serialization": _without_serialization(writes, ser), "kafka_fetch": fetch,
         "end_to_end": {"runs": runs, "by_encoder": e2e},
@@ -377,6 +409,11 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
             "serialization": [ser["thriftpy2"]["median"], ser["direct"]["median"]],
             "client_write_path": [writes["thriftpy2"]["process"]["median"], writes["direct"]["process"]["median"]],
             "worker_end_to_end": [e2e["thriftpy2"]["worker_us_per_event"]["median"],
+                                  e2e["direct"]["worker_us_per_event"]["median"]]},
+        "compiled_against_pure_python": {  # the compiled parts' own share: [pure Python, compiled]
+            "route_total": [stages["route_total_python"]["median"], stages["route_total"]["median"]],
+            "serialization_direct": [ser["direct_python"]["median"], ser["direct"]["median"]],
+            "worker_end_to_end": [e2e["pure_python"]["worker_us_per_event"]["median"],
                                   e2e["direct"]["worker_us_per_event"]["median"]]},
         "ratio_end_to_end_direct_over_thriftpy2": round(
             e2e["direct"]["worker_us_per_event"]["median"] / e2e["thriftpy2"]["worker_us_per_event"]["median"], 3),
@@ -389,7 +426,7 @@ if __name__ == "__main__":
     p.add_argument("--events", type=int, default=1_000_000)
     p.add_argument("--sample", type=int, default=100_000, help="events of the in-process stages")
     p.add_argument("--reps", type=int, default=5, help="repetitions of each in-process stage")
-    p.add_argument("--runs", type=int, default=3, help="end-to-end runs per encoder, alternating")
+    p.add_argument("--runs", type=int, default=3, help="end-to-end runs per form, alternating")
     p.add_argument("--partitions", type=int, default=8)
     p.add_argument("--child", action="store_true")
     p.add_argument("--topic")
