@@ -65,12 +65,9 @@ PageTransform = tuple[Callable[..., Any], tuple[Any, ...]]
 
 
 class KafkaRecord(Protocol):
-    """One consumed record, as the source delivers it (read-only attributes)."""
+    """One consumed record, as the source delivers it (read-only attributes). Its topic and partition
+    are those of the fetch that delivered it (:meth:`RecordSource.fetch` maps partition -> records)."""
 
-    @property
-    def topic(self) -> str: ...
-    @property
-    def partition(self) -> int: ...
     @property
     def offset(self) -> int: ...
     @property

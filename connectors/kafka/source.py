@@ -2,8 +2,9 @@
 
 It speaks the project's :class:`~pipeline.core.model.TopicPartition` (aiokafka's own is converted at
 this edge, once per partition of a fetch, never per record) and raises the project's errors
-(:mod:`connectors.kafka.errors`). Records are aiokafka's ``ConsumerRecord`` objects, which satisfy
-:class:`pipeline.ports.KafkaRecord` as they are: no copy per record on the hot path.
+(:mod:`connectors.kafka.errors`). Records are aiokafka's decoded records themselves, which satisfy
+:class:`pipeline.ports.KafkaRecord` as they are: no ``ConsumerRecord`` copy per record on the hot path
+(:mod:`connectors.kafka.records`).
 
 Auto-commit is off; the isolation level is ``read_committed`` (aborted transactions are never
 delivered). Assignment changes reach the :class:`~pipeline.ports.AssignmentListener` inside
@@ -20,6 +21,7 @@ from aiokafka import TopicPartition as _KTP
 
 from connectors.kafka.admin import make_consumer
 from connectors.kafka.errors import map_errors
+from connectors.kafka.records import DECODED_RECORDS
 from connectors.kafka.security import start_client
 from pipeline.core.model import TopicPartition
 from pipeline.ports import AssignmentListener, KafkaRecord
@@ -53,7 +55,8 @@ class KafkaSource:
     def __init__(self, settings: KafkaSettings, group_id: str | None, **overrides: Any) -> None:
         self.settings = settings
         self.group_id = group_id
-        self._consumer: AIOKafkaConsumer = make_consumer(settings, group_id=group_id, **overrides)
+        self._consumer: AIOKafkaConsumer = make_consumer(settings, group_id=group_id,
+                                                         value_deserializer=DECODED_RECORDS, **overrides)
         self._started = False
 
     def __repr__(self) -> str:

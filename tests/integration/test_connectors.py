@@ -9,10 +9,13 @@ from typing import Any
 
 import anyio
 import pytest
+from aiokafka import TopicPartition as KTP
+from aiokafka.structs import ConsumerRecord
 
 from connectors.hbase import HBaseClient
 from connectors.hbase.scanrows import SMALL_PAGE_ROWS, CellRow
 from connectors.kafka import create_topics, delete_topics, end_offsets, make_consumer, make_producer
+from connectors.kafka.source import KafkaSource
 from pipeline.core.model import Mutation, MutationKind, Origin, TopicPartition
 from pipeline.errors import HBaseRequestError, HBaseUnavailable, KafkaError, TableNotFound
 from pipeline.settings import FamilySpec, HBaseSettings, KafkaSettings
@@ -208,6 +211,51 @@ async def test_kafka_topics_produce_consume(kafka_settings: KafkaSettings, uniqu
         await delete_topics(kafka_settings, [topic])
     with pytest.raises(KafkaError, match="does not exist"):
         await end_offsets(kafka_settings, topic)
+
+
+async def test_the_sources_records_are_the_decoded_records(kafka_settings: KafkaSettings, unique: str) -> None:
+    """KafkaSource yields aiokafka's decoded records (no ConsumerRecord copy each), carrying what a
+    plain consumer's ConsumerRecord carries: offset, timestamp, key, value, headers."""
+    topic = f"it-decoded-{unique}"
+    await create_topics(kafka_settings, {topic: 1})
+    try:
+        producer = make_producer(kafka_settings)
+        await producer.start()
+        try:
+            for i in range(5):
+                await producer.send_and_wait(topic, None if i == 3 else b"v%d" % i, key=b"k%d" % i if i % 2 else None,
+                                             partition=0, timestamp_ms=1_700_000_000_000 + i,
+                                             headers=[("h", b"%d" % i)] if i else None)
+        finally:
+            await producer.stop()
+
+        def fields(r: Any) -> tuple[Any, ...]:
+            return r.offset, r.timestamp, r.key, r.value, list(r.headers)
+
+        source = KafkaSource(kafka_settings, None, auto_offset_reset="earliest")
+        source.assign([TopicPartition(topic, 0)])
+        await source.start()
+        try:
+            got: list[Any] = []
+            while len(got) < 5:
+                got += (await source.fetch(1000, 100)).get(TopicPartition(topic, 0), [])
+        finally:
+            await source.stop()
+        consumer = make_consumer(kafka_settings, group_id=None, auto_offset_reset="earliest")
+        consumer.assign([KTP(topic, 0)])
+        await consumer.start()
+        try:
+            plain: list[Any] = []
+            while len(plain) < 5:
+                plain += (await consumer.getmany(timeout_ms=1000)).get(KTP(topic, 0), [])
+        finally:
+            await consumer.stop()
+        assert not any(isinstance(r, ConsumerRecord) for r in got)
+        assert all(isinstance(r, ConsumerRecord) for r in plain)
+        assert [fields(r) for r in got] == [fields(r) for r in plain]
+        assert fields(got[3]) == (3, 1_700_000_000_003, b"k3", None, [("h", b"3")])
+    finally:
+        await delete_topics(kafka_settings, [topic])
 
 
 async def _write_and_read_back(settings: HBaseSettings, table: str, batch: list[Mutation]) -> tuple[list[Any], ...]:

@@ -58,6 +58,17 @@ async def load_region_map(hbase: RegionLocator, table: str) -> RegionMap:
                      for r in regions)
 
 
+class _Hold:
+    """What holds a batch's rows in :attr:`BatchWriter._holders`: set ``done`` once the batch is written
+    (or refused); ``taken`` once a later batch holds one of its rows (the release then keeps those)."""
+
+    __slots__ = ("done", "taken")
+
+    def __init__(self) -> None:
+        self.done = anyio.Event()
+        self.taken = False
+
+
 class BatchWriter:
     def __init__(self, hbase: _Writable, settings: WriterSettings, maps: RegionMaps,
                  observer: Observer, reject: Callable[[Mutation, str], Awaitable[None]],
@@ -74,7 +85,7 @@ class BatchWriter:
         self.retries = 0
         self.refreshes = 0
         #: table -> row -> the batch that entered ``write`` last of those holding the row and not done
-        self._holders: dict[str, dict[bytes, anyio.Event]] = {}
+        self._holders: dict[str, dict[bytes, _Hold]] = {}
         self._refresh_lock = anyio.Lock()
 
     async def refresh(self, table: str) -> RegionMap:
@@ -92,21 +103,25 @@ class BatchWriter:
         holders = self._holders.get(batch.table)
         if holders is None:
             holders = self._holders[batch.table] = {}
-        done = anyio.Event()
-        # per row: C-level iteration only (map, compress), no Python loop over the batch's rows
-        rows = list(map(_ROW, batch.mutations))
-        before = set(map(holders.get, rows))
+        hold = _Hold()
+        # per row: C-level iteration only (map, dict.fromkeys), no Python loop over the batch's rows
+        mine = dict.fromkeys(map(_ROW, batch.mutations), hold)
+        before = set(map(holders.get, mine))
         before.discard(None)
-        holders.update(dict.fromkeys(rows, done))
+        for earlier in before:
+            earlier.taken = True  # type: ignore[union-attr]  # None was discarded
+        holders.update(mine)
         try:
             for earlier in before:
-                await earlier.wait()  # type: ignore[union-attr]  # None was discarded
+                await earlier.done.wait()  # type: ignore[union-attr]
             await self._write_with_retry(batch)
         finally:
-            # the rows this batch still holds (no later batch took them over) are released
-            deque(map(holders.__delitem__, compress(rows, map(operator.is_, map(holders.get, rows), repeat(done)))),
-                  maxlen=0)
-            done.set()
+            if hold.taken:  # a later batch holds some of these rows now: release only those still held here
+                deque(map(holders.__delitem__, compress(mine, map(operator.is_, map(holders.get, mine), repeat(hold)))),
+                      maxlen=0)
+            else:
+                deque(map(holders.__delitem__, mine), maxlen=0)
+            hold.done.set()
 
     async def _write_with_retry(self, batch: Batch) -> None:
         attempt = 0

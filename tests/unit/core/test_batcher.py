@@ -340,3 +340,45 @@ def test_property_add_many_is_add_in_turn(splits: list[bytes], max_rows: int, ma
     got += many.drain()
     expected += one.drain()
     assert got == expected
+
+
+@settings(max_examples=300)
+@given(
+    splits=st.lists(st.binary(min_size=1, max_size=1), unique=True, max_size=3),
+    servers=st.integers(min_value=1, max_value=2),
+    by=st.sampled_from(["server", "region"]),
+    max_rows=st.integers(min_value=1, max_value=7),
+    max_bytes=st.integers(min_value=20, max_value=300),
+    runs=st.lists(st.tuples(
+        st.sampled_from([MutationKind.PUT, MutationKind.DELETE, MutationKind.PUT]),  # the run's kind
+        st.booleans(),  # the run mixes in a mutation of the other kind
+        st.lists(st.tuples(st.binary(max_size=2), st.integers(min_value=0, max_value=150), st.booleans()),
+                 min_size=1, max_size=25)), max_size=8),
+)
+def test_property_runs_of_one_kind_batch_as_add_in_turn(
+        splits: list[bytes], servers: int, by: BatchBy, max_rows: int, max_bytes: int,
+        runs: list[tuple[MutationKind, bool, list[tuple[bytes, int, bool]]]]) -> None:
+    """add_many over runs of one kind (the worker's common case), now and then with one mutation of
+    the other kind, seals exactly the batches that :meth:`add` in turn seals: same ids, reasons,
+    mutations, sizes, cells, regions and order; same pending counts and open batches after."""
+    rmap = spread_map(splits, servers)
+    maps = {"t": rmap}
+    one, many = RegionBatcher(max_rows, max_bytes, 10, by=by), RegionBatcher(max_rows, max_bytes, 10, by=by)
+    n = 0
+    for kind, mixed, rows in runs:
+        muts = []
+        for row, vlen, weighted in rows:
+            cells = {b"f:q": b"x" * vlen} if kind is MutationKind.PUT else ({b"f:q": b""} if vlen % 2 else {})
+            m = Mutation("t", row, kind, cells, None, Origin(TP, n))
+            muts.append(Mutation("t", row, kind, cells, None, Origin(TP, n), weight=m.size if weighted else 0))
+            n += 1
+        if mixed:
+            other = MutationKind.DELETE if kind is MutationKind.PUT else MutationKind.PUT
+            muts.insert(len(muts) // 2, Mutation("t", rows[0][0], other, {}, None, Origin(TP, n)))
+            n += 1
+        expected = [x for m in muts for x in one.add(m, rmap, 1)]
+        got = many.add_many(muts, maps, 1)
+        assert got == expected
+        assert (many.pending_rows, many.pending_bytes) == (one.pending_rows, one.pending_bytes)
+        assert many.statistics() == one.statistics()
+    assert many.drain() == one.drain()

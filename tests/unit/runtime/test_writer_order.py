@@ -98,3 +98,36 @@ async def test_a_row_twice_in_one_batch_does_not_wait_for_itself() -> None:
         await w.write(batch([b"a", b"a"], "rs1", 1))
         await w.write(batch([b"a"], "rs1", 2))
     assert hbase.ended == [b"a", b"a"] and w._holders == {"t": {}}  # nothing left held
+
+
+async def test_a_batch_that_finishes_keeps_held_the_rows_a_later_batch_took_over() -> None:
+    """Batch 2 takes row x over from batch 1; when 1 is written it releases its other rows but not x,
+    so a batch 3 holding x, entering after 1 finished, still waits for 2; a batch holding only a row
+    1 released does not wait."""
+    hbase = GatedHBase()
+    hbase.gates[b"a"] = first = anyio.Event()
+    hbase.gates[b"b"] = second = anyio.Event()
+    w = writer(hbase)
+
+    async def settle() -> None:
+        for _ in range(20):
+            await anyio.lowlevel.checkpoint()
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(w.write, batch([b"a", b"x"], "rs1", 1))
+            await settle()
+            tg.start_soon(w.write, batch([b"b", b"x"], "rs1", 2))
+            await settle()
+            assert hbase.started == [b"a"]
+            first.set()
+            await settle()
+            assert hbase.ended == [b"a"] and hbase.started == [b"a", b"b"]
+            tg.start_soon(w.write, batch([b"c", b"x"], "rs1", 3))
+            tg.start_soon(w.write, batch([b"d", b"a"], "rs1", 4))
+            await settle()
+            assert hbase.started == [b"a", b"b", b"d"]  # c waits for 2 (x); d holds a, released by 1
+            assert w._holders["t"].keys() == {b"b", b"x", b"c"}
+            second.set()
+    assert hbase.ended == [b"a", b"d", b"b", b"c"]
+    assert w._holders == {"t": {}}
