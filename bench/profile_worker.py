@@ -29,7 +29,8 @@ shared with the stack's JVMs and other work, and CPU time is what a core can spe
    writes (``time.process_time``, all threads: the thread hop, pool, serialization, socket sends,
    reply parsing) and the HBase JVM's CPU (``/proc``), per event.
 4. **Kafka fetch alone**: one aiokafka consumer reading the whole topic with no processing
-   (``bench_worker``'s Kafka ceiling), this process's CPU per event.
+   (``bench_worker``'s Kafka ceiling; the decoded records, as the worker takes them), this process's CPU per
+   event.
 5. **End to end**: ``bench_worker``'s worker child (its settings, its design, ``Worker.run`` from the
    earliest offset until every row is written and committed) on this run's own topic and a table
    recreated before each run, alternating three forms: the two put encoders (``[hbase]
