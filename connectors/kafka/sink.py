@@ -43,7 +43,7 @@ class KafkaSink:
             await self._producer.stop()
 
     async def send(self, topic: str, value: bytes | None, *, key: bytes | None = None,
-                   headers: Sequence[tuple[str, bytes]] | None = None) -> Awaitable[None]:
+                   headers: Sequence[tuple[str, bytes | None]] | None = None) -> Awaitable[None]:
         with map_errors(f"sending to topic {topic!r}"):
             future = await self._producer.send(topic, value, key=key,
                                                headers=list(headers) if headers is not None else None)
@@ -54,5 +54,5 @@ class KafkaSink:
             await future
 
     async def send_and_wait(self, topic: str, value: bytes | None, *, key: bytes | None = None,
-                            headers: Sequence[tuple[str, bytes]] | None = None) -> None:
+                            headers: Sequence[tuple[str, bytes | None]] | None = None) -> None:
         await (await self.send(topic, value, key=key, headers=headers))

@@ -46,7 +46,7 @@ class MemoryRecord:
     timestamp: int
     key: bytes | None
     value: bytes | None
-    headers: tuple[tuple[str, bytes], ...] = ()
+    headers: tuple[tuple[str, bytes | None], ...] = ()
 
 
 @dataclass
@@ -85,7 +85,7 @@ class MemoryBroker:
         self.topics.setdefault(topic, [_Partition() for _ in range(partitions)])
 
     def produce(self, topic: str, value: bytes | None, *, key: bytes | None = None, partition: int | None = None,
-                headers: Sequence[tuple[str, bytes]] = (), timestamp: int = 0) -> MemoryRecord:
+                headers: Sequence[tuple[str, bytes | None]] = (), timestamp: int = 0) -> MemoryRecord:
         """Append one record (round-robin over partitions unless one is given) and wake fetchers."""
         parts = self._parts(topic)
         p = next(self._round_robin) % len(parts) if partition is None else partition
@@ -372,7 +372,7 @@ class MemorySink:
         await anyio.lowlevel.checkpoint()
 
     async def send(self, topic: str, value: bytes | None, *, key: bytes | None = None,
-                   headers: Sequence[tuple[str, bytes]] | None = None) -> Awaitable[None]:
+                   headers: Sequence[tuple[str, bytes | None]] | None = None) -> Awaitable[None]:
         await anyio.lowlevel.checkpoint()
         self.broker._check("send")
         self.broker.produce(topic, value, key=key, headers=headers or ())
@@ -380,7 +380,7 @@ class MemorySink:
         return anyio.lowlevel.checkpoint()
 
     async def send_and_wait(self, topic: str, value: bytes | None, *, key: bytes | None = None,
-                            headers: Sequence[tuple[str, bytes]] | None = None) -> None:
+                            headers: Sequence[tuple[str, bytes | None]] | None = None) -> None:
         await (await self.send(topic, value, key=key, headers=headers))
 
 

@@ -96,7 +96,7 @@ async def test_bad_input_goes_to_dead_letter_topic_and_worker_carries_on(hbase: 
             "value_too_large": orjson.dumps({**order_event(903), "buyer_id": "B" * 2000}),
         }
         values = [orjson.dumps(e) for e in good[:10]] + list(bad.values()) + [orjson.dumps(e) for e in good[10:]]
-        await produce(settings, topic, values, headers=[("trace-id", b"t-42")])
+        await produce(settings, topic, values, headers=[("trace-id", b"t-42"), ("empty", None)])
         worker = Worker(settings, hbase, KafkaBroker(settings.kafka), stop_at=await stop_offsets(settings, topic))
         with anyio.fail_after(120):
             summary = await worker.run()
@@ -125,6 +125,7 @@ async def test_bad_input_goes_to_dead_letter_topic_and_worker_carries_on(hbase: 
             assert int(headers["hbase-ingest.source.offset"]) == 10 + list(bad).index(reason)
             assert headers["hbase-ingest.error"]
             assert headers["trace-id"] == b"t-42"  # the original record's headers are kept
+            assert headers["empty"] is None  # a header with no value stays one
     finally:
         await drop_tables(hbase, settings)
 

@@ -71,7 +71,7 @@ async def setup(settings: Settings, hbase: HBaseClient, partitions: int = 4) -> 
 
 
 async def produce(settings: Settings, topic: str, values: list[bytes], keys: list[bytes] | None = None,
-                  headers: list[tuple[str, bytes]] | None = None) -> None:
+                  headers: list[tuple[str, bytes | None]] | None = None) -> None:
     producer = make_producer(settings.kafka)
     await producer.start()
     try:

@@ -47,10 +47,11 @@ class DeadLetters:
         self._backoff = Backoff(100, 10_000)
 
     async def send(self, origin: Origin, key: bytes | None, value: bytes | None, reason: str, error: str,
-                   original_headers: Iterable[tuple[str, bytes]] = ()) -> None:
+                   original_headers: Iterable[tuple[str, bytes | None]] = ()) -> None:
         """Send one record: the original's key, value and headers (except any of ours, which a replayed
-        dead letter could carry), then ours."""
-        kept = [(k, bytes(v)) for k, v in original_headers or () if not k.startswith(HEADER_PREFIX)]
+        dead letter could carry), then ours. A header's value may be null (Kafka allows it): it is kept null."""
+        kept = [(k, None if v is None else bytes(v)) for k, v in original_headers or ()
+                if not k.startswith(HEADER_PREFIX)]
         headers = [
             *kept,
             (HEADER_PREFIX + "source.topic", origin.tp.topic.encode()),

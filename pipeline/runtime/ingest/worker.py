@@ -402,7 +402,7 @@ class Worker:
     # -- dead letters --------------------------------------------------------------------------
 
     async def _dead_letter(self, origin: Origin, key: bytes | None, value: bytes | None, reason: str,
-                           error: str, headers: Sequence[tuple[str, bytes]] = ()) -> bool:
+                           error: str, headers: Sequence[tuple[str, bytes | None]] = ()) -> bool:
         """Send to the dead-letter topic (retrying until Kafka has it); False when a stop request
         abandoned the send."""
         assert self._dead is not None

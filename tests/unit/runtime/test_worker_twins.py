@@ -82,6 +82,17 @@ async def test_every_event_is_written_once_and_offsets_committed_to_the_end() ->
     assert summary.skipped == {}
 
 
+async def test_a_dead_letter_keeps_the_originals_null_header_values() -> None:
+    """Kafka allows a header with no value; the dead letter carries it as it came, null."""
+    broker, hbase = _stack(10)
+    broker.produce(TOPIC, b"{not json", partition=0, headers=[("trace", b"t-1"), ("empty", None)])
+    summary = await _run(Worker(_settings(), hbase, broker, stop_at=_ends(broker)))
+    assert summary.dead_lettered == 1
+    (dead,) = broker.records(DLQ)
+    assert dead.headers[:2] == (("trace", b"t-1"), ("empty", None))
+    assert dict(dead.headers)[HEADER_PREFIX + "reason"] == b"undecodable"
+
+
 async def test_bad_events_go_to_the_dead_letter_topic_and_do_not_hold_back_commits() -> None:
     bad = (3, 77)
     broker, hbase = _stack(200, bad=bad)
@@ -89,7 +100,7 @@ async def test_bad_events_go_to_the_dead_letter_topic_and_do_not_hold_back_commi
     _check_rows(hbase, 200, bad)
     dead = broker.records(DLQ)
     assert [r.value for r in dead] == [b"{not json", b"{not json"]
-    headers = [dict(r.headers) for r in dead]
+    headers = [{k: v for k, v in r.headers if v is not None} for r in dead]
     assert {h[HEADER_PREFIX + "reason"] for h in headers} == {b"undecodable"}
     assert sorted(int(h[HEADER_PREFIX + "source.offset"]) for h in headers) == sorted(
         r.offset for r in broker.records(TOPIC) if r.value == b"{not json")
