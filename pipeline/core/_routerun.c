@@ -8,7 +8,10 @@
  *
  * Per record, the fast path covers what most records are: a ``bytes`` value that orjson parses to a
  * dict and holds no run of 20 digits or minus signs (such a value may hold an integer beyond 64 bits,
- * which ``pipeline.core.decode.loads`` re-reads exactly). Any other record goes through
+ * which ``pipeline.core.decode.loads`` re-reads exactly). When every route of the run is a plan with a
+ * key plan, a value is first read by this module's scanner into a *sparse event* (the declared fields
+ * only; see "the sparse event" below), and by orjson only when the scanner or a plan refuses it. Any
+ * other record goes through
  * ``env.one(rec, tp)`` (the reference's own steps for one record: parse, diagnose, route; it returns
  * the record's mutations). For each route
  * the record feeds, a *plan* (a route whose columns all use the ``text`` encoding) builds the put
@@ -163,10 +166,31 @@ static PyObject *lookup(PyObject *event, PyObject *path, int *parent_ok) {
     return cur;
 }
 
-/* the text encoding of a str, int or float (exact classes): a new bytes object; NULL without an error
- * set for anything else (the route's own path decides) */
+/* A non-integer number at a declared path whose JSON text is the text Python's repr gives its float
+ * (the text encoding of a float column): the text itself, with no float made and none printed. */
+#define FLOAT_TEXT_MAX 40
+
+typedef struct {
+    PyObject_HEAD
+    Py_ssize_t len;
+    char text[FLOAT_TEXT_MAX];
+} FloatText;
+
+static PyTypeObject FloatTextType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "pipeline.core._routerun.FloatText",
+    .tp_basicsize = sizeof(FloatText),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A float of a sparse event, as its JSON text (which is its repr).",
+};
+
+/* the text encoding of a str, int or float (exact classes; a sparse event's FloatText is a float): a new
+ * bytes object; NULL without an error set for anything else (the route's own path decides) */
 static PyObject *text_of(PyObject *v) {
     PyTypeObject *t = Py_TYPE(v);
+    if (t == &FloatTextType) { /* a float of a sparse event: its repr, as its JSON text */
+        return PyBytes_FromStringAndSize(((FloatText *)v)->text, ((FloatText *)v)->len);
+    }
     if (t == &PyUnicode_Type) {
         Py_ssize_t n;
         const char *s = PyUnicode_AsUTF8AndSize(v, &n);
@@ -315,9 +339,6 @@ static PyObject *planned_key(PyObject *ops, PyObject *event) {
     k.cap = (Py_ssize_t)sizeof(k.local);
     Py_ssize_t nops = PyTuple_GET_SIZE(ops);
     long key_salt = 0;
-    if (kb_add(&k, "", 0) < 0) {
-        return NULL;
-    }
     for (Py_ssize_t i = 0; i < nops; i++) {
         PyObject *op = PyTuple_GET_ITEM(ops, i);
         long kind = PyLong_AsLong(PyTuple_GET_ITEM(op, 0));
@@ -518,12 +539,609 @@ fail:
     return NULL;
 }
 
+/* -- the sparse event: a plan's declared fields read straight from the JSON text ------------------ */
+
+/* When every route of a run is a plan with a key plan, a record's value is first read by this
+ * scanner instead of orjson. It validates the whole document and builds a *sparse event*: a dict of
+ * the declared paths only (the plans' key, timestamp and column paths), with the values orjson gives
+ * at those paths. It accepts a subset of what orjson accepts and refuses the rest (a return of 1,
+ * no error set), which orjson then reads as before:
+ *
+ * - the document is one JSON object (RFC 8259) with only JSON whitespace around it, nested at most
+ *   SCAN_DEPTH_MAX deep, in strict UTF-8 (no overlong forms, no surrogates);
+ * - a ``\u`` escape of a surrogate (paired or not) is refused, as is a key with an escape where a
+ *   declared key could be, and a string value with an escape at a declared path;
+ * - a number's exponent has at most two digits (the caller's big-integer check has already sent
+ *   any run of 20 digits or minus signs elsewhere, so no accepted number overflows a double or a
+ *   64-bit integer); at a declared path an integer has at most 18 digits and a non-integer has no
+ *   exponent and at most 15 significant digits (so any correctly rounded reading gives one double).
+ *
+ * At a declared path, an object with declared children becomes a sparse dict of them; an array, or
+ * an object with none, becomes Ellipsis (a plan refuses both, as it refuses a list or a dict); a key
+ * given twice keeps its last value, as orjson does. A plan that refuses a sparse event makes the
+ * caller read the record again with orjson, whole, so that a sparse event only ever yields what every
+ * plan takes, and that is what the whole event yields. */
+
+#define TRIE_MAX 64
+#define SCAN_DEPTH_MAX 64
+
+typedef struct {
+    int n;
+    int parent[TRIE_MAX]; /* -1: a top-level key */
+    int children[TRIE_MAX + 1]; /* children[i + 1]: how many nodes have parent i; children[0]: the root's */
+    PyObject *name[TRIE_MAX]; /* borrowed from the plans' path tuples (alive for the run) */
+    const char *utf8[TRIE_MAX];
+    Py_ssize_t len[TRIE_MAX];
+} Trie;
+
+/* the node under ``parent`` named by ``len`` bytes at ``p``; -1 when none */
+static int trie_child(const Trie *t, int parent, const char *p, Py_ssize_t len) {
+    for (int i = 0; i < t->n; i++) {
+        if (t->parent[i] == parent && t->len[i] == len && memcmp(t->utf8[i], p, (size_t)len) == 0) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+/* 0 added; 1 when the path cannot be declared here (not a tuple of str, empty, or the trie is full) */
+static int trie_add(Trie *t, PyObject *path) {
+    if (!PyTuple_CheckExact(path) || PyTuple_GET_SIZE(path) == 0) {
+        return 1;
+    }
+    int at = -1;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(path); i++) {
+        PyObject *name = PyTuple_GET_ITEM(path, i);
+        if (!PyUnicode_CheckExact(name)) {
+            return 1;
+        }
+        Py_ssize_t len;
+        const char *utf8 = PyUnicode_AsUTF8AndSize(name, &len);
+        if (utf8 == NULL) {
+            PyErr_Clear();
+            return 1;
+        }
+        int child = trie_child(t, at, utf8, len);
+        if (child < 0) {
+            if (t->n == TRIE_MAX) {
+                return 1;
+            }
+            child = t->n++;
+            t->parent[child] = at;
+            t->name[child] = name;
+            t->utf8[child] = utf8;
+            t->len[child] = len;
+            t->children[child + 1] = 0;
+            t->children[at + 1]++;
+        }
+        at = child;
+    }
+    return 0;
+}
+
+/* The trie of every path the routes' plans read; t->n == 0 when some route is not a plan with a key
+ * plan (its code may read any field: the run reads whole events). */
+static void trie_of(Trie *t, PyObject *routes) {
+    t->n = 0;
+    t->children[0] = 0;
+    Py_ssize_t nroutes = PyTuple_GET_SIZE(routes);
+    int ok = nroutes > 0;
+    for (Py_ssize_t r = 0; r < nroutes && ok; r++) {
+        PyObject *plan = PyTuple_GET_ITEM(routes, r);
+        if (!PyTuple_CheckExact(plan) || PyTuple_GET_SIZE(plan) != 7 || !PyTuple_CheckExact(PyTuple_GET_ITEM(plan, 1))) {
+            ok = 0;
+            break;
+        }
+        PyObject *ops = PyTuple_GET_ITEM(plan, 1);
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(ops) && ok; i++) {
+            PyObject *op = PyTuple_GET_ITEM(ops, i);
+            long kind = PyLong_AsLong(PyTuple_GET_ITEM(op, 0));
+            if (kind == 0 || kind == 3) {
+                ok = trie_add(t, PyTuple_GET_ITEM(op, 1)) == 0;
+            } else if (kind == 2) {
+                PyObject *paths = PyTuple_GET_ITEM(op, 1);
+                for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(paths) && ok; j++) {
+                    ok = trie_add(t, PyTuple_GET_ITEM(paths, j)) == 0;
+                }
+            } else if (kind != 1 && kind != 4) {
+                ok = 0;
+            }
+        }
+        PyObject *ts_path = PyTuple_GET_ITEM(plan, 3);
+        if (ok && ts_path != Py_None) {
+            ok = trie_add(t, ts_path) == 0;
+        }
+        PyObject *columns = PyTuple_GET_ITEM(plan, 4);
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(columns) && ok; i++) {
+            ok = trie_add(t, PyTuple_GET_ITEM(PyTuple_GET_ITEM(columns, i), 1)) == 0;
+        }
+    }
+    if (!ok) {
+        PyErr_Clear();
+        t->n = 0;
+    }
+}
+
+typedef struct {
+    const unsigned char *p, *end;
+    int depth;
+    const Trie *trie;
+} Scan;
+
+static inline void scan_ws(Scan *s) {
+    while (s->p < s->end && (*s->p == ' ' || *s->p == '\n' || *s->p == '\r' || *s->p == '\t')) {
+        s->p++;
+    }
+}
+
+static inline int is_digit(unsigned char c) {
+    return c >= '0' && c <= '9';
+}
+
+static int hex4(const unsigned char *p, unsigned *out) {
+    unsigned v = 0;
+    for (int i = 0; i < 4; i++) {
+        unsigned char c = p[i];
+        v <<= 4;
+        if (c >= '0' && c <= '9') {
+            v |= (unsigned)(c - '0');
+        } else if (c >= 'a' && c <= 'f') {
+            v |= (unsigned)(c - 'a' + 10);
+        } else if (c >= 'A' && c <= 'F') {
+            v |= (unsigned)(c - 'A' + 10);
+        } else {
+            return 1;
+        }
+    }
+    *out = v;
+    return 0;
+}
+
+/* the length of the strict UTF-8 sequence at p (2 to 4), or 0 when it is not one */
+static int utf8_seq(const unsigned char *p, const unsigned char *end) {
+    unsigned char c = p[0];
+    int n;
+    unsigned char lo = 0x80, hi = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF) {
+        n = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        n = 3;
+        if (c == 0xE0) {
+            lo = 0xA0;
+        } else if (c == 0xED) {
+            hi = 0x9F; /* no surrogates */
+        }
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        n = 4;
+        if (c == 0xF0) {
+            lo = 0x90;
+        } else if (c == 0xF4) {
+            hi = 0x8F;
+        }
+    } else {
+        return 0;
+    }
+    if (end - p < n || p[1] < lo || p[1] > hi) {
+        return 0;
+    }
+    for (int i = 2; i < n; i++) {
+        if (p[i] < 0x80 || p[i] > 0xBF) {
+            return 0;
+        }
+    }
+    return n;
+}
+
+/* A string at s->p (its opening quote): 0 with s->p past its closing quote, *raw and *len its bytes
+ * between the quotes, *escaped and *ascii set; 1 when refused. */
+static int scan_string(Scan *s, const unsigned char **raw, Py_ssize_t *len, int *escaped, int *ascii) {
+    const unsigned char *p = s->p + 1, *end = s->end;
+    int esc = 0, asc = 1;
+    *raw = p;
+    while (p < end) {
+        unsigned char c = *p;
+        if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
+            p++;
+        } else if (c == '"') {
+            *len = p - *raw;
+            *escaped = esc;
+            *ascii = asc;
+            s->p = p + 1;
+            return 0;
+        } else if (c == '\\') {
+            esc = 1;
+            if (end - p < 2) {
+                return 1;
+            }
+            unsigned char e = p[1];
+            if (e == 'u') {
+                unsigned cp;
+                if (end - p < 6 || hex4(p + 2, &cp) || (cp >= 0xD800 && cp <= 0xDFFF)) {
+                    return 1;
+                }
+                p += 6;
+            } else if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' || e == 'r' || e == 't') {
+                p += 2;
+            } else {
+                return 1;
+            }
+        } else if (c >= 0x80) {
+            int n = utf8_seq(p, end);
+            if (n == 0) {
+                return 1;
+            }
+            asc = 0;
+            p += n;
+        } else {
+            return 1; /* a control character */
+        }
+    }
+    return 1;
+}
+
+/* Whether repr(float(text)) == text for a JSON number -?I.F with at most 15 significant digits and no
+ * exponent (I: int_digits at int_start; F: frac_start to frac_end). With at most 15 significant digits
+ * (DBL_DIG) the shortest text that reads back as the same double has the same digits, trailing zeros
+ * of the fraction dropped, so repr gives this text exactly when: the fraction has no trailing zero
+ * (except a fraction of one 0), and repr's fixed notation applies (1e-4 <= |x| < 1e16, or x == 0):
+ * for an integer part of 0, at most three zeros before the fraction's first other digit. (The caller
+ * counts an integer part's trailing zeros as significant, so the integer part has at most 15 digits
+ * and |x| < 1e16 holds.) */
+static int float_text_is_repr(const unsigned char *int_start, Py_ssize_t int_digits, const unsigned char *frac_start,
+                              const unsigned char *frac_end) {
+    Py_ssize_t frac = frac_end - frac_start;
+    if (frac == 0) {
+        return 0;
+    }
+    if (frac_end[-1] == '0' && frac != 1) {
+        return 0;
+    }
+    if (int_digits == 1 && int_start[0] == '0') {
+        Py_ssize_t zeros = 0;
+        while (zeros < frac && frac_start[zeros] == '0') {
+            zeros++;
+        }
+        return zeros == frac || zeros <= 3; /* 0.0 (zeros == frac == 1, as the trailing-zero rule left it) */
+    }
+    return 1;
+}
+
+/* A number at s->p: 0 with s->p past it and, when ``out`` is not NULL, *out the int or float orjson
+ * gives (a new reference); 1 when refused; -1 on error. */
+static int scan_number(Scan *s, PyObject **out) {
+    const unsigned char *p = s->p, *end = s->end, *start = p;
+    int neg = 0;
+    if (*p == '-') {
+        neg = 1;
+        p++;
+    }
+    if (p >= end) {
+        return 1;
+    }
+    const unsigned char *int_start = p;
+    if (*p == '0') {
+        p++;
+    } else if (*p >= '1' && *p <= '9') {
+        while (p < end && is_digit(*p)) {
+            p++;
+        }
+    } else {
+        return 1;
+    }
+    Py_ssize_t int_digits = p - int_start;
+    int is_float = 0, has_exp = 0;
+    const unsigned char *frac_start = p;
+    if (p < end && *p == '.') {
+        is_float = 1;
+        frac_start = ++p;
+        while (p < end && is_digit(*p)) {
+            p++;
+        }
+        if (p == frac_start) {
+            return 1;
+        }
+    }
+    const unsigned char *frac_end = p;
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        is_float = has_exp = 1;
+        p++;
+        if (p < end && (*p == '+' || *p == '-')) {
+            p++;
+        }
+        const unsigned char *exp_start = p;
+        while (p < end && is_digit(*p)) {
+            p++;
+        }
+        if (p == exp_start || p - exp_start > 2) {
+            return 1;
+        }
+    }
+    if (int_digits > 18 || frac_end - frac_start > 18) {
+        return 1; /* orjson may refuse it, or give a big integer: the caller's whole-event path decides */
+    }
+    s->p = p;
+    if (out == NULL) {
+        return 0;
+    }
+    if (!is_float) {
+        long long v = 0;
+        for (const unsigned char *d = int_start; d < int_start + int_digits; d++) {
+            v = v * 10 + (*d - '0');
+        }
+        *out = PyLong_FromLongLong(neg ? -v : v);
+        return *out == NULL ? -1 : 0;
+    }
+    if (has_exp) {
+        return 1;
+    }
+    int significant = 0, leading = 1;
+    for (const unsigned char *d = int_start; d < frac_end; d++) {
+        if (*d == '.') {
+            continue;
+        }
+        if (leading && *d == '0') {
+            continue;
+        }
+        leading = 0;
+        significant++;
+    }
+    if (significant > 15) {
+        return 1;
+    }
+    if (float_text_is_repr(int_start, int_digits, frac_start, frac_end) && p - start <= FLOAT_TEXT_MAX) {
+        FloatText *ft = PyObject_New(FloatText, &FloatTextType);
+        if (ft == NULL) {
+            return -1;
+        }
+        ft->len = p - start;
+        memcpy(ft->text, start, (size_t)ft->len);
+        *out = (PyObject *)ft;
+        return 0;
+    }
+    char text[64];
+    if (p - start >= (Py_ssize_t)sizeof(text)) {
+        return 1;
+    }
+    memcpy(text, start, (size_t)(p - start));
+    text[p - start] = '\0';
+    char *stop;
+    double d = PyOS_string_to_double(text, &stop, NULL);
+    if ((d == -1.0 && PyErr_Occurred()) || stop != text + (p - start)) {
+        PyErr_Clear();
+        return 1;
+    }
+    *out = PyFloat_FromDouble(d);
+    return *out == NULL ? -1 : 0;
+}
+
+/* Past a container's opening bracket and the whitespace after it: 1 when ``close`` follows at once (an
+ * empty container, passed too), else 0. */
+static int scan_open(Scan *s, unsigned char close) {
+    s->p++;
+    scan_ws(s);
+    if (s->p < s->end && *s->p == close) {
+        s->p++;
+        return 1;
+    }
+    return 0;
+}
+
+/* After a member or an element: 0 past a comma (and the whitespace after it), 1 past ``close`` (the
+ * container's end), 2 on anything else (refused). */
+static int scan_next(Scan *s, unsigned char close) {
+    scan_ws(s);
+    if (s->p < s->end && *s->p == ',') {
+        s->p++;
+        scan_ws(s);
+        return 0;
+    }
+    if (s->p < s->end && *s->p == close) {
+        s->p++;
+        return 1;
+    }
+    return 2;
+}
+
+static int scan_value(Scan *s, int node, PyObject **out);
+
+/* an object at s->p; ``build``: *out gets the sparse dict of ``node``'s declared children */
+static int scan_object(Scan *s, int node, int build, PyObject **out) {
+    if (++s->depth > SCAN_DEPTH_MAX) {
+        return 1;
+    }
+    PyObject *dict = NULL;
+    if (build) {
+        dict = PyDict_New();
+        if (dict == NULL) {
+            return -1;
+        }
+    }
+    int rc = 1;
+    if (scan_open(s, '}')) {
+        rc = 0;
+        goto done;
+    }
+    for (;;) {
+        if (s->p >= s->end || *s->p != '"') {
+            goto done;
+        }
+        const unsigned char *key;
+        Py_ssize_t len;
+        int escaped, ascii;
+        if (scan_string(s, &key, &len, &escaped, &ascii)) {
+            goto done;
+        }
+        scan_ws(s);
+        if (s->p >= s->end || *s->p != ':') {
+            goto done;
+        }
+        s->p++;
+        scan_ws(s);
+        int child = -1;
+        if (build) {
+            if (escaped) {
+                goto done; /* it might name a declared key */
+            }
+            child = trie_child(s->trie, node, (const char *)key, len);
+        }
+        PyObject *v = NULL;
+        int vrc = scan_value(s, child, child >= 0 ? &v : NULL);
+        if (vrc != 0) {
+            rc = vrc;
+            goto done;
+        }
+        if (v != NULL) {
+            int set = PyDict_SetItem(dict, s->trie->name[child], v);
+            Py_DECREF(v);
+            if (set < 0) {
+                rc = -1;
+                goto done;
+            }
+        }
+        int next = scan_next(s, '}');
+        if (next != 0) {
+            rc = next == 1 ? 0 : 1;
+            goto done;
+        }
+    }
+done:
+    s->depth--;
+    if (rc == 0 && build) {
+        *out = dict;
+    } else {
+        Py_XDECREF(dict);
+    }
+    return rc;
+}
+
+static int scan_array(Scan *s) {
+    if (++s->depth > SCAN_DEPTH_MAX) {
+        return 1;
+    }
+    int rc = 0;
+    if (scan_open(s, ']')) {
+        goto done;
+    }
+    for (;;) {
+        rc = scan_value(s, -1, NULL);
+        if (rc != 0) {
+            goto done;
+        }
+        int next = scan_next(s, ']');
+        if (next != 0) {
+            rc = next == 1 ? 0 : 1;
+            goto done;
+        }
+    }
+done:
+    s->depth--;
+    return rc;
+}
+
+static int scan_word(Scan *s, const char *word, Py_ssize_t n, PyObject *value, PyObject **out) {
+    if (s->end - s->p < n || memcmp(s->p, word, (size_t)n) != 0) {
+        return 1;
+    }
+    s->p += n;
+    if (out != NULL) {
+        *out = Py_NewRef(value);
+    }
+    return 0;
+}
+
+/* A value at s->p (after whitespace). ``node``: the declared path it is at, or -1 for none; ``out``
+ * (not NULL exactly when node >= 0) gets what the sparse event holds there. */
+static int scan_value(Scan *s, int node, PyObject **out) {
+    if (s->p >= s->end) {
+        return 1;
+    }
+    unsigned char c = *s->p;
+    if (c == '{') {
+        int build = out != NULL && s->trie->children[node + 1] > 0;
+        int rc = scan_object(s, node, build, out);
+        if (rc == 0 && out != NULL && !build) {
+            *out = Py_NewRef(Py_Ellipsis);
+        }
+        return rc;
+    }
+    if (c == '[') {
+        int rc = scan_array(s);
+        if (rc == 0 && out != NULL) {
+            *out = Py_NewRef(Py_Ellipsis);
+        }
+        return rc;
+    }
+    if (c == '"') {
+        const unsigned char *raw;
+        Py_ssize_t len;
+        int escaped, ascii;
+        if (scan_string(s, &raw, &len, &escaped, &ascii)) {
+            return 1;
+        }
+        if (out == NULL) {
+            return 0;
+        }
+        if (escaped) {
+            return 1;
+        }
+        PyObject *str;
+        if (ascii) {
+            str = PyUnicode_New(len, 127);
+            if (str != NULL) {
+                memcpy(PyUnicode_DATA(str), raw, (size_t)len);
+            }
+        } else {
+            str = PyUnicode_DecodeUTF8((const char *)raw, len, NULL);
+        }
+        if (str == NULL) {
+            return -1;
+        }
+        *out = str;
+        return 0;
+    }
+    if (c == '-' || is_digit(c)) {
+        return scan_number(s, out);
+    }
+    if (c == 't') {
+        return scan_word(s, "true", 4, Py_True, out);
+    }
+    if (c == 'f') {
+        return scan_word(s, "false", 5, Py_False, out);
+    }
+    if (c == 'n') {
+        return scan_word(s, "null", 4, Py_None, out);
+    }
+    return 1;
+}
+
+/* The sparse event of ``n`` bytes at ``p``: 0 with *event a new dict; 1 when refused; -1 on error. */
+static int sparse_event(const Trie *t, const char *p, Py_ssize_t n, PyObject **event) {
+    Scan s = {(const unsigned char *)p, (const unsigned char *)p + n, 0, t};
+    scan_ws(&s);
+    if (s.p >= s.end || *s.p != '{') {
+        return 1;
+    }
+    PyObject *dict = NULL;
+    int rc = scan_object(&s, -1, 1, &dict);
+    if (rc != 0) {
+        return rc;
+    }
+    scan_ws(&s);
+    if (s.p != s.end) {
+        Py_DECREF(dict);
+        return 1;
+    }
+    *event = dict;
+    return 0;
+}
+
 /* -- the run -------------------------------------------------------------------------------------- */
 
 /* the mutations of one record's event, appended to ``out``; 1 when a route raised an EventError (left
- * set), -1 on any other error, 0 when done */
+ * set), -1 on any other error, 0 when done; 2 when ``sparse`` (the event is a sparse event) and a plan
+ * refused it (the caller reads the record whole) */
 static int route_event(PyObject *routes, PyObject *event, PyObject *origin, PyObject *put_kind, PyObject *event_error,
-                       PyObject *out) {
+                       PyObject *out, int sparse) {
     Py_ssize_t nroutes = PyTuple_GET_SIZE(routes);
     for (Py_ssize_t r = 0; r < nroutes; r++) {
         PyObject *route = PyTuple_GET_ITEM(routes, r); /* a plan tuple, or a mutation callable */
@@ -534,6 +1152,9 @@ static int route_event(PyObject *routes, PyObject *event, PyObject *origin, PyOb
             m = planned_put(route, event, origin, put_kind);
             if (m == NULL && PyErr_Occurred()) {
                 return -1;
+            }
+            if (m == NULL && sparse) {
+                return 2;
             }
         }
         if (m == NULL) {
@@ -579,6 +1200,8 @@ static PyObject *route_run(PyObject *module, PyObject *const *args, Py_ssize_t n
     if (out == NULL) {
         return NULL;
     }
+    Trie trie;
+    trie_of(&trie, routes);
     PyObject *error = NULL;
     Py_ssize_t i = start;
     for (; i < stop; i++) {
@@ -592,17 +1215,30 @@ static PyObject *route_run(PyObject *module, PyObject *const *args, Py_ssize_t n
             Py_DECREF(rec);
             goto fail;
         }
+        int rc, sparse_allowed = trie.n > 0;
+    again:;
         PyObject *event = NULL;
-        if (PyBytes_CheckExact(value) && !has_long_run(PyBytes_AS_STRING(value), PyBytes_GET_SIZE(value))) {
-            event = PyObject_CallOneArg(loads, value);
-            if (event == NULL) {
-                PyErr_Clear();
-            } else if (!PyDict_CheckExact(event)) {
-                Py_CLEAR(event);
+        int sparse = 0;
+        if (sparse_allowed && PyBytes_CheckExact(value)) {
+            int src = sparse_event(&trie, PyBytes_AS_STRING(value), PyBytes_GET_SIZE(value), &event);
+            if (src < 0) {
+                Py_DECREF(value);
+                Py_DECREF(rec);
+                goto fail;
+            }
+            sparse = src == 0;
+        }
+        if (event == NULL && PyBytes_CheckExact(value) &&
+            !has_long_run(PyBytes_AS_STRING(value), PyBytes_GET_SIZE(value))) {
+            {
+                event = PyObject_CallOneArg(loads, value);
+                if (event == NULL) {
+                    PyErr_Clear();
+                } else if (!PyDict_CheckExact(event)) {
+                    Py_CLEAR(event);
+                }
             }
         }
-        Py_DECREF(value);
-        int rc;
         if (event == NULL) {
             /* the reference's steps for this record: parse (exactly), diagnose, route */
             PyObject *one_args[2] = {rec, tp};
@@ -617,10 +1253,20 @@ static PyObject *route_run(PyObject *module, PyObject *const *args, Py_ssize_t n
             PyObject *offset = PyObject_GetAttr(rec, s_offset);
             PyObject *origin = offset == NULL ? NULL : new_origin(tp, offset);
             Py_XDECREF(offset);
-            rc = origin == NULL ? -1 : route_event(routes, event, origin, put_kind, event_error, out);
+            rc = origin == NULL ? -1 : route_event(routes, event, origin, put_kind, event_error, out, sparse);
             Py_XDECREF(origin);
             Py_DECREF(event);
+            if (rc == 2) { /* a plan refused the sparse event: the record again, read whole by orjson */
+                if (PyList_SetSlice(out, before, PyList_GET_SIZE(out), NULL) < 0) {
+                    Py_DECREF(value);
+                    Py_DECREF(rec);
+                    goto fail;
+                }
+                sparse_allowed = 0;
+                goto again;
+            }
         }
+        Py_DECREF(value);
         Py_DECREF(rec);
         if (rc == 1) { /* this record is refused: none of its mutations stay */
             PyObject *type, *tb;
@@ -663,7 +1309,7 @@ PyMODINIT_FUNC PyInit__routerun(void) {
     s_value = PyUnicode_InternFromString("value");
     s_offset = PyUnicode_InternFromString("offset");
     zero = PyLong_FromLong(0);
-    if (s_value == NULL || s_offset == NULL || zero == NULL) {
+    if (s_value == NULL || s_offset == NULL || zero == NULL || PyType_Ready(&FloatTextType) < 0) {
         return NULL;
     }
     PyObject *m = PyModule_Create(&module_def);
