@@ -1094,6 +1094,10 @@ static int scan_value(Scan *s, int node, PyObject **out) {
             str = PyUnicode_DecodeUTF8((const char *)raw, len, NULL);
         }
         if (str == NULL) {
+            if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) { /* not expected after scan_string */
+                PyErr_Clear();
+                return 1;
+            }
             return -1;
         }
         *out = str;
