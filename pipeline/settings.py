@@ -66,6 +66,7 @@ __all__ = [
     "ENV_PREFIX",
     "NON_SETTING_VARIABLES",
     "REGISTRY_FORMATS",
+    "BatchBy",
     "ColumnSpec",
     "CounterSpec",
     "FamilySpec",
@@ -339,6 +340,10 @@ class HBaseSettings(Section):
         return list(self.gateways) or [GatewaySpec(host=self.host, port=self.port, thrift2_port=self.thrift2_port)]
 
 
+#: what one open batch groups: the rows of one region server, or of one region (pipeline.core.batcher)
+BatchBy = Literal["server", "region"]
+
+
 class WriterSettings(Section):
     """Batching (per region server or per region), concurrency, retries and the memory bound of the
     ingest worker."""
@@ -346,7 +351,7 @@ class WriterSettings(Section):
     max_batch_rows: int = Field(default=1000, ge=1, le=1_000_000)
     max_batch_bytes: int = Field(default=2 * 1024 * 1024, ge=1024, le=2**30)
     max_batch_age_ms: int = Field(default=200, ge=1, le=MAX_MS)
-    batch_by: Literal["server", "region"] = Field(
+    batch_by: BatchBy = Field(
         default="server",
         description="what one open batch holds: the rows of one region server (batches stay large however "
                     "many regions a table has) or of one region (pipeline.core.batcher)")

@@ -41,19 +41,15 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from operator import attrgetter
-from typing import Literal
 
 from pipeline.core.model import Mutation, MutationKind, Origin
 from pipeline.core.regions import Region, RegionMap
+from pipeline.settings import BatchBy
 
 __all__ = ["Batch", "BatchBy", "BatcherStatistics", "RegionBatcher", "SealReason"]
 
 
 _ORIGIN = attrgetter("origin")
-
-#: what one open batch groups: the rows of one region server, or of one region
-BatchBy = Literal["server", "region"]
-
 
 class SealReason(Enum):
     """Why a batch was sealed (a metrics label)."""
