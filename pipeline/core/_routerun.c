@@ -550,11 +550,11 @@ fail:
  * - the document is one JSON object (RFC 8259) with only JSON whitespace around it, nested at most
  *   SCAN_DEPTH_MAX deep, in strict UTF-8 (no overlong forms, no surrogates);
  * - a ``\u`` escape of a surrogate (paired or not) is refused, as is a key with an escape where a
- *   declared key could be, and a string value with an escape at a declared path;
- * - a number's exponent has at most two digits (the caller's big-integer check has already sent
- *   any run of 20 digits or minus signs elsewhere, so no accepted number overflows a double or a
- *   64-bit integer); at a declared path an integer has at most 18 digits and a non-integer has no
- *   exponent and at most 15 significant digits (so any correctly rounded reading gives one double).
+ *   declared key could be;
+ * - a number has at most 18 integer digits, 18 fraction digits and two exponent digits (so no
+ *   accepted number overflows a double or a 64-bit integer); at a declared path a non-integer has at
+ *   most 17 significant digits, read by Python's correctly rounded strtod (orjson's reading is
+ *   correctly rounded too: the same double).
  *
  * At a declared path, an object with declared children becomes a sparse dict of them; an array, or
  * an object with none, becomes Ellipsis (a plan refuses both, as it refuses a list or a dict); a key
@@ -806,6 +806,69 @@ static int float_text_is_repr(const unsigned char *int_start, Py_ssize_t int_dig
     return 1;
 }
 
+/* The text of a string's ``len`` bytes at ``raw`` with its escapes decoded (scan_string has checked
+ * that every escape is well formed and that no ``\u`` escape is a surrogate): a new str; NULL with an
+ * error set when it is not valid UTF-8 (not expected) or on failure. */
+static PyObject *unescaped(const unsigned char *raw, Py_ssize_t len) {
+    char local[256];
+    local[0] = '\0'; /* (len >= 2 here: an escape) */
+    char *buf = len <= (Py_ssize_t)sizeof(local) ? local : PyMem_Malloc((size_t)len); /* never longer */
+    if (buf == NULL) {
+        return PyErr_NoMemory();
+    }
+    Py_ssize_t n = 0;
+    for (Py_ssize_t i = 0; i < len;) {
+        unsigned char c = raw[i];
+        if (c != '\\') {
+            buf[n++] = (char)c;
+            i++;
+            continue;
+        }
+        unsigned char e = raw[i + 1];
+        i += 2;
+        switch (e) {
+        case 'b':
+            buf[n++] = '\b';
+            break;
+        case 'f':
+            buf[n++] = '\f';
+            break;
+        case 'n':
+            buf[n++] = '\n';
+            break;
+        case 'r':
+            buf[n++] = '\r';
+            break;
+        case 't':
+            buf[n++] = '\t';
+            break;
+        case 'u': {
+            unsigned cp = 0;
+            (void)hex4(raw + i, &cp);
+            i += 4;
+            if (cp < 0x80) {
+                buf[n++] = (char)cp;
+            } else if (cp < 0x800) {
+                buf[n++] = (char)(0xC0 | (cp >> 6));
+                buf[n++] = (char)(0x80 | (cp & 0x3F));
+            } else {
+                buf[n++] = (char)(0xE0 | (cp >> 12));
+                buf[n++] = (char)(0x80 | ((cp >> 6) & 0x3F));
+                buf[n++] = (char)(0x80 | (cp & 0x3F));
+            }
+            break;
+        }
+        default: /* " \ / */
+            buf[n++] = (char)e;
+        }
+    }
+    PyObject *str = PyUnicode_DecodeUTF8(buf, n, NULL);
+    if (buf != local) {
+        PyMem_Free(buf);
+    }
+    return str;
+}
+
 /* A number at s->p: 0 with s->p past it and, when ``out`` is not NULL, *out the int or float orjson
  * gives (a new reference); 1 when refused; -1 on error. */
 static int scan_number(Scan *s, PyObject **out) {
@@ -871,9 +934,6 @@ static int scan_number(Scan *s, PyObject **out) {
         *out = PyLong_FromLongLong(neg ? -v : v);
         return *out == NULL ? -1 : 0;
     }
-    if (has_exp) {
-        return 1;
-    }
     int significant = 0, leading = 1;
     for (const unsigned char *d = int_start; d < frac_end; d++) {
         if (*d == '.') {
@@ -885,10 +945,11 @@ static int scan_number(Scan *s, PyObject **out) {
         leading = 0;
         significant++;
     }
-    if (significant > 15) {
+    if (significant > 17) {
         return 1;
     }
-    if (float_text_is_repr(int_start, int_digits, frac_start, frac_end) && p - start <= FLOAT_TEXT_MAX) {
+    if (!has_exp && significant <= 15 && float_text_is_repr(int_start, int_digits, frac_start, frac_end) &&
+        p - start <= FLOAT_TEXT_MAX) {
         FloatText *ft = PyObject_New(FloatText, &FloatTextType);
         if (ft == NULL) {
             return -1;
@@ -1081,11 +1142,10 @@ static int scan_value(Scan *s, int node, PyObject **out) {
         if (out == NULL) {
             return 0;
         }
-        if (escaped) {
-            return 1;
-        }
         PyObject *str;
-        if (ascii) {
+        if (escaped) {
+            str = unescaped(raw, len);
+        } else if (ascii) {
             str = PyUnicode_New(len, 127);
             if (str != NULL) {
                 memcpy(PyUnicode_DATA(str), raw, (size_t)len);
