@@ -13,11 +13,13 @@ A spec is a sequence of bracketed segments, e.g.::
     [rpad(column1, 'x', 20)][column2]   [column1][_][column2]   ['#']
     [code(platform, {Taobao: tb, JD: jd}, default=ot)][user_id]
     [user_id][_][order_id][random(100)]
+    [text(buyer_id, escaped)][long(order_id)]    any text, 0x00 escaped, self-terminated
 
 Field names may be dotted paths into nested events (``user.id``), contain hyphens (``log-event``) or
 spaces (``seller id``). Every segment kind documents its byte layout and sort order in its module:
-``segments_text`` (text, literal, rpad/lpad, reverse, code), ``segments_num`` (long/int and their
-ordered/desc variants, dec, reverse_ts, time_bucket) and ``segments_dist`` (salt, md5, mod, random).
+``segments_text`` (text, escaped text, literal, rpad/lpad, reverse, code), ``segments_num``
+(long/int and their ordered/desc variants, dec, reverse_ts, time_bucket) and ``segments_dist``
+(salt, md5, mod, random).
 """
 
 from __future__ import annotations

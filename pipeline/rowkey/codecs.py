@@ -18,6 +18,9 @@ from pipeline.rowkey.errors import EventFieldError
 
 __all__ = [
     "BYTE",
+    "ESC_END",
+    "ESC_NUL",
+    "ESC_ZERO",
     "HASHES",
     "JAVA_LONG_MAX",
     "JAVA_LONG_MIN",
@@ -32,6 +35,9 @@ __all__ = [
     "as_int",
     "as_text",
     "encode_text",
+    "escape_bytes",
+    "escape_fault",
+    "escaped_end",
     "fetch",
     "hash_input",
     "md5_salt",
@@ -114,6 +120,53 @@ def encode_text(field: str, value: Any) -> bytes:
         return text.encode()
     except UnicodeEncodeError as exc:
         raise EventFieldError(field, value, "bad_type", "is not valid Unicode text") from exc
+
+
+#: Escaped text (``text(f, escaped)``, CockroachDB's ascending bytes encoding without its type marker):
+#: every ``ESC_NUL`` byte of the value is written as ``ESC_ZERO`` and the value ends with ``ESC_END``.
+ESC_NUL = b"\x00"
+ESC_ZERO = b"\x00\xff"
+ESC_END = b"\x00\x01"
+
+
+def escape_bytes(data: bytes) -> bytes:
+    """``data`` with every 0x00 written as 0x00 0xFF, then the terminator 0x00 0x01.
+
+    The result is self-delimiting (its end is the first 0x00 followed by 0x01), injective, and sorts
+    as ``data`` does whatever follows it: for ``a < b``, ``escape_bytes(a) + x < escape_bytes(b) + y``
+    for any ``x`` and ``y``, a proper prefix included, because the terminator (0x00 0x01) sorts below
+    an escaped 0x00 (0x00 0xFF), which sorts below every other byte, and no encoded value is a prefix
+    of another.
+    """
+    return data.replace(ESC_NUL, ESC_ZERO) + ESC_END
+
+
+def escaped_end(key: bytes, start: int) -> int:
+    """The end (exclusive, after the terminator) of the :func:`escape_bytes` bytes that start at
+    ``start`` in ``key``; -1 when they are malformed (see :func:`escape_fault`)."""
+    i = key.find(ESC_NUL, start)
+    while i >= 0:
+        nxt = key[i + 1 : i + 2]
+        if nxt == b"\x01":
+            return i + 2
+        if nxt != b"\xff":
+            return -1
+        i = key.find(ESC_NUL, i + 2)
+    return -1
+
+
+def escape_fault(key: bytes, start: int) -> str:
+    """Why :func:`escaped_end` finds no end for the bytes at ``start``: a 0x00 followed by neither
+    0xFF nor 0x01, or no terminator."""
+    i = key.find(ESC_NUL, start)
+    while i >= 0 and key[i + 1 : i + 2] == b"\xff":
+        i = key.find(ESC_NUL, i + 2)
+    if i >= 0 and i + 1 < len(key):
+        return (
+            f"0x00 at byte {i} is followed by 0x{key[i + 1]:02X}, neither 0xFF (an escaped 0x00) "
+            "nor 0x01 (the terminator)"
+        )
+    return f"no 0x00 0x01 terminator after byte {start}"
 
 
 def hash_input(parts: list[bytes]) -> bytes:

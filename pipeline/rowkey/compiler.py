@@ -3,6 +3,7 @@
 Accepted functions (case-insensitive; aliases in parentheses)::
 
     [f]  text(f) (str, string)       UTF-8 text
+    text(f, escaped)                 UTF-8 text, 0x00 escaped, self-terminated; keyword: form=
     [_]  ['#']  lit('x') (literal)   literal bytes
     rpad(f, 'x', 20)  lpad(f, '0', 10)
     dec(f, 10)                       %010d
@@ -25,7 +26,7 @@ from pipeline.rowkey.errors import SpecSyntaxError
 from pipeline.rowkey.segments import Segment
 from pipeline.rowkey.segments_dist import KeySalt, Md5, Mod, Random, Salt
 from pipeline.rowkey.segments_num import Dec, Int, Long, ReverseTs, TimeBucket
-from pipeline.rowkey.segments_text import Code, Literal, LPad, Reverse, RPad, Text
+from pipeline.rowkey.segments_text import Code, EscapedText, Literal, LPad, Reverse, RPad, Text
 from pipeline.rowkey.spec import Arg, Node, parse_spec
 
 __all__ = ["compile_segments"]
@@ -104,7 +105,20 @@ class _Args:
 
 def _text(a: _Args) -> Segment:
     field, _ = a.field()
-    a.check_count(1)
+    a.check_count(2)
+    for key, arg in a.kw.items():
+        if key != "form":
+            raise a.error(f"unknown keyword {key}= for {a.node.func}(); expected form=", arg)
+    if len(a.pos) > 1 and a.pos[1].kind != "name":
+        raise a.error(
+            f"{a.node.func}() takes a field and an option (escaped), got {a.pos[1].kind}",
+            a.pos[1],
+        )
+    if len(a.pos) > 1 and "form" in a.kw:
+        raise a.error(f"the option of {a.node.func}() is given twice", a.kw["form"])
+    form = a.option(1, {"escaped": "escaped"}, "plain", "form")
+    if form == "escaped":
+        return EscapedText(f"text({field}, escaped)", (field,), None, a.node.pos)
     return Text(field, (field,), None, a.node.pos)
 
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from pipeline.rowkey.errors import RowKeyError
 from pipeline.rowkey.segments import Segment
 from pipeline.rowkey.segments_num import Binary, Dec, ReverseTs, TimeBucket
-from pipeline.rowkey.segments_text import Code, Literal, Pad, Text
+from pipeline.rowkey.segments_text import Code, EscapedText, Literal, Pad, Text
 
 if TYPE_CHECKING:
     from pipeline.rowkey.rowkey import RowKey
@@ -23,7 +23,7 @@ def _monotonic(rk: RowKey, seg: Segment) -> bool:
     if isinstance(seg, TimeBucket | ReverseTs):
         return True
     return (
-        isinstance(seg, Binary | Dec | Text | Pad)
+        isinstance(seg, Binary | Dec | Text | EscapedText | Pad)
         and rk.time_field is not None
         and seg.fields == (rk.time_field,)
     )

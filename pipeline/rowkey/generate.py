@@ -48,8 +48,9 @@ def generate_builder(segments: tuple[Segment, ...], layout: Layout, reference: C
 
 def generate_decoder(segments: tuple[Segment, ...], layout: Layout, max_length: int | None,
                      reference: Callable[..., dict[str, Any]], spec: str) -> DecodeFn:
-    """The generated unverified ``decode(key)``: spans found as :meth:`Layout.locate` finds them, each
-    segment's emitted decoding; a key that fails a guard goes to ``reference`` (the verified decode)."""
+    """The generated unverified ``decode(key)``: spans found as :meth:`Layout.locate` finds them (a
+    self-delimiting segment's end by its ``emit_end``), each segment's emitted decoding; a key that
+    fails a guard goes to ``reference`` (the verified decode)."""
     if not layout.decodable:
         return reference  # raises the "cannot decode" KeyDecodeError
     g = CodeGen(fallback="_slow(key)")
@@ -71,6 +72,10 @@ def generate_decoder(segments: tuple[Segment, ...], layout: Layout, max_length: 
         start = at(base, off)
         if seg.width is not None:
             off += seg.width
+        elif seg.self_delimiting:
+            base, off = g.tmp(), 0
+            g.stmt(f"{base} = {seg.emit_end(g, 'key', start)}")
+            g.guard(f"{base} >= 0")
         elif (term := layout.terminator[i]) is not None:
             base, off = g.tmp(), 0
             g.stmt(f"{base} = key.find({g.const(term, 'term')}, {start})")

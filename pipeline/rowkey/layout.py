@@ -1,9 +1,11 @@
 """Where each segment's bytes lie in a key: static boundary analysis and locating.
 
-A fixed-width segment ends ``width`` bytes after it starts. A variable-width segment ends at the
-first byte of the literal that follows it (its value may not contain that byte: builds reject it
-with ``contains_delimiter``), or, when every later segment is fixed-width, that many bytes before
-the end of the key. Otherwise its end is unknown; fixed-width segments after it can still be located
+A fixed-width segment ends ``width`` bytes after it starts. A self-delimiting segment (escaped text)
+ends where its own bytes say (:meth:`~pipeline.rowkey.segments.Segment.end_in`), whatever follows
+it; a literal after it is no delimiter of it. Any other variable-width segment ends at the first
+byte of the literal that follows it (its value may not contain that byte: builds reject it with
+``contains_delimiter``), or, when every later segment is fixed-width, that many bytes before the
+end of the key. Otherwise its end is unknown; fixed-width segments after it can still be located
 from the end of the key.
 """
 
@@ -26,7 +28,8 @@ class Layout:
     def __init__(self, segments: tuple[Segment, ...]) -> None:
         self.segments = segments
         self.n = n = len(segments)
-        #: first byte of the literal after a variable-width segment, else None
+        #: first byte of the literal after a variable-width segment that is not self-delimiting,
+        #: else None
         self.terminator: list[bytes | None] = [None] * n
         #: total width of the segments after i when all are fixed, else None
         self.tail_width: list[int | None] = [None] * n
@@ -37,28 +40,36 @@ class Layout:
             acc = None if acc is None or w is None else acc + w
         for i, seg in enumerate(segments):
             nxt = segments[i + 1] if i + 1 < n else None
-            if seg.width is None and isinstance(nxt, Literal):
+            if seg.width is None and not seg.self_delimiting and isinstance(nxt, Literal):
                 self.terminator[i] = nxt.data[:1]
-        #: variable-width segments followed directly by a non-literal segment (prefix queries on
-        #: them
-        #: cannot tell "host1" from "host12")
+        #: variable-width segments, not self-delimiting, followed directly by a non-literal segment
+        #: (prefix queries on them cannot tell "host1" from "host12")
         self.ambiguous = [
             i
             for i, seg in enumerate(segments)
-            if seg.width is None and i + 1 < n and self.terminator[i] is None
+            if seg.width is None
+            and not seg.self_delimiting
+            and i + 1 < n
+            and self.terminator[i] is None
         ]
-        self.decodable = all(
+        self.decodable = all(self._found(i) for i in range(n))
+
+    def _found(self, i: int) -> bool:
+        """True when the end of segment ``i`` can be found from its start in any key."""
+        seg = self.segments[i]
+        return (
             seg.width is not None
+            or seg.self_delimiting
             or self.terminator[i] is not None
             or self.tail_width[i] is not None
-            for i, seg in enumerate(segments)
         )
 
     def locate(self, key: bytes, strict: bool = True) -> list[Span | None]:
         """Spans ``(start, end)`` of every segment in ``key``; None where the boundary is unknown.
 
         Raises KeyDecodeError when ``key`` cannot have this layout (too short, a missing delimiter,
-        trailing bytes). With ``strict`` an unknown boundary is an error too.
+        a malformed self-delimiting segment, trailing bytes). With ``strict`` an unknown boundary is
+        an error too.
         """
         spans: list[Span | None] = [None] * self.n
         pos, size = 0, len(key)
@@ -67,6 +78,8 @@ class Layout:
             w = seg.width
             if w is not None:
                 end = pos + w
+            elif seg.self_delimiting:
+                end = seg.end_in(key, pos)
             elif (term := self.terminator[i]) is not None:
                 end = key.find(term, pos)
                 if end < 0:
@@ -101,12 +114,8 @@ class Layout:
     def locatable(self) -> list[bool]:
         """Which segments :meth:`locate` can always find (from the left or from the right)."""
         out = [False] * self.n
-        for i, seg in enumerate(self.segments):
-            if not (
-                seg.width is not None
-                or self.terminator[i] is not None
-                or self.tail_width[i] is not None
-            ):
+        for i in range(self.n):
+            if not self._found(i):
                 for j in range(self.n - 1, i, -1):
                     if self.segments[j].width is None:
                         break

@@ -327,8 +327,9 @@ class RowKey:
 
     @property
     def min_length(self) -> int:
-        """The bytes every key has (variable-width segments counted as empty)."""
-        return sum(s.width or 0 for s in self.segments)
+        """The bytes every key has (variable-width segments counted at their ``min_width``: empty
+        text, an escaped text's terminator)."""
+        return sum(s.min_width for s in self.segments)
 
 
 def _lead_end(segments: tuple[Segment, ...]) -> int:

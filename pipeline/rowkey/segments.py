@@ -2,7 +2,8 @@
 explainer.
 
 A compiled spec is a tuple of :class:`Segment` objects. Each one knows its byte layout (``width``:
-fixed byte count, or None for variable width), its sort order (``order``), how to encode field
+fixed byte count, or None for variable width; ``self_delimiting``: a variable width whose end the
+segment finds in the key itself, ``end_in``), its sort order (``order``), how to encode field
 values (``encode``, the reference path, and ``emit``, the generated fast path), how to decode its
 bytes back to fields (``decode``) and, for numeric segments of the time field, how a value interval
 maps to a byte interval (``interval``).
@@ -35,7 +36,9 @@ class Segment:
     Class attributes describe the kind: ``invertible`` (decode recovers the fields),
     ``distributing`` (salt, hash prefix, mod bucket, random: values spread keys over the table),
     ``computable`` (the bytes follow from field values alone), ``time_ordered`` (the bytes order
-    like the field's number, ascending or descending, so a time range maps to a byte interval).
+    like the field's number, ascending or descending, so a time range maps to a byte interval),
+    ``self_delimiting`` (variable width, but the bytes mark their own end, so no delimiter needs to
+    follow: :meth:`end_in` finds it).
     """
 
     kind = "segment"
@@ -44,6 +47,7 @@ class Segment:
     computable = True
     time_ordered = False
     time_readable = False  # time_of() can read the field's time back from the bytes
+    self_delimiting = False
 
     __slots__ = ("fields", "paths", "pos", "source", "width")
 
@@ -67,6 +71,11 @@ class Segment:
     def layout(self) -> str:
         """One-line byte layout."""
         return self.source
+
+    @property
+    def min_width(self) -> int:
+        """The fewest bytes the segment takes: its width when fixed, else what every value has."""
+        return self.width or 0
 
     @property
     def value_count(self) -> int | None:
@@ -96,6 +105,16 @@ class Segment:
         expression is a whole ``{field: value}`` mapping. The default calls :meth:`decode`;
         segments whose bytes hold no field return ``[]`` (their bytes go unchecked)."""
         return [(None, f"{g.const(self.decode, 'dec')}({key}[{start}:{end}])")]
+
+    def end_in(self, key: bytes, start: int) -> int:
+        """Only for ``self_delimiting`` segments: the end (exclusive) of the segment's bytes that
+        start at ``start`` in ``key``; raises KeyDecodeError when they have no valid end."""
+        raise NotImplementedError
+
+    def emit_end(self, g: CodeGen, key: str, start: str) -> str:
+        """Only for ``self_delimiting`` segments: an expression for :meth:`end_in` that gives a
+        negative number instead of raising (the generated decoder then takes the verified path)."""
+        raise NotImplementedError
 
     def label(self, chunk: bytes) -> str:
         """Short label for a fan-out value, e.g. ``salt=3``."""

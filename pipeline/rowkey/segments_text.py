@@ -5,6 +5,11 @@ Byte layouts and sort orders:
 - ``literal`` (``[_]``, ``['#']``): the literal's UTF-8 bytes; constant.
 - ``text`` (``[user_id]``): the field's UTF-8 text (integers in decimal); variable width; sorts in
   byte order, which for UTF-8 is code point order.
+- ``text(f, escaped)``: the same text with every 0x00 byte written as 0x00 0xFF, then the terminator
+  0x00 0x01 (CockroachDB's ascending bytes encoding, without its type marker): one byte more per
+  0x00, two for the terminator. Self-delimiting: the segment ends at the first 0x00 0x01, so it takes
+  any value (the delimiter, 0x00, any byte) and needs no delimiter after it. Sorts as the plain
+  text (UTF-8 byte order) whatever follows it, a value before every longer value it is a prefix of.
 - ``rpad(f, 'x', 20)`` / ``lpad(f, '0', 10)``: the text padded on the right / left with one ASCII
   pad byte to exactly ``width`` bytes; a longer value is an error (``too_long``), never truncated.
   Sorts as the padded bytes: the value order when the pad byte sorts below every value byte (rpad
@@ -23,12 +28,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pipeline.rowkey.codecs import as_text, encode_text
+from pipeline.rowkey.codecs import (
+    ESC_END,
+    ESC_NUL,
+    ESC_ZERO,
+    as_text,
+    encode_text,
+    escape_bytes,
+    escape_fault,
+    escaped_end,
+)
 from pipeline.rowkey.codegen import CodeGen
-from pipeline.rowkey.errors import EventFieldError
+from pipeline.rowkey.errors import EventFieldError, KeyDecodeError
 from pipeline.rowkey.segments import RandomLike, Segment
 
-__all__ = ["Code", "LPad", "Literal", "Pad", "RPad", "Reverse", "Text"]
+__all__ = ["Code", "EscapedText", "LPad", "Literal", "Pad", "RPad", "Reverse", "Text"]
 
 
 def _utf8(seg: Segment, chunk: bytes) -> str:
@@ -108,6 +122,76 @@ class Text(Segment):
 
     def time_of(self, chunk: bytes) -> tuple[int, int] | None:
         return _digits_time(_utf8(self, chunk))
+
+
+class EscapedText(Segment):
+    """``text(f, escaped)``: any text, self-delimiting and order-preserving.
+
+    Bytes: the field's UTF-8 text (as :class:`Text`: integers in decimal, ``bytes`` as they are) with
+    every 0x00 written as 0x00 0xFF, then 0x00 0x01. Order: for values ``a < b`` in UTF-8 byte order
+    (``a`` a prefix of ``b`` included), ``enc(a) + x < enc(b) + y`` for any bytes ``x``, ``y`` that
+    follow, since no encoded value is a prefix of another. Decoding finds the end (the first 0x00
+    0x01) without the segments after it, and refuses a 0x00 followed by anything but 0xFF or 0x01,
+    or bytes without the terminator. A distinct class from :class:`Text` on purpose: code that takes
+    ``type(seg) is Text`` for raw UTF-8 bytes must not take this one.
+    """
+
+    kind = "escaped_text"
+    invertible = True
+    time_readable = True
+    self_delimiting = True
+    __slots__ = ()
+
+    @property
+    def order(self) -> str:
+        return "ascending, UTF-8 byte order (self-delimiting)"
+
+    @property
+    def layout(self) -> str:
+        return (
+            f"{self.fields[0]} as UTF-8 text (integers in decimal), each 0x00 as 0x00 0xFF, "
+            "ended by 0x00 0x01"
+        )
+
+    @property
+    def min_width(self) -> int:
+        return len(ESC_END)
+
+    def encode(self, values: Mapping[str, Any], rng: RandomLike | None) -> bytes:
+        return escape_bytes(encode_text(self.fields[0], values[self.fields[0]]))
+
+    def emit(self, g: CodeGen) -> str:
+        t = g.text(self.fields[0], self.paths[0])
+        nul, zero, end = g.const(ESC_NUL, "nul"), g.const(ESC_ZERO, "esc"), g.const(ESC_END, "end")
+        return f"({t}.replace({nul}, {zero}) + {end})"
+
+    def end_in(self, key: bytes, start: int) -> int:
+        end = escaped_end(key, start)
+        if end < 0:
+            raise KeyDecodeError(f"segment {self.source}: {escape_fault(key, start)}")
+        return end
+
+    def emit_end(self, g: CodeGen, key: str, start: str) -> str:
+        return f"{g.const(escaped_end, 'end')}({key}, {start})"
+
+    def decode(self, chunk: bytes) -> dict[str, Any]:
+        end = escaped_end(chunk, 0)
+        if end < 0:
+            raise self.bad(chunk, escape_fault(chunk, 0))
+        if end != len(chunk):
+            raise self.bad(chunk, f"the terminator ends at byte {end}, before the segment's end")
+        return {self.fields[0]: _utf8(self, chunk[: -len(ESC_END)].replace(ESC_ZERO, ESC_NUL))}
+
+    def emit_decode(
+        self, g: CodeGen, key: str, start: str, end: str
+    ) -> list[tuple[str | None, str]]:
+        zero, nul = g.const(ESC_ZERO, "esc"), g.const(ESC_NUL, "nul")
+        body = f"{key}[{start}:({end}) - {len(ESC_END)}]"
+        return [(self.fields[0], f"{body}.replace({zero}, {nul}).decode()")]
+
+    def time_of(self, chunk: bytes) -> tuple[int, int] | None:
+        text: str = self.decode(chunk)[self.fields[0]]
+        return _digits_time(text)
 
 
 class Pad(Segment):

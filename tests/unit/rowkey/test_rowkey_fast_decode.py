@@ -64,6 +64,7 @@ DESIGNS: list[tuple[str, dict[str, st.SearchStrategy[Any]]]] = [
     ("[time_bucket(ts, 15m, long)][host]['\\x00'][dec(ts, 16)]",
      {"ts": st.integers(0, 10**16 - 1), "host": no("\x00")}),
     ("[host][long(ts)]", {"host": TEXT, "ts": I64}),
+    ("[text(a, escaped)][_][reverse_ts(ts)][text(b, escaped)]", {"a": TEXT, "ts": NONNEG, "b": TEXT}),
 ]
 IDS = [spec for spec, _ in DESIGNS]
 _CACHE: dict[str, RowKey] = {}
@@ -143,6 +144,7 @@ def test_fast_decode_agrees_on_arbitrary_bytes(
         ("[a][b]", b"ab", "cannot decode"),
         ("[code(p, {Taobao: tb})]", b"xx", "unknown code"),
         ("[a]", b"\xff", "UTF-8"),
+        ("[text(a, escaped)][long(ts)]", b"a\x00\x02" + b"\x00" * 8, "followed by 0x02"),
         ("[reverse_ts(t)]", b"\xff" * 8, "reverse timestamp"),
         ("[salt(h, 4)][h][_][reverse_ts(t, text)]", b"\x01h_" + b"1" * 18, "too short"),
         ("[salt(h, 4)][h][_][reverse_ts(t, text)]", b"\x01h_" + b"1" * 20, "trailing"),

@@ -32,6 +32,7 @@ from pipeline.rowkey import PlanError, SpecSyntaxError, compile_rowkey
             ["text", "text", "long", "int", "int", "dec"],
         ),
         ("  [a]  [b]  ", ["text", "text"]),
+        ("[text(a, escaped)][b][str(c, escaped)]", ["escaped_text", "text", "escaped_text"]),
     ],
 )
 def test_accepted_spellings(spec: str, kinds: list[str]) -> None:
