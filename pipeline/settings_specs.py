@@ -85,6 +85,11 @@ class TopicSpec(Section):
     name: TopicName
     value_format: Literal["json", "avro", "protobuf", "json_schema"] = "json"
     key_format: Literal["text", "json", "bytes", "avro", "protobuf", "json_schema"] = "text"
+    on_route_error: Literal["dead_letter_route", "dead_letter_record"] = Field(
+        default="dead_letter_route",
+        description="when one route cannot take a record: dead_letter_route (the default) sends the record to the "
+                    "dead-letter topic for that route, with the route's name in a header, and writes its other "
+                    "routes; dead_letter_record sends it once and writes none of its routes (all or nothing)")
 
 
 class ColumnSpec(Section):
@@ -149,6 +154,10 @@ class RouteSpec(Section):
     delete_versions: Literal["all", "latest"] = Field(
         default="all", description="a delete removes every version up to the event's timestamp (all), or "
                                    "only the version at that timestamp (latest)")
+    null_key: Literal["skip", "dead_letter"] | None = Field(
+        default=None, description="what a null rowkey field (JSON null, SQL NULL) does: skip (the default of a "
+                                  "Debezium route: no row, as a sparse index; an update to NULL deletes the old "
+                                  "row) or dead_letter (the default of any other route, reason null_key)")
 
     @model_validator(mode="before")
     @classmethod
@@ -207,6 +216,13 @@ class RouteSpec(Section):
         """What a tombstone does, the default applied."""
         if self.on_tombstone is not None:
             return self.on_tombstone
+        return "skip" if self.envelope == "debezium" else "dead_letter"
+
+    @property
+    def null_key_rule(self) -> Literal["skip", "dead_letter"]:
+        """What a null rowkey field does, the default applied."""
+        if self.null_key is not None:
+            return self.null_key
         return "skip" if self.envelope == "debezium" else "dead_letter"
 
     @property

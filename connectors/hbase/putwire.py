@@ -54,6 +54,7 @@ from thriftpy2.transport import TMemoryBuffer
 from connectors.hbase.thrift2 import Thrift2Client
 from pipeline import compiled
 from pipeline.core.model import Mutation
+from pipeline.errors import HBaseRequestError
 from pipeline.settings import HBaseSettings
 
 __all__ = ["COMPILED", "direct_puts", "encode_put_multiple", "encode_python", "put_multiple", "split_column",
@@ -196,8 +197,16 @@ def _not_bytes(puts: Sequence[Mutation]) -> str:
 def put_multiple(client: Thrift2Client, table: bytes, puts: Sequence[Mutation]) -> None:
     """``client.putMultiple(table, puts)`` with the message from :func:`encode_put_multiple`:
     returns when HBase applied every put, raises thriftpy2's exception otherwise (the caller
-    translates it)."""
-    client.send(encode_put_multiple(table, puts, framed=client.framed))
+    translates it). A put the wire cannot hold (a timestamp outside a signed 64-bit integer: routing
+    refuses those, this is the last guard) is :class:`~pipeline.errors.HBaseRequestError`, as HBase's
+    own refusal of a put is: the writer then isolates it and dead-letters it, and the batch's other
+    puts are written."""
+    try:
+        message = encode_put_multiple(table, puts, framed=client.framed)
+    except ValueError as exc:
+        raise HBaseRequestError(f"a put the Thrift wire cannot hold: {exc}",
+                                table=table.decode("utf-8", "replace")) from exc
+    client.send(message)
     client.receive("putMultiple")
 
 

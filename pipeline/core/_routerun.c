@@ -1,31 +1,32 @@
 /* The compiled loop of pipeline.core.routing's plain path: a run of Kafka records of one JSON topic
  * to the mutations of the topic's routes, in one call.
  *
- * Contract: ``route_run(records, start, stop, tp, routes, env)`` returns ``(stop, mutations, error)``
- * equal to ``Router.route_run``'s pure-Python loop (``_route_plain``, the reference) for the same
- * records: the same mutations (same class, attributes and weights) in the same order, the same stop
- * and the same EventError, or the same exception raised. A property test checks it.
+ * Contract: ``route_run(records, start, stop, tp, routes, env)`` returns ``(stop, mutations)`` equal
+ * to ``Router.route_run``'s pure-Python loop (``_route_plain``) for the same records: the same stop
+ * (the first record the routes' fast forms do not take, which the caller hands to the reference) and
+ * the same mutations (same class, attributes and weights) in the same order, or the same exception
+ * raised. A property test checks it, and another checks both against the reference.
  *
  * Per record, the fast path covers what most records are: a ``bytes`` value that orjson parses to a
- * dict and holds no run of 20 digits or minus signs (such a value may hold an integer beyond 64 bits,
- * which ``pipeline.core.decode.loads`` re-reads exactly). When every route of the run is a plan with a
- * key plan, a value is first read by this module's scanner into a *sparse event* (the declared fields
+ * dict that is not a Kafka Connect envelope (exactly the keys ``schema`` and ``payload``) and holds
+ * no run of 20 digits or minus signs (such a value may hold an integer beyond 64 bits, which
+ * ``pipeline.core.decode.loads`` re-reads exactly). When every route of the run is a plan with a key
+ * plan, a value is first read by this module's scanner into a *sparse event* (the declared fields
  * only; see "the sparse event" below), and by orjson only when the scanner or a plan refuses it. Any
- * other record goes through
- * ``env.one(rec, tp)`` (the reference's own steps for one record: parse, diagnose, route; it returns
- * the record's mutations). For each route
- * the record feeds, a *plan* (a route whose columns all use the ``text`` encoding) builds the put
- * here; a route without a plan is called (its generated ``mutation(event, origin)``). A plan's guards
- * only choose: anything they do not take (a missing or null field, a type other than str, int or
- * float for a column, a timestamp that is not a non-negative int, a key or cell over its limit, an
- * exception) ends in the route's own ``mutation(event, origin)``, which gives the result or raises
- * the precise EventError. The key is built here by a *key plan* when the route's key is made of
- * text, literal, murmur3 salt and reverse-timestamp segments (``planned_key``), else by the route's
- * generated ``build(event)``.
+ * other record goes through ``env.one(rec, tp)`` (the Python loop's own steps for one record: it
+ * returns the record's mutations, or None when the fast forms do not take it: the run stops there).
+ * For each route the record feeds, a *plan* (a route whose columns all use the ``text`` encoding)
+ * builds the put here; a route without a plan is called (its fast form ``mutation(event, origin)``,
+ * which returns a Mutation or None). A plan's guards only choose: anything they do not take (a
+ * missing or null field, a type other than str, int or float for a column, a timestamp outside
+ * ``[0, 2**63 - 1]``, a key or cell over its limit, no cell at all, an exception) ends in the route's
+ * fast form, and a None from it stops the run at that record. The key is built here by a *key plan*
+ * when the route's key is made of text, literal, murmur3 salt and reverse-timestamp segments
+ * (``planned_key``), else by the route's generated ``build(event)``.
  *
  * A plan (built by pipeline.core.routing): ``(mutation, build or key plan, table, ts_path | None,
  * columns, max_key, max_cell)`` with ``columns`` a tuple of ``(name: bytes, path: tuple[str, ...], required)``.
- * ``env``: ``(loads, one, event_error, origin_type, mutation_type, put_kind)`` where ``loads`` is
+ * ``env``: ``(loads, one, origin_type, mutation_type, put_kind)`` where ``loads`` is
  * ``orjson.loads``. Objects of ``origin_type`` and ``mutation_type`` (``__slots__`` classes) are
  * made without running their ``__init__``: their slots are set as their ``__init__`` sets them
  * (checked when the module prepares an ``env``: every slot must be a plain member). The GIL is held
@@ -77,7 +78,7 @@ typedef struct {
 } Slots;
 
 static Slots slots_cache = {NULL};
-static PyObject *zero;
+static PyObject *zero, *ts_max;
 
 static int prepare_slots(PyObject *env, PyObject *origin_type, PyObject *mutation_type) {
     if (slots_cache.env == env) {
@@ -465,9 +466,8 @@ static PyObject *planned_put(PyObject *plan, PyObject *event, PyObject *origin, 
         if (ts == NULL || !PyLong_CheckExact(ts)) {
             goto refuse;
         }
-        int neg = PyObject_RichCompareBool(ts, zero, Py_LT);
-        if (neg != 0) {
-            PyErr_Clear();
+        /* HBase's cells: 0 <= ts <= 2**63 - 1 */
+        if (PyObject_RichCompareBool(ts, zero, Py_LT) != 0 || PyObject_RichCompareBool(ts, ts_max, Py_GT) != 0) {
             goto refuse;
         }
     } else {
@@ -506,6 +506,9 @@ static PyObject *planned_put(PyObject *plan, PyObject *event, PyObject *origin, 
             goto fail;
         }
         size += PyBytes_GET_SIZE(name) + 8 + n;
+    }
+    if (PyDict_GET_SIZE(cells) == 0) {
+        goto refuse; /* no cell: no put */
     }
     weight = PyLong_FromSsize_t(size);
     if (weight == NULL) {
@@ -1018,6 +1021,9 @@ static int scan_object(Scan *s, int node, int build, PyObject **out) {
         }
     }
     int rc = 1;
+    /* at the root: which of the keys "schema" (1) and "payload" (2) it has, and 4 when it has another:
+     * exactly the two make a Kafka Connect envelope, which the reference unwraps (refused here) */
+    int root_keys = 0;
     if (scan_open(s, '}')) {
         rc = 0;
         goto done;
@@ -1044,6 +1050,11 @@ static int scan_object(Scan *s, int node, int build, PyObject **out) {
                 goto done; /* it might name a declared key */
             }
             child = trie_child(s->trie, node, (const char *)key, len);
+            if (node == -1) {
+                root_keys |= len == 6 && memcmp(key, "schema", 6) == 0    ? 1
+                             : len == 7 && memcmp(key, "payload", 7) == 0 ? 2
+                                                                          : 4;
+            }
         }
         PyObject *v = NULL;
         int vrc = scan_value(s, child, child >= 0 ? &v : NULL);
@@ -1067,6 +1078,9 @@ static int scan_object(Scan *s, int node, int build, PyObject **out) {
     }
 done:
     s->depth--;
+    if (rc == 0 && root_keys == 3) {
+        rc = 1;
+    }
     if (rc == 0 && build) {
         *out = dict;
     } else {
@@ -1201,14 +1215,14 @@ static int sparse_event(const Trie *t, const char *p, Py_ssize_t n, PyObject **e
 
 /* -- the run -------------------------------------------------------------------------------------- */
 
-/* the mutations of one record's event, appended to ``out``; 1 when a route raised an EventError (left
- * set), -1 on any other error, 0 when done; 2 when ``sparse`` (the event is a sparse event) and a plan
- * refused it (the caller reads the record whole) */
-static int route_event(PyObject *routes, PyObject *event, PyObject *origin, PyObject *put_kind, PyObject *event_error,
-                       PyObject *out, int sparse) {
+/* the mutations of one record's event, appended to ``out``: 0 when done; 3 when a route's fast form
+ * did not take it (returned None: the run stops at this record); 2 when ``sparse`` (the event is a
+ * sparse event) and a plan refused it (the caller reads the record whole); -1 on an error */
+static int route_event(PyObject *routes, PyObject *event, PyObject *origin, PyObject *put_kind, PyObject *out,
+                       int sparse) {
     Py_ssize_t nroutes = PyTuple_GET_SIZE(routes);
     for (Py_ssize_t r = 0; r < nroutes; r++) {
-        PyObject *route = PyTuple_GET_ITEM(routes, r); /* a plan tuple, or a mutation callable */
+        PyObject *route = PyTuple_GET_ITEM(routes, r); /* a plan tuple, or a fast form */
         PyObject *m = NULL;
         PyObject *mutation = route;
         if (PyTuple_CheckExact(route)) {
@@ -1225,7 +1239,11 @@ static int route_event(PyObject *routes, PyObject *event, PyObject *origin, PyOb
             PyObject *args[2] = {event, origin};
             m = PyObject_Vectorcall(mutation, args, 2, NULL);
             if (m == NULL) {
-                return PyErr_ExceptionMatches(event_error) ? 1 : -1;
+                return -1;
+            }
+            if (m == Py_None) {
+                Py_DECREF(m);
+                return 3;
             }
         }
         int rc = PyList_Append(out, m);
@@ -1237,7 +1255,14 @@ static int route_event(PyObject *routes, PyObject *event, PyObject *origin, PyOb
     return 0;
 }
 
-static PyObject *s_value, *s_offset;
+static PyObject *s_value, *s_offset, *s_schema, *s_payload;
+
+/* whether a parsed value is a Kafka Connect envelope (exactly the keys schema and payload), which the
+ * reference unwraps: such a record goes through ``one`` */
+static int is_envelope(PyObject *dict) {
+    return PyDict_GET_SIZE(dict) == 2 && PyDict_GetItemWithError(dict, s_schema) != NULL &&
+           PyDict_GetItemWithError(dict, s_payload) != NULL;
+}
 
 static PyObject *route_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
@@ -1251,13 +1276,13 @@ static PyObject *route_run(PyObject *module, PyObject *const *args, Py_ssize_t n
     if ((start == -1 || stop == -1) && PyErr_Occurred()) {
         return NULL;
     }
-    if (!PyTuple_CheckExact(routes) || !PyTuple_CheckExact(env) || PyTuple_GET_SIZE(env) != 6) {
-        PyErr_SetString(PyExc_TypeError, "route_run: routes and env must be tuples (env of 6)");
+    if (!PyTuple_CheckExact(routes) || !PyTuple_CheckExact(env) || PyTuple_GET_SIZE(env) != 5) {
+        PyErr_SetString(PyExc_TypeError, "route_run: routes and env must be tuples (env of 5)");
         return NULL;
     }
     PyObject *loads = PyTuple_GET_ITEM(env, 0), *one = PyTuple_GET_ITEM(env, 1);
-    PyObject *event_error = PyTuple_GET_ITEM(env, 2), *put_kind = PyTuple_GET_ITEM(env, 5);
-    if (prepare_slots(env, PyTuple_GET_ITEM(env, 3), PyTuple_GET_ITEM(env, 4)) < 0) {
+    PyObject *put_kind = PyTuple_GET_ITEM(env, 4);
+    if (prepare_slots(env, PyTuple_GET_ITEM(env, 2), PyTuple_GET_ITEM(env, 3)) < 0) {
         return NULL;
     }
     PyObject *out = PyList_New(0);
@@ -1266,7 +1291,6 @@ static PyObject *route_run(PyObject *module, PyObject *const *args, Py_ssize_t n
     }
     Trie trie;
     trie_of(&trie, routes);
-    PyObject *error = NULL;
     Py_ssize_t i = start;
     for (; i < stop; i++) {
         PyObject *rec = PySequence_GetItem(records, i);
@@ -1294,21 +1318,27 @@ static PyObject *route_run(PyObject *module, PyObject *const *args, Py_ssize_t n
         }
         if (event == NULL && PyBytes_CheckExact(value) &&
             !has_long_run(PyBytes_AS_STRING(value), PyBytes_GET_SIZE(value))) {
-            {
-                event = PyObject_CallOneArg(loads, value);
-                if (event == NULL) {
-                    PyErr_Clear();
-                } else if (!PyDict_CheckExact(event)) {
-                    Py_CLEAR(event);
-                }
+            event = PyObject_CallOneArg(loads, value);
+            if (event == NULL) {
+                PyErr_Clear();
+            } else if (!PyDict_CheckExact(event) || is_envelope(event)) {
+                Py_CLEAR(event);
+            }
+            if (PyErr_Occurred()) { /* is_envelope's lookup failed */
+                Py_DECREF(value);
+                Py_DECREF(rec);
+                goto fail;
             }
         }
         if (event == NULL) {
-            /* the reference's steps for this record: parse (exactly), diagnose, route */
+            /* the Python loop's steps for this record: parse (exactly, an envelope unwrapped), fast forms */
             PyObject *one_args[2] = {rec, tp};
             PyObject *ms = PyObject_Vectorcall(one, one_args, 2, NULL);
             if (ms == NULL) {
-                rc = PyErr_ExceptionMatches(event_error) ? 1 : -1;
+                rc = -1;
+            } else if (ms == Py_None) {
+                rc = 3;
+                Py_DECREF(ms);
             } else {
                 rc = PyList_SetSlice(out, PyList_GET_SIZE(out), PyList_GET_SIZE(out), ms) < 0 ? -1 : 0;
                 Py_DECREF(ms);
@@ -1317,7 +1347,7 @@ static PyObject *route_run(PyObject *module, PyObject *const *args, Py_ssize_t n
             PyObject *offset = PyObject_GetAttr(rec, s_offset);
             PyObject *origin = offset == NULL ? NULL : new_origin(tp, offset);
             Py_XDECREF(offset);
-            rc = origin == NULL ? -1 : route_event(routes, event, origin, put_kind, event_error, out, sparse);
+            rc = origin == NULL ? -1 : route_event(routes, event, origin, put_kind, out, sparse);
             Py_XDECREF(origin);
             Py_DECREF(event);
             if (rc == 2) { /* a plan refused the sparse event: the record again, read whole by orjson */
@@ -1332,27 +1362,17 @@ static PyObject *route_run(PyObject *module, PyObject *const *args, Py_ssize_t n
         }
         Py_DECREF(value);
         Py_DECREF(rec);
-        if (rc == 1) { /* this record is refused: none of its mutations stay */
-            PyObject *type, *tb;
-            PyErr_Fetch(&type, &error, &tb);
-            PyErr_NormalizeException(&type, &error, &tb);
-            if (tb != NULL) {
-                PyException_SetTraceback(error, tb);
-            }
-            Py_XDECREF(type);
-            Py_XDECREF(tb);
+        if (rc < 0) {
+            goto fail;
+        }
+        if (rc == 3) { /* the fast forms do not take this record: none of its mutations stay, the run stops */
             if (PyList_SetSlice(out, before, PyList_GET_SIZE(out), NULL) < 0) {
-                Py_XDECREF(error);
                 goto fail;
             }
             break;
         }
-        if (rc < 0) {
-            goto fail;
-        }
     }
-    PyObject *result = Py_BuildValue("(nNN)", i, out, error == NULL ? Py_NewRef(Py_None) : error);
-    return result;
+    return Py_BuildValue("(nN)", i, out);
 fail:
     Py_DECREF(out);
     return NULL;
@@ -1372,8 +1392,11 @@ static struct PyModuleDef module_def = {
 PyMODINIT_FUNC PyInit__routerun(void) {
     s_value = PyUnicode_InternFromString("value");
     s_offset = PyUnicode_InternFromString("offset");
+    s_schema = PyUnicode_InternFromString("schema");
+    s_payload = PyUnicode_InternFromString("payload");
     zero = PyLong_FromLong(0);
-    if (s_value == NULL || s_offset == NULL || zero == NULL || PyType_Ready(&FloatTextType) < 0) {
+    ts_max = PyLong_FromLongLong(INT64_MAX);
+    if (s_value == NULL || s_offset == NULL || s_schema == NULL || s_payload == NULL || zero == NULL || ts_max == NULL || PyType_Ready(&FloatTextType) < 0) {
         return NULL;
     }
     PyObject *m = PyModule_Create(&module_def);

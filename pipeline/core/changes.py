@@ -1,11 +1,11 @@
-"""The general routing path: topics whose routes read record metadata (``$key.id``, ``$header.x``,
-``$timestamp``...), take deletes (tombstones, Debezium change events, a ``deleted_field``), set a
-column's ``null`` rule, or whose values are not in the default format. Plain JSON routes keep the
-generated put builders of :mod:`pipeline.core.routing`; this path builds one record's mutations step
-by step, and a record may give any number of them per route (none for a skipped tombstone, a delete
-and a put when an update moves a row).
+"""The reference of routing: what one record gives on every route of its topic, step by step. Every
+route is defined here, whatever it reads (event fields, record metadata such as ``$key.id``,
+``$header.x``, ``$timestamp``), whatever it does (puts, deletes, counters) and whatever the topic's
+format; the fast forms of :mod:`pipeline.core.routing` (generated put builders, the compiled loop)
+give what this gives, or hand the record here. A record may give any number of mutations per route
+(none for a skipped tombstone or a NULL key, a delete and a put when an update moves a row).
 
-Per record (contract of :meth:`ChangeTopic.mutations`):
+Per record (contract of :meth:`ChangeTopic.outcome`):
 
 1. The value is decoded by the topic's value decoder (:mod:`pipeline.core.decode`); no value is a
    tombstone. The key is decoded by the key decoder only when a route reads ``$key``.
@@ -27,8 +27,16 @@ Per record (contract of :meth:`ChangeTopic.mutations`):
      an update never moves such a row, and a delete finds it from the key). Other ops (``t``
      truncate, ``m`` message): reason ``unsupported_op``;
    - an event whose ``deleted_field`` is ``true`` or ``"true"``: a delete of the row it addresses;
+   - a counter route: an increment, or a tally cell (:class:`~pipeline.settings.CounterSpec`);
    - any other event: a put, where a column whose value is null follows its ``null`` rule (``delete``:
-     a delete of that column at the put's timestamp, in a second mutation).
+     a delete of that column at the put's timestamp, in a second mutation). A put with no cell left
+     is no mutation (HBase has no row without cells).
+
+   A rowkey field that is null (JSON null, SQL NULL; not an absent field, which is ``missing_field``)
+   is a NULL key, which follows the route's ``null_key`` rule: ``skip`` (a Debezium route's default)
+   addresses no row -- no put, no delete; an update from a value to NULL deletes the old row, from
+   NULL to a value writes the new one only -- and ``dead_letter`` (any other route's default) refuses
+   the route with reason ``null_key``.
 
    A delete removes the route's column families of the row, every version up to the timestamp
    (``delete_versions = "all"``), or only the version at it (``"latest"``).
@@ -44,16 +52,23 @@ Per record (contract of :meth:`ChangeTopic.mutations`):
    made before it, though they commit, and are streamed, after it. Stamped with that ``lsn``, a
    snapshotted row such a transaction deleted or moved would outlive its delete.
 
-Any refusal raises :class:`~pipeline.errors.EventError` with its reason; the record is routed whole
-or not at all.
+Outcomes are per route: a route that refuses the record (its :class:`~pipeline.errors.EventError`)
+is a :class:`Refusal` naming it, and the record's other routes still give their mutations. A record
+that cannot be decoded at all (``undecodable``, ``not_an_object``) is one refusal of no route. A
+topic with ``on_route_error = "dead_letter_record"`` is all-or-nothing: any refusal makes the
+record's outcome that one refusal, of no route, and no mutation.
+
+Cell timestamps are ``0 <= ts <= 2**63 - 1`` (HBase's signed 64-bit cells); any other is ``bad_type``,
+so nothing the wire encoder refuses leaves routing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from pipeline.core.decode import KEY_DECODERS, VALUE_DECODERS, Decoder
+from pipeline.core.encodings import LONG_MAX, LONG_MIN, encode_long, text
 from pipeline.core.fields import MISSING, encoder, getter
 from pipeline.core.model import Mutation, MutationKind, Origin, TopicPartition
 from pipeline.core.schemas import SCHEMA_TYPES, SchemaCache, registry_decoder
@@ -61,7 +76,8 @@ from pipeline.errors import ConfigError, EventError
 from pipeline.rowkey import EventFieldError, RowKey
 from pipeline.settings import RouteSpec, TopicSpec
 
-__all__ = ["SNAPSHOT_TS", "ChangeRoute", "ChangeTopic", "MetaRecord", "build_row"]
+__all__ = ["SNAPSHOT_TS", "ChangeRoute", "ChangeTopic", "MetaRecord", "Outcome", "Refusal", "build_row",
+           "check_timestamp"]
 
 _UPSERT_OPS = frozenset(("c", "r", "u"))
 #: the cell timestamp of a Debezium snapshot read when the route stamps ``$source.lsn`` (contract, step 4)
@@ -70,7 +86,7 @@ _LSN = "$source.lsn"
 
 
 class MetaRecord(Protocol):
-    """What the general path reads of a consumed record."""
+    """What routing reads of a consumed record."""
 
     @property
     def offset(self) -> int: ...
@@ -82,6 +98,21 @@ class MetaRecord(Protocol):
     def timestamp(self) -> int: ...
     @property
     def headers(self) -> Sequence[tuple[str, bytes | None]]: ...
+
+
+class Refusal(NamedTuple):
+    """Why one route (``route``; None: the record as a whole) cannot take a record."""
+
+    route: str | None
+    error: EventError
+
+
+class Outcome(NamedTuple):
+    """One record's mutations on every route that took it, in route order, and the refusals of the
+    others (module docstring)."""
+
+    mutations: list[Mutation]
+    refusals: list[Refusal]
 
 
 class _Column:
@@ -106,8 +137,19 @@ def build_row(rowkey: RowKey, event: Mapping[str, Any], route: str, max_key_byte
     return row
 
 
+def check_timestamp(route: str, field: str, ts: Any) -> int:
+    """A cell timestamp read from ``field``: an integer in ``[0, 2**63 - 1]`` (HBase's cells), else
+    :class:`EventError` (``missing_field`` when absent or null, ``bad_type`` otherwise)."""
+    if ts is MISSING or ts is None:
+        raise EventError("missing_field", f"route {route!r}: timestamp field {field!r} is missing")
+    if ts.__class__ is not int or not 0 <= ts <= LONG_MAX:
+        raise EventError("bad_type", f"route {route!r}: timestamp field {field!r} must be an integer from 0 to "
+                                     f"2**63 - 1 (epoch ms), got {ts!r}")
+    return ts
+
+
 class ChangeRoute:
-    """One route on the general path: its puts and deletes from an event (metadata already added)."""
+    """One route's reference: its mutations from an event (metadata already added), or a refusal."""
 
     def __init__(self, spec: RouteSpec, rowkey: RowKey, families: Sequence[str], max_key_bytes: int,
                  max_cell_bytes: int) -> None:
@@ -117,6 +159,7 @@ class ChangeRoute:
         self.rowkey = rowkey
         self.tombstones = spec.tombstones
         self.debezium = spec.envelope == "debezium"
+        self.null_key = spec.null_key_rule
         default_null = "delete" if self.debezium else None
         self.columns = [
             _Column(c.encode(), cs.field, getter(cs.field), encoder(cs), cs.required,
@@ -127,11 +170,18 @@ class ChangeRoute:
         self._ts = getter(self.ts_field) if self.ts_field else None
         self._deleted = getter(spec.deleted_field) if spec.deleted_field else None
         self.delete_kind = MutationKind.DELETE if spec.delete_versions == "all" else MutationKind.DELETE_VERSION
+        self.counter = spec.counter
+        c = spec.counter
+        self._counter_column = c.column.encode() if c else b""
+        self._counter_family = c.column.split(":", 1)[0].encode() + b":" if c else b""
+        self._amount = getter(c.amount_field) if c and c.amount_field else None
+        self._id = getter(c.id_field) if c and c.id_field else None
         #: the rowkey reads record metadata only: a tombstone (or a delete without a before image)
         #: still addresses a row
         self.key_only = all(f.startswith("$") for f in rowkey.fields)
         self._event_fields = [f for f in rowkey.fields if not f.startswith("$")]
-        named = [*rowkey.fields, *(c.field for c in self.columns), self.ts_field or "", spec.deleted_field or ""]
+        named = [*rowkey.fields, *(col.field for col in self.columns), self.ts_field or "", spec.deleted_field or "",
+                 *((c.amount_field or "", c.id_field or "") if c else ())]
         # a Debezium route reads the key to know which rows an update without a before image keeps
         self.reads_key = self.debezium or any(f.startswith("$key") for f in named)
         self.reads_headers = any(f.startswith("$header") for f in named)
@@ -145,19 +195,27 @@ class ChangeRoute:
     def __repr__(self) -> str:
         return f"ChangeRoute({self.name!r} -> {self.table!r})"
 
-    def row(self, event: Mapping[str, Any]) -> bytes:
-        return build_row(self.rowkey, event, self.name, self._max_key)
+    def row(self, event: Mapping[str, Any]) -> bytes | None:
+        """The row ``event`` addresses; None for a NULL key under ``null_key = "skip"`` (module
+        docstring); :class:`EventError` when the key cannot be built."""
+        try:
+            row = self.rowkey.build(event)
+        except EventFieldError as exc:
+            if exc.value is None and exc.reason == "missing_field" and getter(exc.field)(event) is None:
+                if self.null_key == "skip":
+                    return None
+                raise EventError("null_key", f"route {self.name!r}: rowkey field {exc.field!r} is null (null_key = "
+                                             "'skip' would write no row for it)") from exc
+            raise EventError(exc.reason, f"route {self.name!r}: {exc}") from exc
+        if len(row) > self._max_key:
+            raise EventError("key_too_long", f"route {self.name!r}: rowkey is {len(row)} bytes; "
+                                             f"HBase allows at most {self._max_key}")
+        return row
 
     def timestamp(self, event: Mapping[str, Any]) -> int | None:
         if self._ts is None:
             return None
-        ts = self._ts(event)
-        if ts is MISSING or ts is None:
-            raise EventError("missing_field", f"route {self.name!r}: timestamp field {self.ts_field!r} is missing")
-        if not isinstance(ts, int) or isinstance(ts, bool) or not 0 <= ts < 2**63:
-            raise EventError("bad_type", f"route {self.name!r}: timestamp field {self.ts_field!r} must be a "
-                                         f"non-negative 64-bit integer, got {ts!r}")
-        return ts
+        return check_timestamp(self.name, self.ts_field or "", self._ts(event))
 
     def deleted(self, event: Mapping[str, Any]) -> bool:
         """Whether the event's ``deleted_field`` marks a delete."""
@@ -166,10 +224,22 @@ class ChangeRoute:
         flag = self._deleted(event)
         return flag is True or flag == "true"
 
+    def apply(self, event: Mapping[str, Any], origin: Origin) -> list[Mutation]:
+        """The mutations of an event that is not a Debezium change (metadata already added): a delete
+        (``deleted_field``), a counter's increment or tally, or a put."""
+        if self.deleted(event):
+            gone = self.delete(event, origin)
+            return [] if gone is None else [gone]
+        if self.counter is not None:
+            return self._counted(event, origin)
+        return self.upsert(event, origin)
+
     def upsert(self, event: Mapping[str, Any], origin: Origin, ts: int | None = None) -> list[Mutation]:
         """The put of ``event`` (and the delete of its null columns whose rule is ``delete``), at ``ts`` or the
-        event's timestamp."""
+        event's timestamp; nothing for a NULL key that is skipped."""
         row = self.row(event)
+        if row is None:
+            return []
         if ts is None:
             ts = self.timestamp(event)
         cells: dict[bytes, bytes] = {}
@@ -206,10 +276,46 @@ class ChangeRoute:
             out.append(Mutation(self.table, row, MutationKind.PUT, cells, ts, origin, 0, size))
         return out
 
-    def delete(self, event: Mapping[str, Any], origin: Origin, ts: int | None = None) -> Mutation:
-        """The delete of the row ``event`` addresses (the route's families), at ``ts`` or the event's
-        timestamp."""
+    def _counted(self, event: Mapping[str, Any], origin: Origin) -> list[Mutation]:
+        """A counter route's increment, or its tally cell (:class:`~pipeline.settings.CounterSpec`)."""
+        c = self.counter
+        assert c is not None
         row = self.row(event)
+        if row is None:
+            return []
+        ts = self.timestamp(event)
+        amount: Any = c.amount
+        if self._amount is not None:
+            amount = self._amount(event)
+            if amount.__class__ is not int:
+                shown = "nothing" if amount is MISSING else repr(amount)
+                raise EventError("bad_type", f"route {self.name!r}: counter amount field {c.amount_field!r} "
+                                             f"must be an integer, got {shown}")
+            if not LONG_MIN <= amount <= LONG_MAX:
+                raise EventError("out_of_range", f"route {self.name!r}: counter amount field {c.amount_field!r}: "
+                                                 f"{amount} does not fit in 8 bytes")
+        if c.mode == "increment":
+            return [Mutation(self.table, row, MutationKind.INCREMENT, {self._counter_column: b""}, None, origin,
+                             amount=amount)]
+        if self._id is not None:
+            ident = self._id(event)
+            if ident is MISSING or ident is None:
+                raise EventError("missing_field", f"route {self.name!r}: counter id field {c.id_field!r} is missing")
+            ident_b = text(ident)
+        else:
+            ident_b = f"{origin.tp.topic}/{origin.tp.partition}/{origin.offset}".encode()
+        return [Mutation(self.table, row, MutationKind.PUT, {self._counter_family + ident_b: encode_long(amount)},
+                         ts, origin)]
+
+    def delete(self, event: Mapping[str, Any], origin: Origin, ts: int | None = None) -> Mutation | None:
+        """The delete of the row ``event`` addresses (the route's families), at ``ts`` or the event's
+        timestamp; None for a NULL key that is skipped (no row to delete)."""
+        row = self.row(event)
+        if row is None:
+            return None
+        return self._delete_row(row, event, origin, ts)
+
+    def _delete_row(self, row: bytes, event: Mapping[str, Any], origin: Origin, ts: int | None) -> Mutation:
         if ts is None:
             ts = self.timestamp(event)
         self._check_delete_ts(ts)
@@ -229,22 +335,24 @@ class ChangeRoute:
             out = self.upsert(new, origin, SNAPSHOT_TS if op == "r" and self.ts_field == _LSN else None)
             if op == "u":
                 if isinstance(before, dict):
-                    old = before | meta
-                    if self._old_row(old, op) != self.row(new):
-                        out.insert(0, self.delete(old, origin, self.timestamp(new)))
+                    old_row = self._old_row(before | meta, op)
+                    if old_row is not None and old_row != self.row(new):
+                        out.insert(0, self._delete_row(old_row, new, origin, self.timestamp(new)))
                 elif not self._keyed(meta):
                     raise self._no_before(op)
             return out
         if op == "d":
             if isinstance(before, dict):
                 old = before | meta
-                self._old_row(old, op)
-                return [self.delete(old, origin)]
+                old_row = self._old_row(old, op)
+                return [] if old_row is None else [self._delete_row(old_row, old, origin, None)]
             if self.key_only:
-                return [self.delete(meta, origin)]
-            if self._keyed(meta):
-                return [self.delete(meta["$key"] | meta, origin)]
-            raise self._no_before(op)
+                gone = self.delete(meta, origin)
+            elif self._keyed(meta):
+                gone = self.delete(meta["$key"] | meta, origin)
+            else:
+                raise self._no_before(op)
+            return [] if gone is None else [gone]
         raise EventError("unsupported_op", f"route {self.name!r}: Debezium op {op!r} is not applied (c, r, u, d are)")
 
     def _keyed(self, meta: Mapping[str, Any]) -> bool:
@@ -253,12 +361,15 @@ class ChangeRoute:
         key = meta.get("$key")
         return isinstance(key, dict) and all(f.split(".", 1)[0] in key for f in self._event_fields)
 
-    def _old_row(self, old: Mapping[str, Any], op: str) -> bytes:
-        """The row a ``before`` image addresses; a rowkey field it lacks (a table without a full
-        replica identity sends only the primary key) is ``no_before_image``."""
+    def _old_row(self, old: Mapping[str, Any], op: str) -> bytes | None:
+        """The row a ``before`` image addresses (None: a NULL key, skipped); a rowkey field it lacks (a
+        table without a full replica identity sends only the primary key) is ``no_before_image``."""
         try:
             return self.row(old)
         except EventError as exc:
+            if exc.reason == "null_key":
+                raise EventError("null_key", f"{exc} (in a 'before' image, a table without a full replica identity "
+                                             "sends NULL for every column outside its primary key)") from exc
             if exc.reason != "missing_field":
                 raise
             raise self._no_before(op) from exc
@@ -280,12 +391,13 @@ def _decoder(fmt: str, plain: Mapping[str, Decoder], schemas: SchemaCache | None
 
 
 class ChangeTopic:
-    """The routes of one topic on the general path. ``schemas``: where a registry format's decoder
+    """The routes of one topic, in their reference form. ``schemas``: where a registry format's decoder
     finds writer schemas (required when the topic's value or key format is one)."""
 
     def __init__(self, topic: TopicSpec, routes: Sequence[ChangeRoute], schemas: SchemaCache | None = None) -> None:
         self.topic = topic
         self.routes = tuple(routes)
+        self.whole = topic.on_route_error == "dead_letter_record"
         self._value = _decoder(topic.value_format, VALUE_DECODERS, schemas, "value")
         self._key = _decoder(topic.key_format, KEY_DECODERS, schemas, "key")
         self._reads_key = any(r.reads_key for r in routes)
@@ -310,37 +422,43 @@ class ChangeTopic:
             meta["$key"] = None if rec.key is None else self._key(rec.key)
         return meta
 
-    def mutations(self, tp: TopicPartition, rec: MetaRecord) -> list[Mutation]:
-        """Every route's mutations for one record, in route order (module docstring); raises
-        :class:`EventError` when the record cannot be applied."""
+    def outcome(self, tp: TopicPartition, rec: MetaRecord) -> Outcome:
+        """Every route's mutations for one record, in route order, and the refusals (module docstring)."""
         origin = Origin(tp, rec.offset)
-        meta = self._meta(tp, rec)
-        if rec.value is None:
-            return self._tombstone(meta, origin)
-        event = self._value(rec.value)
-        if not isinstance(event, dict):
-            raise EventError("not_an_object", f"value is {type(event).__name__}, expected an object")
+        try:
+            meta = self._meta(tp, rec)
+            event = None if rec.value is None else self._value(rec.value)
+        except EventError as exc:
+            return Outcome([], [Refusal(None, exc)])
+        if rec.value is not None and not isinstance(event, dict):
+            return Outcome([], [Refusal(None, EventError("not_an_object", f"value is {type(event).__name__}, "
+                                                                          "expected an object"))])
         out: list[Mutation] = []
-        if self._debezium:
+        refused: list[Refusal] = []
+        if event is not None and self._debezium:
             op, after, before = event.get("op"), event.get("after"), event.get("before")
             dbz = meta | {"$op": op, "$source": event.get("source")}
         for route in self.routes:
-            if route.debezium:
-                out += route.debezium_change(op, after, before, dbz, origin)
-                continue
-            full = event | meta
-            if route.deleted(full):
-                out.append(route.delete(full, origin))
-            else:
-                out += route.upsert(full, origin)
-        return out
+            try:
+                if event is None:
+                    out += route_tombstone(route, meta, origin)
+                elif route.debezium:
+                    out += route.debezium_change(op, after, before, dbz, origin)
+                else:
+                    out += route.apply(event | meta, origin)
+            except EventError as exc:
+                refused.append(Refusal(route.name, exc))
+        if refused and self.whole:
+            return Outcome([], [Refusal(None, refused[0].error)])
+        return Outcome(out, refused)
 
-    def _tombstone(self, meta: dict[str, Any], origin: Origin) -> list[Mutation]:
-        out: list[Mutation] = []
-        for route in self.routes:
-            if route.tombstones == "dead_letter":
-                raise EventError("tombstone", f"record has no value (tombstone); route {route.name!r} does not take "
-                                              "tombstones (on_tombstone = 'skip' or 'delete' would)")
-            if route.tombstones == "delete":
-                out.append(route.delete(meta, origin))
-        return out
+
+def route_tombstone(route: ChangeRoute, meta: dict[str, Any], origin: Origin) -> list[Mutation]:
+    """One route's mutations for a record with no value: its ``on_tombstone`` rule."""
+    if route.tombstones == "dead_letter":
+        raise EventError("tombstone", f"record has no value (tombstone); route {route.name!r} does not take "
+                                      "tombstones (on_tombstone = 'skip' or 'delete' would)")
+    if route.tombstones == "delete":
+        gone = route.delete(meta, origin)
+        return [] if gone is None else [gone]
+    return []

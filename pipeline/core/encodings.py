@@ -25,7 +25,7 @@ never an exponent); ``json`` writes a ``Decimal`` as that exact number and ``byt
 Each encoding carries its rule twice: as functions (``encoder``, ``decode``) and as the statements the
 code generators inline (``write_lines``, ``read_lines``), side by side so that one change touches
 both; property tests hold the generated code to the functions. ``write_lines`` turn the value ``{v}``
-into the bytes ``{r}`` or end in ``{slow}`` (the reference path, which raises the precise error);
+into the bytes ``{r}`` or end in ``{slow}`` (the fast form gives up: the reference decides);
 ``read_lines`` turn the bytes ``v`` into ``cols[{name}]`` or raise ``ValueError``. The names they use
 are in :data:`NAMESPACE`.
 """

@@ -1,21 +1,22 @@
-"""Generation of one route's specialised put builder: ``mutation(event, origin) -> Mutation``.
+"""Generation of one plain put route's fast form: ``mutation(event, origin) -> Mutation | None``.
 
-A route that writes columns (not a counter) gets a straight-line function, compiled once, that
-builds its key, checks its timestamp, reads and encodes each column and checks the limits with no
-per-column closures, no loop and no type dispatch chain. For ``bench_worker``'s design::
+A route that writes columns (not a counter, no deletes, no null rules, no record metadata) gets a
+straight-line function, compiled once, that builds its key, checks its timestamp, reads and encodes
+each column and checks the limits with no per-column closures, no loop and no type dispatch chain.
+For ``bench_worker``'s design::
 
     def mutation(event, origin):
         try:
             row = _build(event)
             n = len(row)
             if not (n <= 32767):
-                return _slow(event, origin)
+                return None
             ts = event['timestamp']
-            if not (ts.__class__ is int and ts >= 0):
-                return _slow(event, origin)
+            if not (ts.__class__ is int and 0 <= ts <= 9223372036854775807):
+                return None
             v0 = event['value']
             if v0 is None:
-                return _slow(event, origin)
+                return None
             c = v0.__class__
             if c is str:
                 r0 = v0.encode()
@@ -25,20 +26,17 @@ per-column closures, no loop and no type dispatch chain. For ``bench_worker``'s 
                 r0 = _text(v0)
             n0 = len(r0)
             if not (n0 <= 10485760):
-                return _slow(event, origin)
+                return None
             ...
             return _Mutation(_table, row, _PUT, {b'l:v': r0, ...}, ts, origin, 0, n + 50 + n0 + ...)
-        except _EventError:
-            raise
         except Exception:
-            return _slow(event, origin)
+            return None
 
-Contract: the generated function returns exactly what ``_slow`` (the route's reference
-:meth:`~pipeline.core.routing.CompiledRoute.mutation_reference`) returns for the same event: the
-same row, cells in the same order, the same timestamp and size. Guards only decide between the fast
-path and ``_slow``; anything unexpected on the fast path (a missing field, a wrong type, a value over
-a limit, an exception) ends in the reference path, which raises the precise
-:class:`~pipeline.errors.EventError` with its reason and message.
+Contract: for any event, the function returns None, or the one mutation that the route's reference
+(:meth:`pipeline.core.changes.ChangeRoute.apply`) gives for that event (the same row, cells in the
+same order, the same timestamp and size). It never raises: None means "not proven here", and the
+caller asks the reference, which gives the result, nothing (a NULL key skipped, no cell left) or the
+refusal with its reason. Guards only decide between a mutation and None.
 """
 
 from __future__ import annotations
@@ -46,32 +44,33 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pipeline.core.encodings import ENCODINGS, NAMESPACE
+from pipeline.core.encodings import ENCODINGS, LONG_MAX, NAMESPACE
 from pipeline.core.model import Mutation, MutationKind, Origin
-from pipeline.errors import EventError
 from pipeline.settings import ColumnSpec
 
 __all__ = ["MutationFn", "generate_put"]
 
-MutationFn = Callable[[Mapping[str, Any], Origin], Mutation]
+#: a route's fast form: its one mutation for an event, or None when the reference must decide
+MutationFn = Callable[[Mapping[str, Any], Origin], Mutation | None]
 
 
 def _lookup(path: str) -> str:
-    """``event['a']['b']`` for ``a.b``: a missing key or a non-object on the way raises (-> slow)."""
+    """``event['a']['b']`` for ``a.b``: a missing key or a non-object on the way raises (-> None)."""
     return "event" + "".join(f"[{part!r}]" for part in path.split("."))
 
 
 def generate_put(*, route: str, table: str, build: Callable[..., bytes], columns: Mapping[str, ColumnSpec],
-                 timestamp_field: str | None, max_key_bytes: int, max_cell_bytes: int, slow: MutationFn) -> MutationFn:
-    """Compile the put builder of one route (see the module's docstring). ``build`` is the route's
-    rowkey builder, ``slow`` its reference path; ``columns`` in the route's order; each column's
-    encoding is inlined from :data:`~pipeline.core.encodings.ENCODINGS`."""
-    ns: dict[str, Any] = {**NAMESPACE, "_build": build, "_slow": slow, "_Mutation": Mutation,
-                          "_PUT": MutationKind.PUT, "_table": table, "_EventError": EventError}
-    slow_call = "return _slow(event, origin)"
+                 timestamp_field: str | None, max_key_bytes: int, max_cell_bytes: int) -> MutationFn:
+    """Compile the fast form of one plain put route (see the module's docstring). ``build`` is the
+    route's rowkey builder; ``columns`` in the route's order; each column's encoding is inlined from
+    :data:`~pipeline.core.encodings.ENCODINGS`."""
+    ns: dict[str, Any] = {**NAMESPACE, "_build": build, "_Mutation": Mutation, "_PUT": MutationKind.PUT,
+                          "_table": table}
+    slow_call = "return None"
     lines = ["row = _build(event)", "n = len(row)", f"if not (n <= {max_key_bytes}):", f"    {slow_call}"]
     if timestamp_field is not None:
-        lines += [f"ts = {_lookup(timestamp_field)}", "if not (ts.__class__ is int and ts >= 0):", f"    {slow_call}"]
+        lines += [f"ts = {_lookup(timestamp_field)}", f"if not (ts.__class__ is int and 0 <= ts <= {LONG_MAX}):",
+                  f"    {slow_call}"]
     else:
         lines.append("ts = None")
     fixed = 16  # the size estimate of Mutation.size: row + 16, and per cell name + value + 8
@@ -95,7 +94,7 @@ def generate_put(*, route: str, table: str, build: Callable[..., bytes], columns
         if spec.required:
             lines += [f"{v} = {_lookup(spec.field)}", f"if {v} is None:", f"    {slow_call}", *body]
         else:
-            # absent or null: no cell; any other miss on the way (a non-object parent) -> slow
+            # absent or null: no cell; any other miss on the way (a non-object parent) -> None
             parts = spec.field.split(".")
             parent = _lookup(".".join(parts[:-1])) if len(parts) > 1 else "event"
             lines += [f"{v} = {parent}.get({parts[-1]!r})", f"if {v} is not None:",
@@ -105,9 +104,10 @@ def generate_put(*, route: str, table: str, build: Callable[..., bytes], columns
         size = " + ".join(["n", str(fixed), *(n for _, _, n in cells)])
     else:
         literal, size = "cells", f"n + {fixed} + size"
+        lines += ["if not cells:", f"    {slow_call}"]  # no cell: no put (the reference gives nothing)
     lines.append(f"return _Mutation(_table, row, _PUT, {literal}, ts, origin, 0, {size})")
     src = ["def mutation(event, origin):", "    try:", *(f"        {line}" for line in lines),
-           "    except _EventError:", "        raise", "    except Exception:", "        return _slow(event, origin)"]
+           "    except Exception:", "        return None"]
     source = "\n".join(src) + "\n"
     exec(compile(source, f"<route {route}>", "exec"), ns)
     fn: MutationFn = ns["mutation"]

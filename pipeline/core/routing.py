@@ -1,24 +1,29 @@
-"""Routing: one Kafka record -> the mutations of every route its topic feeds. Compiled once from the
-route specs; the per-record path is plain attribute access and prebuilt encoder closures.
+"""Routing: Kafka records -> the mutations of every route their topic feeds, by the semantics of one
+reference, :meth:`pipeline.core.changes.ChangeTopic.outcome` (one decode step for every topic:
+Connect envelopes, tombstones, not-an-object; per-route outcomes; timestamps, null and NULL-key
+rules, deletes, counters). Its module docstring is the contract.
 
-Contract of :meth:`Router.route`:
+The fast forms here are derived from the route specs, and each takes only what it can prove equal
+to the reference, handing anything else to it:
 
-- The record value must be a JSON object (parsed by orjson; integers beyond 64 bits are kept exact,
-  see :func:`loads`). Anything else raises :class:`EventError` with
-  reason ``undecodable`` / ``not_an_object``.
-- Every route of the topic must accept the event. If any route rejects it (missing/wrong-typed field,
-  value too long for its fixed width, key over ``max_key_bytes``, cell over ``max_cell_bytes``), the
-  whole record is rejected and nothing is written: the caller sends it to the dead-letter topic.
-- Cell timestamps come from the route's ``timestamp_field`` (epoch ms), so a replay rewrites the same
-  cell versions. Without one HBase assigns server time (not replay-safe; ``explain`` warns).
+- per route, :attr:`CompiledRoute.mutation`: a plain put route's generated builder
+  (:mod:`pipeline.core.putgen`), a plain counter route's single mutation of the reference; either
+  gives the reference's one mutation for an event, or None;
+- per plain JSON topic, the compiled loop (:mod:`pipeline.core._routerun`, with the plans of
+  :func:`_plan` for routes whose columns are text) or its pure-Python form :func:`_route_plain`;
+  per plain topic in a registry format, :func:`_route_decoded`; per other topic, :func:`_route_general`
+  (the reference itself, record by record).
 
-Column encodings: ``text`` (UTF-8; ints/floats in decimal, booleans ``true``/``false``, other values
-as JSON), ``json`` (orjson of the value), ``long`` (8-byte big-endian two's complement, as Java's
-``Bytes.toBytes(long)``; also what HBase counters hold).
+:meth:`Router.route_run` routes a run of records up to the first one that a fast form does not take
+(every route giving exactly its one mutation, or, on the general path, no route refusing);
+:meth:`Router.route_record` gives that record's outcome by the reference. A data value never raises
+out of either: a refusal is an outcome (:class:`~pipeline.core.changes.Refusal`), and a raised
+exception is a bug.
 
-Counters (``RouteSpec.counter``): ``increment`` mode emits an atomic INCREMENT (re-applied on replay);
-``tally`` mode emits a PUT of one cell per event identity (``id_field`` or ``topic/partition/offset``)
-holding the 8-byte amount: a replay rewrites the same cell, and the count is the sum of the row's cells.
+Column encodings: :mod:`pipeline.core.encodings`. Counters (``RouteSpec.counter``): ``increment``
+mode emits an atomic INCREMENT (re-applied on replay); ``tally`` mode emits a PUT of one cell per
+event identity (``id_field`` or ``topic/partition/offset``) holding the 8-byte amount: a replay
+rewrites the same cell, and the count is the sum of the row's cells.
 """
 
 from __future__ import annotations
@@ -32,10 +37,9 @@ from typing import Any
 import orjson
 
 from pipeline import compiled
-from pipeline.core.changes import ChangeRoute, ChangeTopic, MetaRecord, build_row
-from pipeline.core.decode import dumps, loads
+from pipeline.core.changes import ChangeRoute, ChangeTopic, MetaRecord, Outcome, Refusal
+from pipeline.core.decode import dumps, json_value, loads
 from pipeline.core.encodings import ENCODINGS
-from pipeline.core.fields import MISSING as _MISSING
 from pipeline.core.fields import encode_long, encoder, getter, text
 from pipeline.core.model import Mutation, MutationKind, Origin, TopicPartition
 from pipeline.core.putgen import MutationFn, generate_put
@@ -51,9 +55,8 @@ from pipeline.settings_specs import DEBEZIUM_FIELDS, METADATA_FIELDS, metadata_r
 #: the compiled plain-topic loop (:mod:`pipeline.compiled`), or None: :func:`_route_plain` runs
 _ROUTERUN = compiled.load("pipeline.core._routerun", Path(__file__).with_name("_routerun.c"))
 
-__all__ = ["CompiledRoute", "Record", "RoutedRun", "Router", "compile_route", "decode_value", "dumps", "encode_long",
-           "encoder", "getter", "loads", "text"]
-
+__all__ = ["CompiledRoute", "Outcome", "Record", "Refusal", "RoutedRun", "Router", "compile_route", "decode_value",
+           "dumps", "encode_long", "encoder", "getter", "loads", "text"]
 
 
 def decode_value(encoding: str, raw: bytes) -> Any:
@@ -62,17 +65,9 @@ def decode_value(encoding: str, raw: bytes) -> Any:
     return ENCODINGS[encoding].decode(raw)
 
 
-@dataclass(frozen=True)
-class _Column:
-    name: bytes
-    field: str
-    get: Callable[[Mapping[str, Any]], Any]
-    encode: Callable[[Any], bytes]
-    required: bool
-
-
 class CompiledRoute:
-    """One route, compiled: its rowkey, column getters/encoders, timestamp and counter rules."""
+    """One route, compiled: its rowkey, its reference (:attr:`reference`) and its fast form
+    (:attr:`mutation`)."""
 
     def __init__(self, spec: RouteSpec, max_key_bytes: int, max_cell_bytes: int) -> None:
         self.spec = spec
@@ -88,93 +83,33 @@ class CompiledRoute:
             if root is not None and root not in allowed:
                 raise ConfigError(f"route {spec.name!r}: rowkey field {field!r} names no record metadata; a field "
                                   f"starting with '$' is one of {', '.join(allowed)}")
-        self.columns = [_Column(c.encode(), cs.field, getter(cs.field), encoder(cs), cs.required)
-                        for c, cs in spec.columns.items()]
         self.families = sorted(spec.families)
-        self._ts = getter(spec.timestamp_field) if spec.timestamp_field else None
-        self._max_key = max_key_bytes
-        self._max_cell = max_cell_bytes
-        c = spec.counter
-        self._counter_column = c.column.encode() if c else b""
-        self._counter_family = c.column.split(":", 1)[0].encode() + b":" if c else b""
-        self._amount = getter(c.amount_field) if c and c.amount_field else None
-        self._id = getter(c.id_field) if c and c.id_field else None
-        #: ``mutation(event, origin)``: the route's mutation for one event, or :class:`EventError`.
-        #: A put route's is generated (:mod:`pipeline.core.putgen`) and returns what
-        #: :meth:`mutation_reference` returns; a counter route's is the reference itself.
-        self.mutation: MutationFn = self.mutation_reference if c is not None or spec.changelog else generate_put(
-            route=spec.name, table=spec.table, build=self.rowkey.builder, columns=spec.columns,
-            timestamp_field=spec.timestamp_field, max_key_bytes=max_key_bytes, max_cell_bytes=max_cell_bytes,
-            slow=self.mutation_reference)
-        #: the general path's form of the route (metadata fields, deletes, null rules): None for a
-        #: plain route, which the generated :attr:`mutation` serves
-        self.change: ChangeRoute | None = ChangeRoute(spec, self.rowkey, self.families, max_key_bytes,
-                                                      max_cell_bytes) if spec.changelog else None
+        self.max_key_bytes = max_key_bytes
+        self.max_cell_bytes = max_cell_bytes
+        #: the route's semantics: every other form gives what this gives
+        self.reference = ChangeRoute(spec, self.rowkey, self.families, max_key_bytes, max_cell_bytes)
+        #: ``mutation(event, origin)``: the route's one mutation for a plain topic's event, or None when
+        #: the reference must decide (module docstring); for a route on the general path, unused
+        self.mutation: MutationFn = _single(self.reference) if spec.counter is not None or spec.changelog else (
+            generate_put(route=spec.name, table=spec.table, build=self.rowkey.builder, columns=spec.columns,
+                         timestamp_field=spec.timestamp_field, max_key_bytes=max_key_bytes,
+                         max_cell_bytes=max_cell_bytes))
 
     def __repr__(self) -> str:
         return f"CompiledRoute({self.name!r} -> {self.table!r}, {self.spec.rowkey!r})"
 
-    def _timestamp(self, event: Mapping[str, Any]) -> int | None:
-        if self._ts is None:
+
+def _single(reference: ChangeRoute) -> MutationFn:
+    """A fast form that is the reference itself: its mutation when it gives exactly one, else None."""
+    apply = reference.apply
+
+    def mutation(event: Mapping[str, Any], origin: Origin) -> Mutation | None:
+        try:
+            got = apply(event, origin)
+        except EventError:
             return None
-        ts = self._ts(event)
-        if ts is _MISSING or ts is None:
-            raise EventError("missing_field", f"route {self.name!r}: timestamp field "
-                                              f"{self.spec.timestamp_field!r} is missing")
-        if not isinstance(ts, int) or isinstance(ts, bool) or ts < 0:
-            raise EventError("bad_type", f"route {self.name!r}: timestamp field {self.spec.timestamp_field!r} "
-                                         f"must be a non-negative integer (epoch ms), got {ts!r}")
-        return ts
-
-    def mutation_reference(self, event: Mapping[str, Any], origin: Origin) -> Mutation:
-        """The route's mutation for one event, step by step: the reference the generated
-        :attr:`mutation` matches, and the path that diagnoses a refused event (:class:`EventError`
-        with its reason and a message naming the route and what is wrong)."""
-        row = build_row(self.rowkey, event, self.name, self._max_key)
-        ts = self._timestamp(event)
-        if self.spec.counter is not None:
-            return self._counter(event, origin, row, ts)
-        cells: dict[bytes, bytes] = {}
-        size = len(row) + 16
-        max_cell = self._max_cell
-        for col in self.columns:
-            value = col.get(event)
-            if value is _MISSING or value is None:
-                if col.required:
-                    raise EventError("missing_field", f"route {self.name!r}: field {col.field!r} "
-                                                      f"(column {col.name.decode()}) is missing")
-                continue
-            raw = col.encode(value)
-            if len(raw) > max_cell:
-                raise EventError("value_too_large", f"route {self.name!r}: column {col.name.decode()} value is "
-                                                    f"{len(raw)} bytes; the cell limit is {max_cell}")
-            cells[col.name] = raw
-            size += len(col.name) + len(raw) + 8
-        return Mutation(self.table, row, MutationKind.PUT, cells, ts, origin, 0, size)
-
-    def _counter(self, event: Mapping[str, Any], origin: Origin, row: bytes, ts: int | None) -> Mutation:
-        c = self.spec.counter
-        assert c is not None
-        amount: Any = c.amount
-        if self._amount is not None:
-            amount = self._amount(event)
-            if amount is _MISSING or not isinstance(amount, int) or isinstance(amount, bool):
-                shown = "nothing" if amount is _MISSING else repr(amount)
-                raise EventError("bad_type", f"route {self.name!r}: counter amount field {c.amount_field!r} "
-                                             f"must be an integer, got {shown}")
-        if c.mode == "increment":
-            return Mutation(self.table, row, MutationKind.INCREMENT, {self._counter_column: b""}, None, origin,
-                            amount=amount)
-        ident: Any
-        if self._id is not None:
-            ident = self._id(event)
-            if ident is _MISSING or ident is None:
-                raise EventError("missing_field", f"route {self.name!r}: counter id field {c.id_field!r} is missing")
-            ident_b = text(ident)
-        else:
-            ident_b = f"{origin.tp.topic}/{origin.tp.partition}/{origin.offset}".encode()
-        return Mutation(self.table, row, MutationKind.PUT, {self._counter_family + ident_b: encode_long(amount)},
-                        ts, origin)
+        return got[0] if len(got) == 1 else None
+    return mutation
 
 
 _MAX_KEY_BYTES = 32767
@@ -196,12 +131,10 @@ def _compiled(spec_json: str, max_key_bytes: int, max_cell_bytes: int) -> Compil
 
 
 class Router:
-    """All routes, grouped by topic. A topic whose routes are all plain (no record metadata, no
-    deletes, no null rules) and whose values are JSON, or in a registry format (decoded first), is
-    routed by the generated put builders, one mutation per route and record; any other topic by the
-    general path (:mod:`pipeline.core.changes`),
-    any number per route and record. ``topics``: the ``[[topics]]`` entries (a topic not in it is
-    JSON with text keys)."""
+    """All routes, grouped by topic (module docstring). A topic whose routes are all plain (no record
+    metadata, no deletes, no null rules) and whose values are JSON, or in a registry format, is routed
+    by the fast forms; any other topic by the reference, record by record. ``topics``: the
+    ``[[topics]]`` entries (a topic not in it is JSON with text keys)."""
 
     def __init__(self, routes: Iterable[RouteSpec], max_key_bytes: int = _MAX_KEY_BYTES,
                  max_cell_bytes: int = _MAX_CELL_BYTES, topics: Iterable[TopicSpec] = (),
@@ -212,31 +145,35 @@ class Router:
         self.by_topic: dict[str, list[CompiledRoute]] = {}
         for r in self.routes:
             self.by_topic.setdefault(r.spec.topic, []).append(r)
-        self._builders = {topic: tuple(r.mutation for r in routes) for topic, routes in self.by_topic.items()}
-        #: per topic, what the compiled loop runs for each route: its plan, or its mutation
+        self._fast = {topic: tuple(r.mutation for r in routes) for topic, routes in self.by_topic.items()}
+        #: per topic, what the compiled loop runs for each route: its plan, or its fast form
         self._plans = {topic: tuple(_plan(r) or r.mutation for r in routes) for topic, routes in self.by_topic.items()}
-        self._env = (orjson.loads, self._route_one, EventError, Origin, Mutation, MutationKind.PUT)
+        self._env = (orjson.loads, self._fast_record, Origin, Mutation, MutationKind.PUT)
         specs = {t.name: t for t in topics}
         #: writer schemas of the topics in a registry format (the runtime fills it before routing: :meth:`framed`)
         self.schemas = SchemaCache(schema_cache_size)
-        self.general: dict[str, ChangeTopic] = {}
-        #: plain topics in a registry format: their values' decoder (then the generated put builders)
-        self._decoders: dict[str, tuple[Callable[[bytes], Any], str]] = {}
+        #: every topic's routes in their reference form
+        self.reference: dict[str, ChangeTopic] = {}
+        #: the topics routed by the reference, record by record
+        self.general: set[str] = set()
+        #: plain topics in a registry format: their values' decoder (then the fast forms)
+        self._decoders: dict[str, Callable[[bytes], Any]] = {}
         for topic, rs in self.by_topic.items():
             spec = specs.get(topic) or TopicSpec(name=topic)
-            if spec.value_format in SCHEMA_TYPES and not any(r.change for r in rs):
-                self._decoders[topic] = (registry_decoder(spec.value_format, self.schemas, "value"), rs[0].name)
-            elif spec.value_format != "json" or spec.key_format != "text" or any(r.change for r in rs):
-                self.general[topic] = ChangeTopic(spec, [r.change or _as_change(r, max_key_bytes, max_cell_bytes)
-                                                         for r in rs], self.schemas)
+            self.reference[topic] = ChangeTopic(spec, [r.reference for r in rs], self.schemas)
+            changelog = any(r.spec.changelog for r in rs)
+            if spec.value_format in SCHEMA_TYPES and not changelog:
+                self._decoders[topic] = registry_decoder(spec.value_format, self.schemas, "value")
+            elif spec.value_format != "json" or spec.key_format != "text" or changelog:
+                self.general.add(topic)
 
     def framed(self, topic: str) -> tuple[bool, bool]:
         """Whether ``topic``'s values, and its keys as its routes read them, are in the Confluent wire
         format: the schema ids they name must be in :attr:`schemas` before :meth:`route_run`."""
-        general = self.general.get(topic)
-        if general is not None:
-            return general.framed_values, general.framed_keys
-        return topic in self._decoders, False
+        reference = self.reference.get(topic)
+        if reference is None:
+            return False, False
+        return reference.framed_values, reference.framed_keys
 
     def __repr__(self) -> str:
         return f"Router({len(self.routes)} routes over topics {sorted(self.by_topic)})"
@@ -250,60 +187,71 @@ class Router:
         return sorted({r.table for r in self.routes})
 
     def route(self, topic: str, value: bytes | None, origin: Origin) -> list[Mutation]:
-        """The mutations for one record of a plain topic; raises :class:`EventError` when the record
-        cannot be written. A topic on the general path needs the whole record (key, headers,
-        timestamp): :meth:`route_run`; here it is a ``ValueError``."""
-        if topic in self.general:
-            raise ValueError(f"topic {topic!r} is routed by the general path (record metadata, deletes or its "
-                             "format): route whole records with route_run")
-        event = _event(value)
-        builders = self._builders.get(topic, ())
-        if len(builders) == 1:
-            return [builders[0](event, origin)]
-        return [build(event, origin) for build in builders]
+        """The mutations of a record of ``topic`` with this value (no key, headers or timestamp), by the
+        reference; raises the first refusal's :class:`EventError` when any route refuses it."""
+        got = self.route_record(origin.tp, _ValueRecord(origin.offset, value))
+        if got.refusals:
+            raise got.refusals[0].error
+        return got.mutations
+
+    def route_record(self, tp: TopicPartition, rec: Record) -> Outcome:
+        """One record's outcome by the reference: the mutations of every route that takes it and the
+        refusals of the others (:meth:`~pipeline.core.changes.ChangeTopic.outcome`)."""
+        reference = self.reference.get(tp.topic)
+        if reference is None:
+            return Outcome([], [])
+        return reference.outcome(tp, rec)
 
     def route_run(self, tp: TopicPartition, records: Sequence[Record], start: int, stop: int) -> RoutedRun:
-        """Route ``records[start:stop]`` (records of ``tp``, in offset order) up to the first one that
-        cannot be written: what :meth:`route` does for each in turn, in one call.
-
-        The result's ``mutations`` are those of ``records[start:result.stop]``, in record order and,
-        per record, in route order (a record is routed whole or not at all): exactly one per route of
-        the topic when ``result.counts`` is None (a plain topic), else ``counts[j]`` for record
-        ``start + j`` (the general path). When ``result.stop < stop``, ``records[result.stop]`` was
-        refused and ``result.error`` says why; nothing of it is in ``mutations``.
-        """
-        general = self.general.get(tp.topic)
-        if general is not None:
-            return _route_general(general, tp, records, start, stop)
-        builders = self._builders.get(tp.topic, ())
-        decoded = self._decoders.get(tp.topic)
-        if decoded is not None:
-            return _route_decoded(*decoded, builders, tp, records, start, stop)
+        """Route ``records[start:stop]`` (records of ``tp``, in offset order) up to the first one the fast
+        forms do not take: the mutations of ``records[start:result.stop]`` in record order and, per
+        record, in route order, each exactly what :meth:`route_record` gives for it. Exactly one per
+        route of the topic and record when ``result.counts`` is None, else ``counts[j]`` for record
+        ``start + j``. When ``result.stop < stop``, ``records[result.stop]`` is for
+        :meth:`route_record` (it may be refused by a route, give no mutation, or just be one the fast
+        forms do not take)."""
+        topic = tp.topic
+        if topic in self.general:
+            return _route_general(self.reference[topic], tp, records, start, stop)
+        fast = self._fast.get(topic)
+        if fast is None:
+            return RoutedRun(stop, [])  # no route reads this topic: every record gives nothing
+        decoder = self._decoders.get(topic)
+        if decoder is not None:
+            return _route_decoded(decoder, fast, tp, records, start, stop)
         if _ROUTERUN is not None:
-            got, mutations, error = _ROUTERUN.route_run(records, start, stop, tp, self._plans.get(tp.topic, ()),
-                                                        self._env)
-            return RoutedRun(got, mutations, error)
-        return _route_plain(builders, tp, records, start, stop)
+            got, mutations = _ROUTERUN.route_run(records, start, stop, tp, self._plans[topic], self._env)
+            return RoutedRun(got, mutations)
+        return _route_plain(fast, tp, records, start, stop)
 
-    def _route_one(self, rec: Record, tp: TopicPartition) -> list[Mutation]:
-        """One record of a plain JSON topic, as :func:`_route_plain` routes it (the compiled loop's
-        path for any record it does not parse itself); :class:`EventError` when it is refused."""
-        event = _plain_event(rec.value)
+    def _fast_record(self, rec: Record, tp: TopicPartition) -> list[Mutation] | None:
+        """One record of a plain JSON topic by its fast forms, as :func:`_route_plain` takes it (the
+        compiled loop's path for any record it does not parse itself); None when they do not take it."""
+        event = _json_event(rec.value)
+        if event is None:
+            return None
         origin = Origin(tp, rec.offset)
-        return [build(event, origin) for build in self._builders.get(tp.topic, ())]
+        out = []
+        for fast in self._fast[tp.topic]:
+            m = fast(event, origin)
+            if m is None:
+                return None
+            out.append(m)
+        return out
 
 
 def _plan(route: CompiledRoute) -> tuple[Any, ...] | None:
-    """A put route's plan for the compiled loop (:mod:`pipeline.core._routerun`: the route's mutation,
+    """A put route's plan for the compiled loop (:mod:`pipeline.core._routerun`: the route's fast form,
     key builder, table, timestamp path, columns as ``(name, path, required)``, key and cell limits),
-    when all its columns are ``text``; None for any other route (the loop calls its mutation)."""
+    when all its columns are ``text``; None for any other route (the loop calls its fast form). The
+    plan states what the generated fast form (:mod:`pipeline.core.putgen`) does for these columns."""
     spec = route.spec
     if spec.counter is not None or spec.changelog or any(c.encoding != "text" for c in spec.columns.values()):
         return None
     ts = tuple(spec.timestamp_field.split(".")) if spec.timestamp_field else None
     columns = tuple((name.encode(), tuple(c.field.split(".")), c.required) for name, c in spec.columns.items())
     key = _key_plan(route.rowkey) or route.rowkey.builder
-    return (route.mutation, key, route.table, ts, columns, route._max_key, route._max_cell)
+    return (route.mutation, key, route.table, ts, columns, route.max_key_bytes, route.max_cell_bytes)
 
 
 def _key_plan(rowkey: RowKey) -> tuple[tuple[Any, ...], ...] | None:
@@ -332,112 +280,101 @@ def _key_plan(rowkey: RowKey) -> tuple[tuple[Any, ...], ...] | None:
     return tuple(ops)
 
 
-def _route_plain(builders: tuple[MutationFn, ...], tp: TopicPartition, records: Sequence[Record], start: int,
+def _route_plain(fast: tuple[MutationFn, ...], tp: TopicPartition, records: Sequence[Record], start: int,
                  stop: int) -> RoutedRun:
     """:meth:`Router.route_run` on a plain JSON topic, in Python: the reference of the compiled loop
     (:mod:`pipeline.core._routerun`), and the path when it is not built."""
     mutations: list[Mutation] = []
     append, extend = mutations.append, mutations.extend
-    single = builders[0] if len(builders) == 1 else None
+    single = fast[0] if len(fast) == 1 else None
     for i in range(start, stop):
         rec = records[i]
-        try:
-            event = _plain_event(rec.value)
-        except EventError as exc:
-            return RoutedRun(i, mutations, exc)
+        event = _json_event(rec.value)
+        if event is None:
+            return RoutedRun(i, mutations)
         origin = Origin(tp, rec.offset)
-        try:
-            if single is not None:
-                append(single(event, origin))
-            else:
-                extend([build(event, origin) for build in builders])
-        except EventError as exc:
-            return RoutedRun(i, mutations, exc)
-    return RoutedRun(stop, mutations, None)
+        if single is not None:
+            m = single(event, origin)
+            if m is None:
+                return RoutedRun(i, mutations)
+            append(m)
+        else:
+            ms = [form(event, origin) for form in fast]
+            if any(m is None for m in ms):
+                return RoutedRun(i, mutations)
+            extend(ms)  # type: ignore[arg-type]  # no None: checked above
+    return RoutedRun(stop, mutations)
 
 
 Record = MetaRecord  # what Router.route_run reads of a consumed record (the plain path: offset, value)
 
 
 @dataclass(frozen=True, slots=True)
+class _ValueRecord:
+    """A record of a value alone (:meth:`Router.route`)."""
+
+    offset: int
+    value: bytes | None
+    key: bytes | None = None
+    timestamp: int = 0
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class RoutedRun:
-    """What :meth:`Router.route_run` routed: ``records[start:stop]`` gave ``mutations``; ``error`` is
-    why ``records[stop]`` was refused (None when the run reached the end it was given); ``counts``:
+    """What :meth:`Router.route_run` routed: ``records[start:stop]`` gave ``mutations``; ``counts``:
     the mutations of each record routed, when they are not one per route (the general path)."""
 
     stop: int
     mutations: list[Mutation]
-    error: EventError | None
     counts: list[int] | None = None
 
 
 def _route_general(topic: ChangeTopic, tp: TopicPartition, records: Sequence[Record], start: int,
                    stop: int) -> RoutedRun:
+    """The reference, record by record, up to the first record a route refuses."""
     mutations: list[Mutation] = []
     counts: list[int] = []
     for i in range(start, stop):
-        try:
-            got = topic.mutations(tp, records[i])
-        except EventError as exc:
-            return RoutedRun(i, mutations, exc, counts)
-        mutations += got
-        counts.append(len(got))
-    return RoutedRun(stop, mutations, None, counts)
+        got = topic.outcome(tp, records[i])
+        if got.refusals:
+            return RoutedRun(i, mutations, counts)
+        mutations += got.mutations
+        counts.append(len(got.mutations))
+    return RoutedRun(stop, mutations, counts)
 
 
-def _route_decoded(decode: Callable[[bytes], Any], first_route: str, builders: Sequence[MutationFn],
-                   tp: TopicPartition, records: Sequence[Record], start: int, stop: int) -> RoutedRun:
-    """The plain path of a topic in a registry format: each value decoded by ``decode``, then the
-    generated put builders; the same mutations and refusals as the general path would give for these
-    routes (``first_route`` names the route a tombstone is refused by, as there)."""
+def _route_decoded(decode: Callable[[bytes], Any], fast: Sequence[MutationFn], tp: TopicPartition,
+                   records: Sequence[Record], start: int, stop: int) -> RoutedRun:
+    """The fast path of a plain topic in a registry format: each value decoded by ``decode``, then the
+    routes' fast forms, up to the first record they do not take."""
     mutations: list[Mutation] = []
     for i in range(start, stop):
-        rec = records[i]
+        value = records[i].value
+        if value is None:
+            return RoutedRun(i, mutations)
         try:
-            event = _decoded(decode, rec.value, first_route)
-            origin = Origin(tp, rec.offset)
-            mutations += [build(event, origin) for build in builders]
-        except EventError as exc:
-            return RoutedRun(i, mutations, exc)
-    return RoutedRun(stop, mutations, None)
+            event = decode(value)
+        except EventError:
+            return RoutedRun(i, mutations)
+        if event.__class__ is not dict:
+            return RoutedRun(i, mutations)
+        origin = Origin(tp, records[i].offset)
+        ms = [form(event, origin) for form in fast]
+        if any(m is None for m in ms):
+            return RoutedRun(i, mutations)
+        mutations += ms  # type: ignore[arg-type]  # no None: checked above
+    return RoutedRun(stop, mutations)
 
 
-def _decoded(decode: Callable[[bytes], Any], value: bytes | None, first_route: str) -> dict[str, Any]:
+def _json_event(value: bytes | None) -> dict[str, Any] | None:
+    """A plain JSON topic's value as its event, decoded as the reference decodes it
+    (:func:`~pipeline.core.decode.json_value`: Connect envelopes unwrapped); None when it is no JSON
+    object (the reference says why)."""
     if value is None:
-        raise EventError("tombstone", f"record has no value (tombstone); route {first_route!r} does not take "
-                                      "tombstones (on_tombstone = 'skip' or 'delete' would)")
-    event = decode(value)
-    if event.__class__ is not dict:
-        raise EventError("not_an_object", f"value is {type(event).__name__}, expected an object")
-    return event
-
-
-def _as_change(route: CompiledRoute, max_key_bytes: int, max_cell_bytes: int) -> ChangeRoute:
-    """A plain route sharing a topic with general ones, in its general form (the same puts)."""
-    return ChangeRoute(route.spec, route.rowkey, route.families, max_key_bytes, max_cell_bytes)
-
-
-def _plain_event(value: bytes | None) -> dict[str, Any]:
-    """A plain topic's record value as its event: :func:`loads`, and :func:`_event`'s diagnosis
-    (:class:`EventError`) when that does not give an object."""
+        return None
     try:
-        event = loads(value)  # type: ignore[arg-type]  # None: TypeError, diagnosed by _event
-    except (orjson.JSONDecodeError, TypeError):
-        event = None
-    if event.__class__ is not dict:
-        event = _event(value)
-    return event  # type: ignore[no-any-return]
-
-
-def _event(value: bytes | None) -> dict[str, Any]:
-    """A record value as a JSON object (:func:`loads`); :class:`EventError` (``undecodable``,
-    ``not_an_object``) when it is none."""
-    if value is None:
-        raise EventError("undecodable", "record has no value (tombstone)")
-    try:
-        event = loads(value)
-    except orjson.JSONDecodeError as exc:
-        raise EventError("undecodable", f"value is not valid JSON: {exc}") from exc
-    if not isinstance(event, dict):
-        raise EventError("not_an_object", f"value is JSON {type(event).__name__}, expected an object")
-    return event
+        event = json_value(value)
+    except EventError:
+        return None
+    return event if event.__class__ is dict else None

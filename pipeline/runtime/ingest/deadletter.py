@@ -3,9 +3,12 @@ saying where they came from and why.
 
 The original record's key, value and headers are kept, and ours are added after them. Ours (all
 UTF-8): ``hbase-ingest.source.topic``, ``hbase-ingest.source.partition``,
-``hbase-ingest.source.offset``, ``hbase-ingest.reason`` (a short code: undecodable, not_an_object,
-missing_field, bad_type, too_long, contains_delimiter, empty_key, key_too_long, value_too_large, unmapped_code,
-out_of_range, tombstone, no_before_image, unsupported_op, unknown_schema, schema_mismatch, hbase_rejected),
+``hbase-ingest.source.offset``, ``hbase-ingest.route`` (the route that refused the record; absent when
+the record as a whole was refused: undecodable, not an object, or a topic whose ``on_route_error`` is
+``dead_letter_record``; a record refused by two routes is sent once per route),
+``hbase-ingest.reason`` (a short code: undecodable, not_an_object, missing_field, bad_type, too_long,
+contains_delimiter, empty_key, key_too_long, value_too_large, unmapped_code, out_of_range, null_key,
+tombstone, no_before_image, unsupported_op, unknown_schema, schema_mismatch, hbase_rejected),
 ``hbase-ingest.error`` (the message). For ``hbase_rejected`` the value is a JSON
 description of the refused mutation (table, row in HBase shell escaping, columns), because the
 original record is no longer held once its mutations were batched.
@@ -47,7 +50,7 @@ class DeadLetters:
         self._backoff = Backoff(100, 10_000)
 
     async def send(self, origin: Origin, key: bytes | None, value: bytes | None, reason: str, error: str,
-                   original_headers: Iterable[tuple[str, bytes | None]] = ()) -> None:
+                   original_headers: Iterable[tuple[str, bytes | None]] = (), route: str | None = None) -> None:
         """Send one record: the original's key, value and headers (except any of ours, which a replayed
         dead letter could carry), then ours. A header's value may be null (Kafka allows it): it is kept null."""
         kept = [(k, None if v is None else bytes(v)) for k, v in original_headers or ()
@@ -57,6 +60,7 @@ class DeadLetters:
             (HEADER_PREFIX + "source.topic", origin.tp.topic.encode()),
             (HEADER_PREFIX + "source.partition", str(origin.tp.partition).encode()),
             (HEADER_PREFIX + "source.offset", str(origin.offset).encode()),
+            *(((HEADER_PREFIX + "route", route.encode()),) if route is not None else ()),
             (HEADER_PREFIX + "reason", reason.encode()),
             (HEADER_PREFIX + "error", error.encode()[:4000]),
         ]
@@ -72,7 +76,8 @@ class DeadLetters:
                 await anyio.sleep(delay / 1000)
         self.stats.dead_lettered += 1
         self.stats.dead_by_reason[reason] += 1
-        self.warnings.dead_lettered(reason, {"tp": str(origin.tp), "offset": origin.offset, "error": error})
+        self.warnings.dead_lettered(reason, {"tp": str(origin.tp), "offset": origin.offset, "route": route,
+                                             "error": error})
 
     async def send_mutation(self, m: Mutation, error: str) -> None:
         body: dict[str, Any] = {

@@ -292,9 +292,10 @@ class Worker:
         """Route one fetch. False when a stop request abandoned a dead-letter send.
 
         Each partition's records are routed in runs (:meth:`Router.route_run`: up to the next record
-        that must go to the dead-letter topic). A run is registered with the tracker (one ack per
-        route of the topic for each record) before the next await, before any batch can reach a
-        writer; its mutations then go to the batcher (sealed batches wait in ``_ready`` for
+        the fast forms do not take, whose outcome :meth:`Router.route_record` gives: its mutations,
+        and a dead letter per refusing route). A run is registered with the tracker (one ack per
+        mutation, and per dead letter, of each record) before the next await, before any batch can
+        reach a writer; its mutations then go to the batcher (sealed batches wait in ``_ready`` for
         :meth:`_submit_ready`)."""
         progress, tracker, router, stats = self.progress, self.tracker, self.router, self.stats
         now = _now_ms()
@@ -329,7 +330,7 @@ class Worker:
                     continue  # revoked while the schemas were fetched
             fanout = len(router.by_topic.get(tp.topic, ()))
             i = 0
-            while True:
+            while i < count:
                 run = router.route_run(tp, records, i, count)
                 if run.counts is None:  # one mutation per route and record
                     tracker.register_run(tp, _offsets(records, i, run.stop), fanout)
@@ -338,17 +339,22 @@ class Worker:
                         tracker.register(Origin(tp, rec.offset), n)
                 self._queue(run.mutations, now)
                 stats.consumed += run.stop - i
-                if run.error is None:
+                i = run.stop
+                if i == count:
                     break
-                rec = records[run.stop]
+                # a record the fast forms do not take: its outcome by the reference, route by route
+                rec = records[i]
                 origin = Origin(tp, rec.offset)
-                tracker.register(origin, 1)
+                outcome = router.route_record(tp, rec)
+                tracker.register(origin, len(outcome.mutations) + len(outcome.refusals))
+                self._queue(outcome.mutations, now)
                 stats.consumed += 1
-                i = run.stop + 1
-                if not await self._dead_letter(origin, rec.key, rec.value, run.error.reason, str(run.error),
-                                               rec.headers):
-                    return False  # stopping: the record stays unacknowledged (read again next run)
-                tracker.ack(origin)
+                i += 1
+                for refusal in outcome.refusals:
+                    if not await self._dead_letter(origin, rec.key, rec.value, refusal.error.reason,
+                                                   str(refusal.error), rec.headers, refusal.route):
+                        return False  # stopping: the record stays unacknowledged (read again next run)
+                    tracker.ack(origin)
             if count:
                 progress.read_up_to(tp, records[count - 1].offset)
             await self._submit_ready()
@@ -402,7 +408,8 @@ class Worker:
     # -- dead letters --------------------------------------------------------------------------
 
     async def _dead_letter(self, origin: Origin, key: bytes | None, value: bytes | None, reason: str,
-                           error: str, headers: Sequence[tuple[str, bytes | None]] = ()) -> bool:
+                           error: str, headers: Sequence[tuple[str, bytes | None]] = (),
+                           route: str | None = None) -> bool:
         """Send to the dead-letter topic (retrying until Kafka has it); False when a stop request
         abandoned the send."""
         assert self._dead is not None
@@ -411,7 +418,7 @@ class Worker:
         with anyio.CancelScope() as scope:
             self._dead_scope = scope
             try:
-                await self._dead.send(origin, key, value, reason, error, headers)
+                await self._dead.send(origin, key, value, reason, error, headers, route)
             finally:
                 self._dead_scope = None
         if scope.cancelled_caught:

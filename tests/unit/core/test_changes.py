@@ -16,6 +16,7 @@ from pipeline.core.model import MutationKind, TopicPartition
 from pipeline.core.routing import Router
 from pipeline.errors import ConfigError, EventError
 from pipeline.settings import RouteSpec, TopicSpec, load_settings
+from tests.unit.core.routing_support import route_all
 
 TP = TopicPartition("t", 3)
 
@@ -40,8 +41,9 @@ def router(*routes: RouteSpec, key_format: str = "text") -> Router:
 
 
 def muts(r: Router, *recs: Rec) -> tuple[list[Any], list[int] | None, EventError | None]:
-    run = r.route_run(TP, list(recs), 0, len(recs))
-    return run.mutations, run.counts, run.error
+    """The mutations, each record's count, and the first refusal (None: none)."""
+    mutations, counts, refused = route_all(r, TP, list(recs))
+    return mutations, counts, refused[0][2] if refused else None
 
 
 def dbz(op: str, before: dict[str, Any] | None, after: dict[str, Any] | None, lsn: int = 100) -> bytes:
@@ -102,7 +104,7 @@ def test_plain_topics_keep_the_generated_path() -> None:
 def test_tombstones_dead_letter_by_default_with_their_own_reason() -> None:
     _, counts, err = muts(router(route(rowkey="[$key]", columns={"d:v": "v"}, timestamp_field="$offset")),
                           Rec(0, b'{"v": 1}', key=b"a"), Rec(1, None, key=b"a"))
-    assert counts == [1] and err is not None and err.reason == "tombstone"
+    assert counts == [1, 0] and err is not None and err.reason == "tombstone"
 
 
 def test_tombstones_skipped_give_no_mutation_but_count() -> None:
@@ -213,11 +215,13 @@ def test_a_delete_removes_the_rows_before_addresses() -> None:
 
 def test_without_a_before_image_an_index_route_cannot_find_the_old_row() -> None:
     key = b'{"order_id": 1}'
-    _, counts, err = muts(orders(), Rec(0, dbz("u", None, row(1, "s2")), key=key))
-    assert counts == [] and err is not None and err.reason == "no_before_image"
+    ms, counts, err = muts(orders(), Rec(0, dbz("u", None, row(1, "s2")), key=key))
+    # the main table (keyed on the primary key) takes the update; the index route alone refuses it
+    assert counts == [1] and [m.table for m in ms] == ["orders"]
+    assert err is not None and err.reason == "no_before_image"
     assert "REPLICA IDENTITY FULL" in str(err) and "seller_id" in str(err) and "by_seller" in str(err)
-    # a before image of the primary key alone (PostgreSQL's default replica identity)
-    _, _, err = muts(orders(), Rec(0, dbz("d", {"order_id": 1, "seller_id": None}, None), key=key))
+    # a before image without the index's field
+    _, _, err = muts(orders(), Rec(0, dbz("d", {"order_id": 1}, None), key=key))
     assert err is not None and err.reason == "no_before_image"
 
 
@@ -264,10 +268,10 @@ def test_delete_versions_latest_deletes_one_version() -> None:
     assert m.kind is MutationKind.DELETE_VERSION and m.timestamp == 8
 
 
-def test_a_refused_record_stops_the_run_with_counts_of_the_records_before() -> None:
+def test_a_refused_record_gives_nothing_and_the_records_after_it_are_routed() -> None:
     ms, counts, err = muts(orders(), Rec(0, dbz("c", None, row(1, "s1"))), Rec(1, b"[1]"),
                            Rec(2, dbz("c", None, row(2, "s1"))))
-    assert counts == [2] and len(ms) == 2 and err is not None and err.reason == "not_an_object"
+    assert counts == [2, 0, 2] and len(ms) == 4 and err is not None and err.reason == "not_an_object"
 
 
 def test_profiles_declare_topics() -> None:
@@ -278,3 +282,56 @@ def test_profiles_declare_topics() -> None:
     assert s.routes[0].cell_timestamp == "$source.lsn" and s.routes[0].tombstones == "skip"
     with pytest.raises(Exception, match="topic names must be unique"):
         load_settings(None, topics=[{"name": "a"}, {"name": "a"}])
+
+
+# -- per-route outcomes and NULL keys -----------------------------------------------------------------
+
+
+def buyers(null_key: str | None = None, on_route_error: str = "dead_letter_route") -> Router:
+    main = route(name="main", table="orders", rowkey="[order_id]", envelope="debezium", columns={"o:b": "buyer_id"})
+    extra = {"null_key": null_key} if null_key else {}
+    index = route(name="by_buyer", table="by_buyer", rowkey="[buyer_id][_][order_id]", envelope="debezium",
+                  columns={"o:t": "status"}, **extra)
+    return Router([main, index], topics=[TopicSpec(name="t", key_format="json", on_route_error=on_route_error)])
+
+
+def order(order_id: int, buyer: str | None) -> dict[str, Any]:
+    return {"order_id": order_id, "buyer_id": buyer, "status": "new"}
+
+
+def test_a_null_index_key_is_no_index_row_and_the_main_row_is_written() -> None:
+    ms, counts, err = muts(buyers(), Rec(0, dbz("c", None, order(1, None))))
+    assert err is None and counts == [1] and [(m.table, m.row) for m in ms] == [("orders", b"1")]
+
+
+def test_an_update_to_and_from_null_moves_the_index_row_in_and_out() -> None:
+    ms, _, err = muts(buyers(), Rec(0, dbz("u", order(1, "b1"), order(1, None), lsn=7)),
+                      Rec(1, dbz("u", order(2, None), order(2, "b2"), lsn=8)),
+                      Rec(2, dbz("d", order(3, None), None, lsn=9)))
+    assert err is None
+    assert [(m.row, m.kind, m.timestamp) for m in ms if m.table == "by_buyer"] == [
+        (b"b1_1", MutationKind.DELETE, 7), (b"b2_2", MutationKind.PUT, 8)]
+    assert [(m.row, m.kind) for m in ms if m.table == "orders"][-1] == (b"3", MutationKind.DELETE)
+
+
+def test_a_route_that_refuses_costs_only_that_route() -> None:
+    ms, counts, _ = muts(buyers(), Rec(0, dbz("c", None, order(1, "a_b"))))
+    assert [m.table for m in ms] == ["orders"] and counts == [1]
+    _, _, refused = route_all(buyers(), TP, [Rec(0, dbz("c", None, order(1, "a_b")))])
+    assert [(off, name, e.reason) for off, name, e in refused] == [(0, "by_buyer", "contains_delimiter")]
+
+
+def test_null_key_dead_letter_refuses_with_its_own_reason() -> None:
+    _, _, refused = route_all(buyers("dead_letter"), TP, [Rec(0, dbz("c", None, order(1, None))),
+                                                          Rec(1, dbz("d", order(2, None), None))])
+    assert [(off, name, e.reason) for off, name, e in refused] == [(0, "by_buyer", "null_key"),
+                                                                   (1, "by_buyer", "null_key")]
+    assert "full replica identity" in str(refused[1][2])
+
+
+def test_on_route_error_dead_letter_record_is_all_or_nothing() -> None:
+    ms, counts, refused = route_all(buyers(on_route_error="dead_letter_record"), TP,
+                                    [Rec(0, dbz("c", None, order(1, "a_b"))), Rec(1, dbz("c", None, order(2, "b")))])
+    assert counts == [0, 2] and [m.row for m in ms] == [b"2", b"b_2"]
+    assert [(off, name, e.reason) for off, name, e in refused] == [(0, None, "contains_delimiter")]
+    assert "by_buyer" in str(refused[0][2])

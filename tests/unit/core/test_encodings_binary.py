@@ -13,10 +13,11 @@ from hypothesis import strategies as st
 
 from pipeline.core.decode import dumps
 from pipeline.core.encodings import ENCODINGS, decode_decimal, encode_decimal, text
-from pipeline.core.model import Mutation, Origin, TopicPartition
+from pipeline.core.model import Origin, TopicPartition
 from pipeline.core.routing import CompiledRoute
 from pipeline.errors import EventError
 from pipeline.settings import RouteSpec
+from tests.unit.core.routing_support import fast_form_agrees
 
 ORIGIN = Origin(TopicPartition("t", 0), 3)
 ROUTE = CompiledRoute(RouteSpec(name="bin", topic="t", table="tb", rowkey="[id]", columns={
@@ -68,19 +69,10 @@ _values = st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.f
                     st.sampled_from(["12.50", "x", "1e3", " 7 "]))
 
 
-def _outcome(fn: Any, event: dict[str, Any]) -> tuple[str, Any]:
-    try:
-        m: Mutation = fn(event, ORIGIN)
-    except EventError as exc:
-        return "refused", (exc.reason, str(exc))
-    return "put", (m.row, list(m.cells.items()), m.size)
-
-
 @settings(max_examples=500, deadline=None)
 @given(b=_values, m=_values, t=_values, j=_values)
 def test_generated_and_reference_agree(b: Any, m: Any, t: Any, j: Any) -> None:
-    event = {"id": "k", "b": b, "m": m, "t": t, "j": j}
-    assert _outcome(ROUTE.mutation, event) == _outcome(ROUTE.mutation_reference, event)
+    fast_form_agrees(ROUTE, {"id": "k", "b": b, "m": m, "t": t, "j": j}, ORIGIN)
 
 
 KEYED = CompiledRoute(RouteSpec(name="k", topic="t", table="t", rowkey="[salt(b, 8)][b][_][m]",
@@ -91,15 +83,15 @@ KEYED = CompiledRoute(RouteSpec(name="k", topic="t", table="t", rowkey="[salt(b,
 def test_bytes_and_decimals_feed_rowkey_segments_as_the_columns_take_them() -> None:
     event = {"b": b"\x01\xffab", "m": Decimal("12.50")}
     got = KEYED.mutation(event, ORIGIN)
-    assert got.row[1:] == b"\x01\xffab_12.50"  # bytes as they are, a decimal as plain text with its scale
-    assert got == KEYED.mutation_reference(event, ORIGIN)
-    assert KEYED.mutation({"b": "x", "m": Decimal("1E+3")}, ORIGIN).row[1:] == b"x_1000"
+    assert got is not None and got.row[1:] == b"\x01\xffab_12.50"  # bytes as they are, a decimal as plain text
+    assert [got] == KEYED.reference.apply(event, ORIGIN)
+    assert KEYED.reference.apply({"b": "x", "m": Decimal("1E+3")}, ORIGIN)[0].row[1:] == b"x_1000"
+    assert KEYED.mutation({"b": "x", "m": Decimal("NaN")}, ORIGIN) is None
     with pytest.raises(EventError, match=r"bad_type|must be text"):
-        KEYED.mutation({"b": "x", "m": Decimal("NaN")}, ORIGIN)
+        KEYED.reference.apply({"b": "x", "m": Decimal("NaN")}, ORIGIN)
 
 
 @settings(max_examples=300, deadline=None)
 @given(b=_values, m=_values)
 def test_generated_and_reference_keys_agree(b: Any, m: Any) -> None:
-    event = {"b": b, "m": m}
-    assert _outcome(KEYED.mutation, event) == _outcome(KEYED.mutation_reference, event)
+    fast_form_agrees(KEYED, {"b": b, "m": m}, ORIGIN)

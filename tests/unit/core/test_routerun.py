@@ -1,6 +1,6 @@
-"""The compiled plain-topic loop (``pipeline/core/_routerun.c``) against its reference, the pure-Python
-``_route_plain``: for any run of records, the same stop, the same mutations (class, every attribute,
-the weight) and the same refusal (class, reason, message)."""
+"""The compiled plain-topic loop (``pipeline/core/_routerun.c``) against its pure-Python form
+``_route_plain``: for any run of records, the same stop and the same mutations (class, every
+attribute, the weight). Both against the reference: tests/unit/core/test_route_forms.py."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from pipeline.core import routing
 from pipeline.core.model import TopicPartition
 from pipeline.core.routing import RoutedRun, Router
-from pipeline.errors import EventError
 from pipeline.settings import RouteSpec
+from tests.unit.core.routing_support import shown
 
 TEXT_COLUMNS: dict[str, Any] = {"d:t": "t", "d:o": {"field": "o", "required": False},
                                 "d:deep": {"field": "a.b", "required": False}, "d:need": "a.c"}
@@ -83,10 +83,7 @@ _values = st.one_of(
 
 
 def _seen(run: RoutedRun) -> tuple[Any, ...]:
-    ms = [(type(m), m.table, m.row, m.kind, list(m.cells.items()), m.timestamp, m.origin, m.amount, m.weight)
-          for m in run.mutations]
-    err = None if run.error is None else (type(run.error), run.error.reason, str(run.error))
-    return run.stop, ms, err, run.counts
+    return run.stop, [shown(m) for m in run.mutations], run.counts
 
 
 def _compiled_run(tp: TopicPartition, records: list[_Record], start: int, stop: int,
@@ -143,14 +140,26 @@ def test_the_compiled_loop_builds_what_the_reference_builds(topic: str, events: 
     assert _seen(got) == _seen(_reference_run(tp, records, 0, len(records), monkeypatch))
 
 
-def test_a_run_stops_at_the_first_refused_record_and_keeps_none_of_it(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_run_stops_at_the_first_record_it_does_not_take_and_keeps_none_of_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     good = _json({"id": "u1", "k": "x", "ts": 5, "t": "hi", "n": 1, "a": {"c": "c"}})
     bad = _json({"id": "u2", "k": "x", "ts": 5, "t": "hi", "a": {"c": "c"}})  # no "n": both_b refuses it
-    records = [_Record(good, 0), _Record(good, 1), _Record(bad, 2), _Record(good, 3)]
-    run = _compiled_run(TopicPartition("m", 0), records, 0, 4)
-    assert run.stop == 2 and len(run.mutations) == 4 and isinstance(run.error, EventError)
-    assert run.error.reason == "missing_field"
-    assert _seen(run) == _seen(_reference_run(TopicPartition("m", 0), records, 0, 4, monkeypatch))
+    for odd in (bad, None, b"[1]", _json({"id": "u1", "k": "x", "ts": 2**63, "t": "hi", "n": 1})):
+        records = [_Record(good, 0), _Record(good, 1), _Record(odd, 2), _Record(good, 3)]
+        run = _compiled_run(TopicPartition("m", 0), records, 0, 4)
+        assert run.stop == 2 and len(run.mutations) == 4
+        assert _seen(run) == _seen(_reference_run(TopicPartition("m", 0), records, 0, 4, monkeypatch))
+
+
+
+@pytest.mark.parametrize("topic", ["p", "m"])  # a planned run (the sparse event), and one that is not
+def test_a_connect_envelope_routes_as_its_payload(topic: str) -> None:
+    good = _json({"id": "u1", "k": "x", "ts": 5, "t": "hi", "n": 1, "a": {"c": "c"}})
+    envelope = b'{"schema": {"type": "struct"}, "payload": ' + good + b"}"
+    tp = TopicPartition(topic, 0)
+    run = ROUTER.route_run(tp, [_Record(envelope, 0)], 0, 1)
+    assert run.stop == 1 and [shown(m) for m in run.mutations] == [
+        shown(m) for m in ROUTER.route_run(tp, [_Record(good, 0)], 0, 1).mutations]
 
 
 def test_the_plans_cover_what_they_claim() -> None:

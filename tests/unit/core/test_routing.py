@@ -11,6 +11,7 @@ from pipeline.core.model import Origin, TopicPartition
 from pipeline.core.routing import Router, decode_value, dumps, loads
 from pipeline.errors import EventError
 from pipeline.settings import RouteSpec
+from tests.unit.core.routing_support import route_all
 
 ORIGIN = Origin(TopicPartition("t", 0), 7)
 BIG = 12345678901234567890123
@@ -85,31 +86,26 @@ _VALUES = [b'{"id": "a", "n": 1, "v": "x"}', b'{"id": "b", "n": 2, "v": 3.5, "j"
 
 
 @given(st.lists(st.sampled_from(_VALUES), max_size=12), st.integers(min_value=0, max_value=3))
-def test_property_route_run_is_route_in_turn_up_to_the_first_refused_record(values: list[bytes | None],
-                                                                           start: int) -> None:
+def test_property_runs_and_the_records_they_stop_at_give_the_reference_record_by_record(values: list[bytes | None],
+                                                                                       start: int) -> None:
     r, tp = router(), TopicPartition("t", 3)
     records = [_Rec(100 + i, v) for i, v in enumerate(values)]
     start = min(start, len(records))
-    run = r.route_run(tp, records, start, len(records))
-    expected, error = [], None
+    mutations, _, refused = route_all(r, tp, records, start)
+    expected, refusals = [], []
     for rec in records[start:]:
-        try:
-            expected += r.route("t", rec.value, Origin(tp, rec.offset))
-        except EventError as exc:
-            error = exc
-            break
-    assert run.mutations == expected
-    assert run.stop == start + len(expected)
-    assert (run.error is None) == (error is None)
-    if error is not None:
-        assert run.error is not None and (run.error.reason, str(run.error)) == (error.reason, str(error))
+        got = r.route_record(tp, rec)
+        expected += got.mutations
+        refusals += [(rec.offset, x.route, x.error.reason, str(x.error)) for x in got.refusals]
+    assert mutations == expected
+    assert [(off, name, e.reason, str(e)) for off, name, e in refused] == refusals
 
 
 def test_route_run_gives_every_route_of_the_topic_in_route_order() -> None:
     specs = [RouteSpec(name=n, topic="t", table=n, rowkey="[id]", columns={"d:v": "v"}) for n in ("r1", "r2")]
     r, tp = Router(specs), TopicPartition("t", 0)
     run = r.route_run(tp, [_Rec(5, b'{"id": "a", "v": 1}'), _Rec(6, b'{"id": "b", "v": 2}')], 0, 1)
-    assert run.stop == 1 and run.error is None
+    assert run.stop == 1
     assert [(m.table, m.row, m.origin.offset) for m in run.mutations] == [("r1", b"a", 5), ("r2", b"a", 5)]
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import io
 import uuid
-from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
@@ -216,11 +215,11 @@ def test_cache_is_bounded_but_keeps_what_a_batch_needs() -> None:
 
 def test_plain_routes_of_a_registry_topic_take_the_generated_builders_with_the_general_paths_results() -> None:
     """A topic in a registry format whose routes are plain is routed by the generated put builders
-    after the decode; mutations and refusals (reason and message) are those of the general path."""
-    from pipeline.core.changes import ChangeTopic
+    after the decode; mutations and refusals (route, reason and message) are those of the reference."""
     from pipeline.core.model import TopicPartition
-    from pipeline.core.routing import RoutedRun, Router, _as_change, _route_general
+    from pipeline.core.routing import Router
     from pipeline.settings import RouteSpec, TopicSpec
+    from tests.unit.core.routing_support import route_all
 
     routes = [RouteSpec(name="a", topic="t", table="ta", rowkey="[seller][_][long(id)]", timestamp_field="at",
                         columns={"d:n": {"field": "note", "required": False}, "d:m": {"field": "amount",
@@ -232,8 +231,6 @@ def test_plain_routes_of_a_registry_topic_take_the_generated_builders_with_the_g
     router.schemas.add(RegisteredSchema(5, "AVRO", orjson.dumps(ORDER).decode()))
     router.schemas.add(RegisteredSchema(6, "AVRO", '"string"'))
     router.schemas.add_unknown(7, "not found")
-    general = ChangeTopic(TopicSpec(name="t", value_format="avro"),
-                          [_as_change(r, 32767, 10 * 1024 * 1024) for r in router.routes], router.schemas)
     body = _avro_body(ORDER, RECORD)
 
     class Rec:
@@ -243,18 +240,15 @@ def test_plain_routes_of_a_registry_topic_take_the_generated_builders_with_the_g
               b'{"x": 1}', frame(5, body[:-2]), None, frame(6, b"\x04hi"), frame(3, b"")[:4], frame(5, body)]
     records = [Rec(i, v) for i, v in enumerate(values)]
     tp = TopicPartition("t", 0)
-
-    def runs(route: Callable[[int], RoutedRun]) -> list[tuple[Any, ...]]:
-        out, i = [], 0
-        while i < len(records):
-            run = route(i)
-            out.append(([(m.table, m.row, m.cells, m.timestamp) for m in run.mutations], run.stop,
-                        run.error and (run.error.reason, str(run.error))))
-            i = run.stop + 1
-        return out
-    fast = runs(lambda i: router.route_run(tp, records, i, len(records)))
-    slow = runs(lambda i: _route_general(general, tp, records, i, len(records)))
-    assert fast == slow
-    reasons = [r[2][0] for r in fast if r[2]]
-    assert reasons == ["contains_delimiter", "unknown_schema", "undecodable", "schema_mismatch", "tombstone",
-                       "not_an_object", "undecodable"]
+    mutations, counts, refused = route_all(router, tp, records)
+    expected = [router.route_record(tp, rec) for rec in records]
+    assert mutations == [m for got in expected for m in got.mutations]
+    assert counts == [len(got.mutations) for got in expected]
+    assert [(off, name, e.reason, str(e)) for off, name, e in refused] == [
+        (rec.offset, x.route, x.error.reason, str(x.error)) for rec, got in zip(records, expected, strict=True)
+        for x in got.refusals]
+    assert counts[:2] == [2, 1]  # the seller with the delimiter costs route a only
+    reasons = [(name, e.reason) for _, name, e in refused]
+    assert reasons == [("a", "contains_delimiter"), (None, "unknown_schema"), (None, "undecodable"),
+                       (None, "schema_mismatch"), ("a", "tombstone"), ("b", "tombstone"), (None, "not_an_object"),
+                       (None, "undecodable")]
