@@ -90,6 +90,12 @@ class TopicSpec(Section):
         description="when one route cannot take a record: dead_letter_route (the default) sends the record to the "
                     "dead-letter topic for that route, with the route's name in a header, and writes its other "
                     "routes; dead_letter_record sends it once and writes none of its routes (all or nothing)")
+    redrive_of: TopicName | None = Field(
+        default=None,
+        description="this topic holds dead letters to re-drive (what `hbase-ingest backfill --route` sets up): each "
+                    "record whose hbase-ingest.route header names one of the topic's routes, or names none and "
+                    "came from this source topic, is routed as the record it was (its source topic, partition, "
+                    "offset and timestamp as record metadata); any other is skipped")
 
 
 class ColumnSpec(Section):

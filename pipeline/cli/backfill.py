@@ -38,10 +38,12 @@ from pipeline.cli.metrics_address import METRICS_HOST_HELP, METRICS_PORT_HELP, w
 from pipeline.cli.run import FAIL_FAST_HELP, start_metrics, with_fail_fast
 from pipeline.cli.signals import EXIT_INTERRUPTED, stop_on_signals
 from pipeline.errors import ConfigError
+from pipeline.runtime.backfill.redrive import redrive_settings
 from pipeline.runtime.backfill.run import (
     Backfill,
     BackfillSummary,
     SliceArgs,
+    default_group,
     parse_offsets,
     parse_time,
 )
@@ -167,6 +169,15 @@ def backfill(
     ] = None,
     to_offset: Annotated[str | None, typer.Option("--to-offset", help="P:O,... end offsets (exclusive)")] = None,
     rate: Annotated[float | None, typer.Option("--rate", min=0.001, help="at most this many events per second")] = None,
+    route: Annotated[
+        str | None,
+        typer.Option(
+            "--route",
+            help="re-drive the dead letters of this route: --topic is then [kafka].dead_letter_topic, and each dead "
+            "letter the route refused (or that was refused as a whole, from the route's topic) is routed again "
+            "into this route alone, as the record it was; the others are skipped",
+        ),
+    ] = None,
     group: Annotated[
         str | None,
         typer.Option(
@@ -215,6 +226,9 @@ def backfill(
         to_offsets=_option(parse_offsets, to_offset, "--to-offset"),
     )
     settings = with_fail_fast(with_metrics_address(load_settings(config), metrics_host, metrics_port), fail_fast)
+    if route is not None:
+        settings = redrive_settings(settings, route, topic)
+        group = group or f"{default_group(settings, args)}.{route}"
     configure_logging(level, fmt or settings.logging.format)
     tune_process(settings.runtime)
     use_metrics = metrics if metrics is not None else settings.metrics.enabled

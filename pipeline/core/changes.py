@@ -20,9 +20,11 @@ Per record (contract of :meth:`ChangeTopic.outcome`):
      the row its key addresses (the rowkey must read metadata only) at the record's ``$offset`` or
      ``$timestamp`` (the route's ``timestamp_field``);
    - a Debezium change (``op``): ``c``/``r`` put ``after``; ``u`` puts ``after`` and, when the row
-     ``before`` addresses differs, deletes that one at the update's timestamp; ``d`` deletes the row
-     ``before`` addresses. Without a ``before`` image, a route whose rowkey reads event fields cannot
-     tell the row to delete: reason ``no_before_image`` (give the source table a full replica
+     ``before`` addresses differs, deletes that one at the update's timestamp -- also when the route
+     refuses the new row (the refusal then keeps that delete); ``d`` deletes the row ``before``
+     addresses. A ``before`` whose key the route cannot build (the delimiter in it, a key too long)
+     addresses no row: the route never wrote one. Without a ``before`` image, a route whose rowkey
+     reads event fields cannot tell the row to delete: reason ``no_before_image`` (give the source table a full replica
      identity) -- unless every event field of the rowkey is in the record's key (the primary key:
      an update never moves such a row, and a delete finds it from the key). Other ops (``t``
      truncate, ``m`` message): reason ``unsupported_op``;
@@ -56,7 +58,14 @@ Outcomes are per route: a route that refuses the record (its :class:`~pipeline.e
 is a :class:`Refusal` naming it, and the record's other routes still give their mutations. A record
 that cannot be decoded at all (``undecodable``, ``not_an_object``) is one refusal of no route. A
 topic with ``on_route_error = "dead_letter_record"`` is all-or-nothing: any refusal makes the
-record's outcome that one refusal, of no route, and no mutation.
+record's outcome that one refusal, of no route, and no mutation; so does a record that every route
+of its topic refuses with nothing written (one dead letter, which a re-drive sends to every route).
+
+A topic with ``redrive_of`` holds dead letters (:mod:`pipeline.core.deadletters`): a record whose
+``hbase-ingest.route`` header names one of the topic's routes, or names none and came from the
+``redrive_of`` topic, is routed as the record it was -- ``$topic``, ``$partition``, ``$offset`` and
+``$timestamp`` are its source's, ``$header`` its own headers without ours -- and any other record
+(another route's, another topic's, or a mutation HBase refused: ``hbase_rejected``) gives nothing.
 
 Cell timestamps are ``0 <= ts <= 2**63 - 1`` (HBase's signed 64-bit cells); any other is ``bad_type``,
 so nothing the wire encoder refuses leaves routing.
@@ -67,6 +76,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
+from pipeline.core.deadletters import dead_letter_source, own_headers
 from pipeline.core.decode import KEY_DECODERS, VALUE_DECODERS, Decoder
 from pipeline.core.encodings import LONG_MAX, LONG_MIN, encode_long, text
 from pipeline.core.fields import MISSING, encoder, getter
@@ -76,8 +86,8 @@ from pipeline.errors import ConfigError, EventError
 from pipeline.rowkey import EventFieldError, RowKey
 from pipeline.settings import RouteSpec, TopicSpec
 
-__all__ = ["SNAPSHOT_TS", "ChangeRoute", "ChangeTopic", "MetaRecord", "Outcome", "Refusal", "build_row",
-           "check_timestamp"]
+__all__ = ["SNAPSHOT_TS", "ChangeRoute", "ChangeTopic", "MetaRecord", "Outcome", "PartlyRefused", "Refusal",
+           "build_row", "check_timestamp"]
 
 _UPSERT_OPS = frozenset(("c", "r", "u"))
 #: the cell timestamp of a Debezium snapshot read when the route stamps ``$source.lsn`` (contract, step 4)
@@ -113,6 +123,15 @@ class Outcome(NamedTuple):
 
     mutations: list[Mutation]
     refusals: list[Refusal]
+
+
+class PartlyRefused(EventError):
+    """A route's refusal that still gives some mutations: an update whose new row the route cannot
+    build deletes the old one all the same (an index row must not outlive its value)."""
+
+    def __init__(self, reason: str, message: str, mutations: list[Mutation]) -> None:
+        super().__init__(reason, message)
+        self.mutations = mutations
 
 
 class _Column:
@@ -332,15 +351,21 @@ class ChangeRoute:
             if not isinstance(after, dict):
                 raise EventError("missing_field", f"route {self.name!r}: a change with op {op!r} has no 'after' row")
             new = after | meta
-            out = self.upsert(new, origin, SNAPSHOT_TS if op == "r" and self.ts_field == _LSN else None)
+            moved: list[Mutation] = []
             if op == "u":
                 if isinstance(before, dict):
                     old_row = self._old_row(before | meta, op)
-                    if old_row is not None and old_row != self.row(new):
-                        out.insert(0, self._delete_row(old_row, new, origin, self.timestamp(new)))
+                    new_row = self._row_or_none(new)
+                    if old_row is not None and old_row != new_row:
+                        moved.append(self._delete_row(old_row, new, origin, self.timestamp(new)))
                 elif not self._keyed(meta):
                     raise self._no_before(op)
-            return out
+            try:
+                return moved + self.upsert(new, origin, SNAPSHOT_TS if op == "r" and self.ts_field == _LSN else None)
+            except EventError as exc:
+                if moved:  # the old row is gone whatever the new one is: its delete stands
+                    raise PartlyRefused(exc.reason, str(exc), moved) from exc
+                raise
         if op == "d":
             if isinstance(before, dict):
                 old = before | meta
@@ -361,18 +386,27 @@ class ChangeRoute:
         key = meta.get("$key")
         return isinstance(key, dict) and all(f.split(".", 1)[0] in key for f in self._event_fields)
 
+    def _row_or_none(self, event: Mapping[str, Any]) -> bytes | None:
+        """The row ``event`` addresses; None when there is none (a NULL key skipped) or it cannot be built."""
+        try:
+            return self.row(event)
+        except EventError:
+            return None
+
     def _old_row(self, old: Mapping[str, Any], op: str) -> bytes | None:
-        """The row a ``before`` image addresses (None: a NULL key, skipped); a rowkey field it lacks (a
-        table without a full replica identity sends only the primary key) is ``no_before_image``."""
+        """The row a ``before`` image addresses; None when there is none to delete: a NULL key skipped,
+        or a key this route cannot build (a value holding the delimiter, a key too long...), whose row
+        it never wrote. A rowkey field the image lacks (a table without a full replica identity sends
+        only the primary key) is ``no_before_image``."""
         try:
             return self.row(old)
         except EventError as exc:
             if exc.reason == "null_key":
                 raise EventError("null_key", f"{exc} (in a 'before' image, a table without a full replica identity "
                                              "sends NULL for every column outside its primary key)") from exc
-            if exc.reason != "missing_field":
-                raise
-            raise self._no_before(op) from exc
+            if exc.reason == "missing_field":
+                raise self._no_before(op) from exc
+            return None
 
     def _no_before(self, op: str) -> EventError:
         fields = ", ".join(self._event_fields)
@@ -406,18 +440,31 @@ class ChangeTopic:
         self.framed_keys = topic.key_format in SCHEMA_TYPES and self._reads_key
         self._reads_headers = any(r.reads_headers for r in routes)
         self._debezium = any(r.debezium for r in routes)
+        #: a re-drive of dead letters of this source topic into these routes (module docstring)
+        self.redrive_of = topic.redrive_of
+        self._names = {r.name for r in routes}
 
-    def _meta(self, tp: TopicPartition, rec: MetaRecord) -> dict[str, Any]:
+    def _meta(self, tp: TopicPartition, rec: MetaRecord) -> dict[str, Any] | None:
+        """The record's metadata fields; None for a dead letter a re-drive skips (module docstring)."""
         meta: dict[str, Any] = {"$timestamp": rec.timestamp, "$topic": tp.topic, "$partition": tp.partition,
                                 "$offset": rec.offset}
+        headers = rec.headers
+        if self.redrive_of is not None:
+            source = dead_letter_source(headers)
+            if source is None or source.reason == "hbase_rejected" or (
+                    source.route not in self._names if source.route is not None else source.topic != self.redrive_of):
+                return None  # not ours to re-drive (a refused mutation's dead letter holds no record)
+            meta = {"$timestamp": rec.timestamp if source.timestamp is None else source.timestamp,
+                    "$topic": source.topic, "$partition": source.partition, "$offset": source.offset}
+            headers = own_headers(headers)
         if self._reads_headers:  # decoded only for a topic whose routes read one
-            headers: dict[str, Any] = {}
-            for name, raw in rec.headers or ():
+            decoded: dict[str, Any] = {}
+            for name, raw in headers or ():
                 try:
-                    headers[name] = raw.decode() if raw is not None else None
+                    decoded[name] = raw.decode() if raw is not None else None
                 except UnicodeDecodeError:
-                    headers[name] = raw
-            meta["$header"] = headers
+                    decoded[name] = raw
+            meta["$header"] = decoded
         if self._reads_key:
             meta["$key"] = None if rec.key is None else self._key(rec.key)
         return meta
@@ -427,6 +474,8 @@ class ChangeTopic:
         origin = Origin(tp, rec.offset)
         try:
             meta = self._meta(tp, rec)
+            if meta is None:
+                return Outcome([], [])
             event = None if rec.value is None else self._value(rec.value)
         except EventError as exc:
             return Outcome([], [Refusal(None, exc)])
@@ -446,9 +495,12 @@ class ChangeTopic:
                     out += route.debezium_change(op, after, before, dbz, origin)
                 else:
                     out += route.apply(event | meta, origin)
+            except PartlyRefused as exc:
+                out += exc.mutations
+                refused.append(Refusal(route.name, exc))
             except EventError as exc:
                 refused.append(Refusal(route.name, exc))
-        if refused and self.whole:
+        if refused and (self.whole or (not out and len(refused) == len(self.routes))):
             return Outcome([], [Refusal(None, refused[0].error)])
         return Outcome(out, refused)
 

@@ -54,6 +54,10 @@ __all__ = ["MutationFn", "generate_put"]
 MutationFn = Callable[[Mapping[str, Any], Origin], Mutation | None]
 
 
+#: what an absent parent of an optional field reads as (never written to)
+_NONE: Mapping[str, Any] = {}
+
+
 def _lookup(path: str) -> str:
     """``event['a']['b']`` for ``a.b``: a missing key or a non-object on the way raises (-> None)."""
     return "event" + "".join(f"[{part!r}]" for part in path.split("."))
@@ -65,7 +69,7 @@ def generate_put(*, route: str, table: str, build: Callable[..., bytes], columns
     route's rowkey builder; ``columns`` in the route's order; each column's encoding is inlined from
     :data:`~pipeline.core.encodings.ENCODINGS`."""
     ns: dict[str, Any] = {**NAMESPACE, "_build": build, "_Mutation": Mutation, "_PUT": MutationKind.PUT,
-                          "_table": table}
+                          "_table": table, "_NONE": _NONE}
     slow_call = "return None"
     lines = ["row = _build(event)", "n = len(row)", f"if not (n <= {max_key_bytes}):", f"    {slow_call}"]
     if timestamp_field is not None:
@@ -94,10 +98,11 @@ def generate_put(*, route: str, table: str, build: Callable[..., bytes], columns
         if spec.required:
             lines += [f"{v} = {_lookup(spec.field)}", f"if {v} is None:", f"    {slow_call}", *body]
         else:
-            # absent or null: no cell; any other miss on the way (a non-object parent) -> None
+            # absent or null, or a parent absent: no cell; any other miss on the way (a parent that is
+            # not an object: .get raises) -> None
             parts = spec.field.split(".")
-            parent = _lookup(".".join(parts[:-1])) if len(parts) > 1 else "event"
-            lines += [f"{v} = {parent}.get({parts[-1]!r})", f"if {v} is not None:",
+            lookup = "event" + "".join(f".get({p!r}, _NONE)" for p in parts[:-1]) + f".get({parts[-1]!r})"
+            lines += [f"{v} = {lookup}", f"if {v} is not None:",
                       *(f"    {line}" for line in body)]
     if all_required:
         literal = "{" + ", ".join(f"{name!r}: {r}" for name, r, _ in cells) + "}"

@@ -133,8 +133,8 @@ def _compiled(spec_json: str, max_key_bytes: int, max_cell_bytes: int) -> Compil
 class Router:
     """All routes, grouped by topic (module docstring). A topic whose routes are all plain (no record
     metadata, no deletes, no null rules) and whose values are JSON, or in a registry format, is routed
-    by the fast forms; any other topic by the reference, record by record. ``topics``: the
-    ``[[topics]]`` entries (a topic not in it is JSON with text keys)."""
+    by the fast forms; any other topic (and a re-drive of dead letters) by the reference, record by
+    record. ``topics``: the ``[[topics]]`` entries (a topic not in it is JSON with text keys)."""
 
     def __init__(self, routes: Iterable[RouteSpec], max_key_bytes: int = _MAX_KEY_BYTES,
                  max_cell_bytes: int = _MAX_CELL_BYTES, topics: Iterable[TopicSpec] = (),
@@ -161,10 +161,10 @@ class Router:
         for topic, rs in self.by_topic.items():
             spec = specs.get(topic) or TopicSpec(name=topic)
             self.reference[topic] = ChangeTopic(spec, [r.reference for r in rs], self.schemas)
-            changelog = any(r.spec.changelog for r in rs)
-            if spec.value_format in SCHEMA_TYPES and not changelog:
+            general = any(r.spec.changelog for r in rs) or spec.redrive_of is not None
+            if spec.value_format in SCHEMA_TYPES and not general:
                 self._decoders[topic] = registry_decoder(spec.value_format, self.schemas, "value")
-            elif spec.value_format != "json" or spec.key_format != "text" or changelog:
+            elif spec.value_format != "json" or spec.key_format != "text" or general:
                 self.general.add(topic)
 
     def framed(self, topic: str) -> tuple[bool, bool]:
@@ -187,9 +187,16 @@ class Router:
         return sorted({r.table for r in self.routes})
 
     def route(self, topic: str, value: bytes | None, origin: Origin) -> list[Mutation]:
-        """The mutations of a record of ``topic`` with this value (no key, headers or timestamp), by the
-        reference; raises the first refusal's :class:`EventError` when any route refuses it."""
-        got = self.route_record(origin.tp, _ValueRecord(origin.offset, value))
+        """The mutations of a record of ``origin.tp`` with this value (no key, headers or timestamp), as
+        the worker routes it (:meth:`route_run`, else :meth:`route_record`); raises the first
+        refusal's :class:`EventError` when a route refuses it. ``origin.tp`` must be of ``topic``."""
+        if origin.tp.topic != topic:
+            raise ValueError(f"origin {origin} is not of topic {topic!r}")
+        rec = _ValueRecord(origin.offset, value)
+        run = self.route_run(origin.tp, (rec,), 0, 1)
+        if run.stop == 1:
+            return run.mutations
+        got = self.route_record(origin.tp, rec)
         if got.refusals:
             raise got.refusals[0].error
         return got.mutations

@@ -1,10 +1,12 @@
 """A database's changes into HBase, end to end, through the real servers: random DML on the local
 stack's PostgreSQL (inserts, updates of plain and of indexed columns, primary-key changes and swaps,
-deletes, deletes and re-inserts of one key in one transaction, multi-row transactions), captured by
+deletes, deletes and re-inserts of one key in one transaction, multi-row transactions; negative keys and
+bigint's extremes, NULL buyers that come and go, sellers and buyers holding the delimiter), captured by
 Debezium in Kafka Connect, ingested by three workers that are SIGKILLed and restarted at random while
 Kafka Connect itself is SIGKILLed and restarted once (it re-sends what it had not flushed); then the
 whole topic replayed by a backfill on top. The main table and both index tables must equal what
-PostgreSQL holds, compared row by row directly and through the project's reader."""
+PostgreSQL holds, compared row by row directly and through the project's reader, and the only dead
+letters are the seller index's refusals of sellers holding its delimiter."""
 
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ from connectors.stack import LocalStack
 from connectors.stack.connect import connector_properties
 from pipeline.core.model import TopicPartition
 from pipeline.runtime.admin.tables import create_tables
+from pipeline.runtime.ingest.deadletter import HEADER_PREFIX
 from pipeline.runtime.read.reader import Reader
 from pipeline.settings import Settings, load_settings
 
@@ -44,26 +47,76 @@ OPERATIONS = 50_000
 KEYS = 3_000
 TOPIC = "shop.public.orders"
 SENTINEL = 2_000_000_000  # written last: once it is in HBase, every change before it was captured
-TICK_ROWS = 40  # ids above SENTINEL; Kafka's key hash leaves a partition without one with odds of about 1e-5
+TICK_ROWS = 40  # ids SENTINEL + 1..TICK_ROWS; Kafka's key hash leaves a partition without one with odds of about 1e-5
+EXTREMES = (-(2**63), 2**63 - 1)  # order_id is a bigint
+SWAP_ID = 0  # the key swap's temporary id: the workload gives orders ids ±1, ±2, ... and the extremes
 
 
 class Workload:
     """Random DML in transactions of 1-8 operations, as SQL text; a model of the live keys only
-    chooses valid targets (PostgreSQL holds the truth)."""
+    chooses valid targets (PostgreSQL holds the truth).
 
-    def __init__(self, seed: int) -> None:
+    ``edges`` adds the values that broke routes before: a quarter of new ids negative, bigint's
+    extremes (inserted, updated, moved, swapped and deleted like any order, and live at the end), a NULL
+    buyer in about a third of inserts and buyer updates, buyers holding ``_`` (``b_x_7``), and sellers
+    holding ``_`` (``s_07``) in a few inserts and updates: the seller index refuses those (a dead letter
+    for its route), and a seller moving across the delimiter must leave no stale and no missing index
+    row (the old row's delete stands when the new one is refused; a row never written is not deleted)."""
+
+    def __init__(self, seed: int, edges: bool = False) -> None:
         self.rng = random.Random(seed)
+        self.edges = edges
         self.live: set[int] = set()
+        #: per live order: (its seller holds ``_``, its buyer is NULL)
+        self.traits: dict[int, tuple[bool, bool]] = {}
         self.next_id = 1
         self.counts: dict[str, int] = {}
+        #: how often the edges came up (apart from ``counts``, whose sum is the operations)
+        self.edge_counts: dict[str, int] = {}
+
+    def _new_id(self) -> int:
+        oid = self.next_id
+        self.next_id += 1
+        if not self.edges:
+            return oid
+        free = [x for x in EXTREMES if x not in self.live]
+        if free and self.rng.random() < 0.02:
+            return self.rng.choice(free)
+        return -oid if self.rng.random() < 0.25 else oid
+
+    def _buyer(self) -> str:
+        r = self.rng
+        if not self.edges:
+            return f"'b{r.randrange(200):03d}'"
+        pick = r.random()
+        return "NULL" if pick < 0.33 else f"'b_x_{r.randrange(200)}'" if pick < 0.5 else f"'b{r.randrange(200):03d}'"
+
+    def _seller(self, delimited: bool) -> str:
+        n = self.rng.randrange(40)
+        return f"'s_{n:02d}'" if delimited else f"'s{n:02d}'"
 
     def _values(self, oid: int) -> str:
         r = self.rng
         status = r.choice(["'new'", "'paid'", "'sent'", "NULL"])
-        return f"({oid}, 's{r.randrange(40):02d}', 'b{r.randrange(200):03d}', {r.randrange(1, 10**7)}, {status}, now())"
+        delimited = self.edges and r.random() < 0.02
+        seller, buyer = self._seller(delimited), self._buyer()
+        self.traits[oid] = (delimited, buyer == "NULL")
+        return f"({oid}, {seller}, {buyer}, {r.randrange(1, 10**7)}, {status}, now())"
 
-    def _count(self, what: str) -> None:
-        self.counts[what] = self.counts.get(what, 0) + 1
+    def _count(self, what: str, counts: dict[str, int] | None = None) -> None:
+        counts = self.counts if counts is None else counts
+        counts[what] = counts.get(what, 0) + 1
+
+    def _update_indexed(self, oid: int) -> str:
+        delimited, was_null = self.traits[oid]
+        if self.edges and self.rng.random() < (0.5 if delimited else 0.02):  # across, and mostly back
+            delimited = not delimited
+            self._count("seller_to_delimited" if delimited else "seller_from_delimited", self.edge_counts)
+        seller, buyer = self._seller(delimited), self._buyer()
+        self.traits[oid] = (delimited, buyer == "NULL")
+        if was_null != (buyer == "NULL"):
+            self._count("buyer_from_null" if was_null else "buyer_to_null", self.edge_counts)
+        return f"UPDATE orders SET seller_id = {seller}, buyer_id = {buyer} WHERE order_id = {oid};"
 
     def transaction(self) -> str:
         r = self.rng
@@ -71,37 +124,39 @@ class Workload:
         for _ in range(r.randrange(1, 9)):
             pick = r.random()
             if not self.live or (pick < 0.22 and len(self.live) < KEYS):
-                oid = self.next_id
-                self.next_id += 1
+                oid = self._new_id()
                 self.live.add(oid)
                 sql.append(f"INSERT INTO orders VALUES {self._values(oid)};")
                 self._count("insert")
                 continue
             oid = r.choice(sorted(self.live)) if len(self.live) < 64 else r.choice(tuple(self.live))
+            if self.edges and r.random() < 0.01 and self.live.intersection(EXTREMES):
+                oid = r.choice(sorted(self.live.intersection(EXTREMES)))
             if pick < 0.50:
                 status = r.choice(["'new'", "'paid'", "'sent'", "NULL"])
                 sql.append(f"UPDATE orders SET status = {status}, amount_cents = {r.randrange(1, 10**7)}, "
                            f"updated_at = now() WHERE order_id = {oid};")
                 self._count("update_plain")
             elif pick < 0.66:
-                sql.append(f"UPDATE orders SET seller_id = 's{r.randrange(40):02d}', "
-                           f"buyer_id = 'b{r.randrange(200):03d}' WHERE order_id = {oid};")
+                sql.append(self._update_indexed(oid))
                 self._count("update_indexed")
             elif pick < 0.72:
-                new = self.next_id
-                self.next_id += 1
+                new = self._new_id()
                 self.live.discard(oid)
                 self.live.add(new)
+                self.traits[new] = self.traits.pop(oid)
                 sql.append(f"UPDATE orders SET order_id = {new} WHERE order_id = {oid};")
                 self._count("update_key")
             elif pick < 0.76 and len(self.live) > 1:
                 other = r.choice(tuple(self.live - {oid}))
-                sql += [f"UPDATE orders SET order_id = -1 WHERE order_id = {oid};",
+                sql += [f"UPDATE orders SET order_id = {SWAP_ID} WHERE order_id = {oid};",
                         f"UPDATE orders SET order_id = {oid} WHERE order_id = {other};",
-                        f"UPDATE orders SET order_id = {other} WHERE order_id = -1;"]
+                        f"UPDATE orders SET order_id = {other} WHERE order_id = {SWAP_ID};"]
+                self.traits[oid], self.traits[other] = self.traits[other], self.traits[oid]
                 self._count("swap_keys")
             elif pick < 0.88:
                 self.live.discard(oid)
+                del self.traits[oid]
                 sql.append(f"DELETE FROM orders WHERE order_id = {oid};")
                 self._count("delete")
             else:
@@ -115,14 +170,20 @@ class Workload:
         out = []
         while sum(self.counts.values()) < operations:
             out.append(self.transaction())
+        for oid in EXTREMES if self.edges else ():
+            if oid not in self.live:  # the extremes end up in the tables compared
+                self.live.add(oid)
+                out.append(f"INSERT INTO orders VALUES {self._values(oid)};")
+                self._count("insert")
         return out
 
 
 def _pg_rows(stack: LocalStack) -> dict[int, dict[str, Any]]:
     assert stack.cdc is not None
-    rows = stack.cdc.pg.sql("SELECT order_id, seller_id, buyer_id, amount_cents, coalesce(status, '\\N') FROM orders;")
-    return {int(o): {"order_id": int(o), "seller_id": s, "buyer_id": b, "amount_cents": int(a),
-                     "status": None if t == "\\N" else t} for o, s, b, a, t in rows}
+    rows = stack.cdc.pg.sql("SELECT order_id, seller_id, coalesce(buyer_id, '\\N'), amount_cents, "
+                            "coalesce(status, '\\N') FROM orders;")
+    return {int(o): {"order_id": int(o), "seller_id": s, "buyer_id": None if b == "\\N" else b,
+                     "amount_cents": int(a), "status": None if t == "\\N" else t} for o, s, b, a, t in rows}
 
 
 async def _hbase_tables(hbase: HBaseClient, settings: Settings) -> dict[str, dict[bytes, dict[bytes, bytes]]]:
@@ -140,18 +201,73 @@ async def _hbase_tables(hbase: HBaseClient, settings: Settings) -> dict[str, dic
     return out
 
 
-def _diff(want: dict[str, dict[bytes, dict[bytes, bytes]]], got: dict[str, dict[bytes, dict[bytes, bytes]]]) -> str:
-    problems = []
+Tables = dict[str, dict[bytes, dict[bytes, bytes]]]
+
+
+def _compare(want: Tables, got: Tables) -> dict[str, tuple[list[bytes], list[bytes], list[bytes]]]:
+    """table -> (rows missing from HBase, stale rows HBase holds beyond ``want``, rows whose cells differ)."""
+    out = {}
     for table, rows in want.items():
         have = got[table]
-        missing = [k for k in rows if k not in have]
-        stale = [k for k in have if k not in rows]
-        wrong = [k for k in rows if k in have and have[k] != rows[k]]
+        out[table] = ([k for k in rows if k not in have], [k for k in have if k not in rows],
+                      [k for k in rows if k in have and have[k] != rows[k]])
+    return out
+
+
+def _diff(want: Tables, got: Tables) -> str:
+    problems = []
+    for table, (missing, stale, wrong) in _compare(want, got).items():
         if missing or stale or wrong:
-            example = [(k, have[k], rows[k]) for k in wrong[:1]]
+            example = [(k, got[table][k], want[table][k]) for k in wrong[:1]]
             problems.append(f"{table}: {len(missing)} missing (e.g. {missing[:2]}), {len(stale)} stale "
                             f"(e.g. {stale[:2]}), {len(wrong)} differ (e.g. {example})")
     return "; ".join(problems)
+
+
+def _tally(want: Tables, got: Tables) -> dict[str, str]:
+    """Per table, the rows compared and how many were missing, stale or differing."""
+    return {table: f"rows={len(want[table])} missing={len(m)} stale={len(s)} differ={len(w)}"
+            for table, (m, s, w) in _compare(want, got).items()}
+
+
+async def _dead_letters(settings: Settings) -> dict[tuple[str | None, str], int]:
+    """(route, reason) -> how many records the dead-letter topic holds, from its headers (route None:
+    a record refused as a whole)."""
+    topic = settings.kafka.dead_letter_topic
+    ends = await end_offsets(settings.kafka, topic)
+    counts: dict[tuple[str | None, str], int] = {}
+    consumer = make_consumer(settings.kafka, group_id=None, topics=[topic], auto_offset_reset="earliest")
+    await consumer.start()
+    try:
+        last: dict[int, int] = {}
+        with anyio.fail_after(120):
+            while any(last.get(p, -1) + 1 < e for p, e in ends.items()):
+                for tp, msgs in (await consumer.getmany(timeout_ms=1000)).items():
+                    last[tp.partition] = msgs[-1].offset
+                    for m in msgs:
+                        if m.offset >= ends[tp.partition]:
+                            continue
+                        headers = {name: value or b"" for name, value in m.headers}
+                        route = headers.get(f"{HEADER_PREFIX}route")
+                        where = (None if route is None else route.decode(),
+                                 headers.get(f"{HEADER_PREFIX}reason", b"").decode())
+                        counts[where] = counts.get(where, 0) + 1
+    finally:
+        await consumer.stop()
+    return counts
+
+
+def _shown(dead: dict[tuple[str | None, str], int]) -> dict[str, int]:
+    return {f"{route}/{reason}": n for (route, reason), n in sorted(dead.items(), key=str)}
+
+
+def _check_dead_letters(dead: dict[tuple[str | None, str], int], seller_route: str, when: str) -> None:
+    """The only dead letters are the seller index's refusals of sellers holding its delimiter. A route that
+    could not find the row a change addresses (``no_before_image``, ``missing_field``) or refused a NULL key
+    (``null_key``: a Debezium route skips it) would leave an index row stale or missing."""
+    wrong = {reason for _, reason in dead} & {"no_before_image", "missing_field", "null_key"}
+    assert not wrong, f"{when}: dead letters {_shown(dead)}"
+    assert set(dead) == {(seller_route, "contains_delimiter")}, f"{when}: dead letters {_shown(dead)}"
 
 
 async def test_random_dml_reaches_main_and_index_tables_through_kills_and_a_replay(
@@ -171,7 +287,7 @@ async def test_random_dml_reaches_main_and_index_tables_through_kills_and_a_repl
     first = await end_offsets(settings.kafka, TOPIC)
     await KafkaBroker(settings.kafka).commit_group(
         settings.kafka.group_id, {TopicPartition(TOPIC, p): o for p, o in first.items()})
-    workload = Workload(seed=33)
+    workload = Workload(seed=33, edges=True)
     script = workload.script(OPERATIONS)
     crew = [WorkerProcess(config, tmp_path / f"worker-{n}.log", stack) for n in range(3)]
     rng = random.Random(7)
@@ -236,8 +352,18 @@ async def test_random_dml_reaches_main_and_index_tables_through_kills_and_a_repl
             assert await run_sync(w.stop) == 0, w.output()[-3000:]
         pg = await run_sync(_pg_rows, stack)
         want = expected_tables(settings, pg)
+        seller_route = settings.routes[1].name
+        dead = await _dead_letters(settings)
         problems = _diff(want, await _hbase_tables(hbase, settings))
-        assert not problems, f"after the stream: {problems}"
+        assert not problems, f"after the stream: {problems}; dead letters {_shown(dead)}"
+        _check_dead_letters(dead, seller_route, "after the stream")
+        # what the workload left for the tables to prove: orders of a delimited seller (in the main table
+        # and the buyer index, not the seller index), NULL buyers (not in the buyer index), the extremes
+        shape = {"delimited_sellers": sum("_" in r["seller_id"] for r in pg.values()),
+                 "null_buyers": sum(r["buyer_id"] is None for r in pg.values()),
+                 "delimited_buyers": sum("_" in (r["buyer_id"] or "") for r in pg.values()),
+                 "negative_ids": sum(o < 0 for o in pg)}
+        assert all(shape.values()) and set(EXTREMES) <= set(pg), (shape, workload.edge_counts)
 
         # through the project's reader: the main table's rows, decoded
         async with Reader(hbase) as reader:
@@ -246,7 +372,8 @@ async def test_random_dml_reaches_main_and_index_tables_through_kills_and_a_repl
         for r in read:
             row = pg[r.fields["order_id"]]
             assert r.columns.get("o:s") == row["seller_id"] and r.columns.get("o:a") == row["amount_cents"]
-            assert r.columns.get("o:t") == row["status"], (r.key, r.columns, row)
+            assert r.columns.get("o:b") == row["buyer_id"] and r.columns.get("o:t") == row["status"], (
+                r.key, r.columns, row)
 
         # this run's changes replayed on top by a backfill: nothing changes
         ends = await end_offsets(settings.kafka, TOPIC)
@@ -255,13 +382,17 @@ async def test_random_dml_reaches_main_and_index_tables_through_kills_and_a_repl
             [sys.executable, "-m", "pipeline", "backfill", "-c", str(config), "-t", TOPIC, "--from-offset", spec,
              "--no-progress", "--no-metrics"], capture_output=True, text=True, timeout=600))
         assert out.returncode == 0, out.stderr[-3000:]
-        problems = _diff(want, await _hbase_tables(hbase, settings))
-        assert not problems, f"after the backfill: {problems}"
+        got = await _hbase_tables(hbase, settings)
+        dead = await _dead_letters(settings)
+        problems = _diff(want, got)
+        assert not problems, f"after the backfill: {problems}; dead letters {_shown(dead)}"
+        _check_dead_letters(dead, seller_route, "after the backfill")
         rows = sum(len(v) for v in want.values())
         changes = sum(ends.values()) - sum(first.values())
         sys.stdout.write(f"\n[cdc figures] operations={sum(workload.counts.values())} {workload.counts} "
-                         f"kills={kills} dml_s={dml_s:.1f} rows_compared={rows} per_table="
-                         f"{ {t: len(v) for t, v in want.items()} } changes={changes}\n")
+                         f"edges={workload.edge_counts} final={shape} kills={kills} dml_s={dml_s:.1f} "
+                         f"changes={changes} rows_compared={rows} tables={_tally(want, got)} "
+                         f"dead_letters={_shown(dead)}\n")
     finally:
         for w in crew:
             w.kill()
@@ -404,7 +535,7 @@ async def test_the_flattened_form_on_a_compacted_topic_converges_by_key(
             assert time.monotonic() - t0 < 240, f"compaction left only {alone} tombstones alone within 240 s"
             await anyio.sleep(2)
             await run_sync(stack.cdc.pg.sql, f"UPDATE orders SET amount_cents = amount_cents + 1 "
-                                             f"WHERE order_id > {SENTINEL};")
+                                             f"WHERE order_id BETWEEN {ticks.start} AND {ticks.stop - 1};")
         worker.start()
 
         async def caught_up() -> bool:

@@ -100,25 +100,31 @@ async def test_bad_input_goes_to_dead_letter_topic_and_worker_carries_on(hbase: 
         worker = Worker(settings, hbase, KafkaBroker(settings.kafka), stop_at=await stop_offsets(settings, topic))
         with anyio.fail_after(120):
             summary = await worker.run()
-        assert summary.dead_lettered == len(bad)
+        # every route refuses the first five (one dead letter each, of no route); value_too_large costs the
+        # seller and index routes only (a dead letter each), and the buyer route writes its row
+        assert summary.dead_lettered == len(bad) + 1
         await _assert_all_landed(hbase, settings, good)
+        buyer = settings.routes[1].table
+        assert await hbase.scan_page(buyer, start=b"B" * 2000, limit=1)
 
         consumer = make_consumer(settings.kafka, group_id=None, topics=[settings.kafka.dead_letter_topic],
                                  auto_offset_reset="earliest", max_partition_fetch_bytes=16 * 1024 * 1024)
         await consumer.start()
         try:
-            seen: dict[str, tuple[bytes, dict[str, bytes]]] = {}
+            seen: dict[tuple[str, str | None], tuple[bytes, dict[str, bytes]]] = {}
             with anyio.fail_after(30):
-                while len(seen) < len(bad):
+                while len(seen) < len(bad) + 1:
                     for msgs in (await consumer.getmany(timeout_ms=500)).values():
                         for m in msgs:
                             h = dict(m.headers)
-                            seen[h["hbase-ingest.reason"].decode()] = (m.value, h)
+                            route = h.get("hbase-ingest.route")
+                            seen[h["hbase-ingest.reason"].decode(), route and route.decode()] = (m.value, h)
         finally:
             await consumer.stop()
-        assert set(seen) == set(bad)
-        for reason, original in bad.items():
-            value, headers = seen[reason]
+        assert set(seen) == {(reason, None) for reason in bad if reason != "value_too_large"} | {
+            ("value_too_large", "seller"), ("value_too_large", "index")}
+        for (reason, _), (value, headers) in seen.items():
+            original = bad[reason]
             assert value == original
             assert headers["hbase-ingest.source.topic"] == topic.encode()
             assert headers["hbase-ingest.source.partition"] == b"0"

@@ -15,6 +15,7 @@ import pytest
 
 import connectors
 import pipeline
+from pipeline.core.changes import PartlyRefused
 from pipeline.errors import (
     ConfigError,
     EventError,
@@ -45,6 +46,7 @@ SAMPLES: list[HBaseIngestError] = [
     HBaseIngestError("plain"),
     ConfigError("route 'r': no such topic"),
     EventError("missing_field", "field 'host' is missing"),
+    PartlyRefused("contains_delimiter", "route 'r': field 'k' contains b'_'", []),
     StackError("java not found"),
     KafkaError("broker down"),
     KafkaUnavailable("fetching records (group 'g' at 127.0.0.1:9092): Kafka is unreachable"),

@@ -2,8 +2,9 @@
 saying where they came from and why.
 
 The original record's key, value and headers are kept, and ours are added after them. Ours (all
-UTF-8): ``hbase-ingest.source.topic``, ``hbase-ingest.source.partition``,
-``hbase-ingest.source.offset``, ``hbase-ingest.route`` (the route that refused the record; absent when
+UTF-8; their names: :mod:`pipeline.core.deadletters`): ``hbase-ingest.source.topic``,
+``hbase-ingest.source.partition``, ``hbase-ingest.source.offset``, ``hbase-ingest.source.timestamp``
+(when the record had one), ``hbase-ingest.route`` (the route that refused the record; absent when
 the record as a whole was refused: undecodable, not an object, or a topic whose ``on_route_error`` is
 ``dead_letter_record``; a record refused by two routes is sent once per route),
 ``hbase-ingest.reason`` (a short code: undecodable, not_an_object, missing_field, bad_type, too_long,
@@ -11,7 +12,8 @@ contains_delimiter, empty_key, key_too_long, value_too_large, unmapped_code, out
 tombstone, no_before_image, unsupported_op, unknown_schema, schema_mismatch, hbase_rejected),
 ``hbase-ingest.error`` (the message). For ``hbase_rejected`` the value is a JSON
 description of the refused mutation (table, row in HBase shell escaping, columns), because the
-original record is no longer held once its mutations were batched.
+original record is no longer held once its mutations were batched. A re-driven dead letter that is
+refused again keeps the source headers it had.
 """
 
 from __future__ import annotations
@@ -25,6 +27,16 @@ import orjson
 import structlog
 
 from pipeline.core.backoff import Backoff
+from pipeline.core.deadletters import (
+    HEADER_PREFIX,
+    REASON,
+    ROUTE,
+    SOURCE_OFFSET,
+    SOURCE_PARTITION,
+    SOURCE_TIMESTAMP,
+    SOURCE_TOPIC,
+    own_headers,
+)
 from pipeline.core.model import Mutation, Origin
 from pipeline.errors import KafkaError
 from pipeline.ports import RecordSink
@@ -34,7 +46,8 @@ from pipeline.runtime.ingest.report import EventWarnings
 
 __all__ = ["HEADER_PREFIX", "DeadLetters"]
 
-HEADER_PREFIX = "hbase-ingest."
+_SOURCE = (SOURCE_TOPIC, SOURCE_PARTITION, SOURCE_OFFSET, SOURCE_TIMESTAMP)
+
 log = structlog.get_logger("hbase_ingest.deadletter")
 
 
@@ -50,18 +63,25 @@ class DeadLetters:
         self._backoff = Backoff(100, 10_000)
 
     async def send(self, origin: Origin, key: bytes | None, value: bytes | None, reason: str, error: str,
-                   original_headers: Iterable[tuple[str, bytes | None]] = (), route: str | None = None) -> None:
-        """Send one record: the original's key, value and headers (except any of ours, which a replayed
-        dead letter could carry), then ours. A header's value may be null (Kafka allows it): it is kept null."""
-        kept = [(k, None if v is None else bytes(v)) for k, v in original_headers or ()
-                if not k.startswith(HEADER_PREFIX)]
+                   original_headers: Iterable[tuple[str, bytes | None]] = (), route: str | None = None,
+                   timestamp: int | None = None) -> None:
+        """Send one record: the original's key, value and headers (except ours), then ours. A header's
+        value may be null (Kafka allows it): it is kept null. A record that is itself a dead letter
+        (a re-drive) keeps the source headers it names; ``origin`` and ``timestamp`` are the record's
+        own otherwise."""
+        original = [(k, None if v is None else bytes(v)) for k, v in original_headers or ()]
+        first = {k: v for k, v in original if k in _SOURCE and v is not None}
+        if SOURCE_TOPIC in first:
+            source = [(k, first[k]) for k in _SOURCE if k in first]
+        else:
+            source = [(SOURCE_TOPIC, origin.tp.topic.encode()), (SOURCE_PARTITION, str(origin.tp.partition).encode()),
+                      (SOURCE_OFFSET, str(origin.offset).encode()),
+                      *(((SOURCE_TIMESTAMP, str(timestamp).encode()),) if timestamp is not None else ())]
         headers = [
-            *kept,
-            (HEADER_PREFIX + "source.topic", origin.tp.topic.encode()),
-            (HEADER_PREFIX + "source.partition", str(origin.tp.partition).encode()),
-            (HEADER_PREFIX + "source.offset", str(origin.offset).encode()),
-            *(((HEADER_PREFIX + "route", route.encode()),) if route is not None else ()),
-            (HEADER_PREFIX + "reason", reason.encode()),
+            *own_headers(original),
+            *source,
+            *(((ROUTE, route.encode()),) if route is not None else ()),
+            (REASON, reason.encode()),
             (HEADER_PREFIX + "error", error.encode()[:4000]),
         ]
         attempt = 0

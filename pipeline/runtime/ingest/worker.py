@@ -109,6 +109,10 @@ class Worker:
         unknown = set(self.topics) - set(self.router.topics)
         if unknown:
             raise ConfigError(f"no route reads topic(s) {sorted(unknown)}")
+        dead = settings.kafka.dead_letter_topic
+        if stop_at is None and dead in self.topics and settings.topic(dead).redrive_of is not None:
+            raise ConfigError(f"re-driving the dead-letter topic {dead!r} into itself must be bounded (a record "
+                              "refused again would come back for ever): hbase-ingest backfill --route")
         framed = [t for t in self.topics if any(self.router.framed(t))]
         if framed and registry is None:
             raise ConfigError(f"topic(s) {', '.join(framed)} are in a schema-registry format: the worker needs a "
@@ -351,8 +355,8 @@ class Worker:
                 stats.consumed += 1
                 i += 1
                 for refusal in outcome.refusals:
-                    if not await self._dead_letter(origin, rec.key, rec.value, refusal.error.reason,
-                                                   str(refusal.error), rec.headers, refusal.route):
+                    if not await self._dead_letter(origin, rec, refusal.error.reason, str(refusal.error),
+                                                   refusal.route):
                         return False  # stopping: the record stays unacknowledged (read again next run)
                     tracker.ack(origin)
             if count:
@@ -407,8 +411,7 @@ class Worker:
 
     # -- dead letters --------------------------------------------------------------------------
 
-    async def _dead_letter(self, origin: Origin, key: bytes | None, value: bytes | None, reason: str,
-                           error: str, headers: Sequence[tuple[str, bytes | None]] = (),
+    async def _dead_letter(self, origin: Origin, rec: KafkaRecord, reason: str, error: str,
                            route: str | None = None) -> bool:
         """Send to the dead-letter topic (retrying until Kafka has it); False when a stop request
         abandoned the send."""
@@ -418,7 +421,7 @@ class Worker:
         with anyio.CancelScope() as scope:
             self._dead_scope = scope
             try:
-                await self._dead.send(origin, key, value, reason, error, headers, route)
+                await self._dead.send(origin, rec.key, rec.value, reason, error, rec.headers, route, rec.timestamp)
             finally:
                 self._dead_scope = None
         if scope.cancelled_caught:

@@ -335,3 +335,21 @@ def test_on_route_error_dead_letter_record_is_all_or_nothing() -> None:
     assert counts == [0, 2] and [m.row for m in ms] == [b"2", b"b_2"]
     assert [(off, name, e.reason) for off, name, e in refused] == [(0, None, "contains_delimiter")]
     assert "by_buyer" in str(refused[0][2])
+
+
+def test_a_record_every_route_refuses_is_one_dead_letter_of_no_route() -> None:
+    _, counts, refused = route_all(buyers(), TP, [Rec(0, dbz("t", None, None))])
+    assert counts == [0] and [(off, name, e.reason) for off, name, e in refused] == [(0, None, "unsupported_op")]
+
+
+def test_a_value_moving_across_the_delimiter_leaves_no_stale_and_no_missing_index_row() -> None:
+    """s03 -> s_07: the index cannot hold the new row (a dead letter for its route), but the old one
+    goes; s_07 -> s03: the old row was never written, the new one is."""
+    r = orders()
+    ms, counts, refused = route_all(r, TP, [Rec(0, dbz("u", row(1, "s03"), row(1, "s_07"), lsn=50)),
+                                            Rec(1, dbz("u", row(2, "s_07"), row(2, "s03"), lsn=51)),
+                                            Rec(2, dbz("d", row(3, "s_07"), None, lsn=52))])
+    assert [(m.table, m.row, m.kind, m.timestamp) for m in ms if m.table == "by_seller"] == [
+        ("by_seller", b"s03_1", MutationKind.DELETE, 50), ("by_seller", b"s03_2", MutationKind.PUT, 51)]
+    assert [(off, name, e.reason) for off, name, e in refused] == [(0, "by_seller", "contains_delimiter")]
+    assert counts == [2, 2, 1]  # the main table takes all three; the delete of s_07's row deletes nothing

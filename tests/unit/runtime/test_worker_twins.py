@@ -432,3 +432,38 @@ async def test_a_fetch_that_starts_past_the_committed_offset_is_not_taken_for_a_
            if r.offset >= 10]
     missing = [i for i in due if not hbase.row(TABLE, i.encode())]
     assert not missing, f"{len(missing)} records past the commit never written, e.g. {missing[:3]}"
+
+
+async def test_a_redrive_writes_what_the_route_refused_and_a_second_refusal_keeps_its_first_source() -> None:
+    """Dead letters of route r, re-driven after the route was fixed (a bounded run of the dead-letter
+    topic, as ``backfill --route`` makes it): the fixed ones land; one refused again goes back to the
+    dead-letter topic naming where it first came from."""
+    from pipeline.runtime.backfill.redrive import redrive_settings
+
+    broker, hbase = MemoryBroker(), MemoryHBase()
+    broker.create_topic(TOPIC, 1)
+    hbase.add_table(TABLE, families=["f"])
+    for i, ts in enumerate([5, 2**63, 7, "x"]):  # the route refuses the 2nd and the 4th
+        broker.produce(TOPIC, orjson.dumps({"id": f"e{i}", "v": i, "ts": ts}) if ts != 2**63 else
+                       b'{"id": "e1", "v": 1, "ts": 9223372036854775808}', partition=0, headers=[("trace", b"t")])
+    first = await _run(Worker(_settings(), hbase, broker, stop_at=_ends(broker)))
+    assert first.dead_lettered == 2 and hbase.row_count(TABLE) == 2
+    fixed = _settings().model_dump()
+    fixed["routes"][0]["timestamp_field"] = None  # the fix: cells stamped by HBase
+    settings = redrive_settings(load_settings(None, **{k: fixed[k] for k in ("routes", "tables", "writer", "kafka")}),
+                                "r", DLQ)
+    with pytest.raises(ConfigError, match="must be bounded"):
+        Worker(settings, hbase, broker, topics=[DLQ])
+    ends = {TopicPartition(DLQ, 0): broker.topics[DLQ][0].log_end}
+    second = await _run(Worker(settings, hbase, broker, topics=[DLQ], stop_at=ends, group_id="redrive"))
+    assert second.dead_lettered == 0 and hbase.row_count(TABLE) == 4
+    # a re-drive of a route that still refuses: the dead letter keeps its first source
+    settings = redrive_settings(_settings(), "r", DLQ)
+    ends = {TopicPartition(DLQ, 0): broker.topics[DLQ][0].log_end}
+    third = await _run(Worker(settings, hbase, broker, topics=[DLQ], stop_at=ends, group_id="again"))
+    assert third.dead_lettered == 2
+    again = [dict(r.headers) for r in broker.records(DLQ)][2:]
+    # (a record that its topic's only route refuses is refused as a whole: no route header)
+    assert [(h["trace"], h[HEADER_PREFIX + "source.topic"], h[HEADER_PREFIX + "source.offset"],
+             HEADER_PREFIX + "route" in h) for h in again] == [(b"t", TOPIC.encode(), b"1", False),
+                                                               (b"t", TOPIC.encode(), b"3", False)]
