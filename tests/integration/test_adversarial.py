@@ -5,7 +5,8 @@ Connect envelopes, tombstones, bytes that are no JSON, keys over HBase's limit.
 
 The worker must never stop, must commit every offset, must write exactly what routing gives for each
 record (the reference, record by record: rows compared cell by cell with HBase) and must dead-letter
-each refusal once, with its route and reason. A route's refusal must cost that route only."""
+each refusal once, with its route and reason. A route's refusal must cost that route only. Then the
+index route is fixed and its dead letters re-driven into it (``backfill --route``): it gets their rows."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import json
 import random
 import sys
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -22,6 +24,8 @@ from connectors.hbase import HBaseClient
 from connectors.kafka import KafkaBroker, make_consumer
 from pipeline.core.model import MutationKind, TopicPartition
 from pipeline.core.routing import Router
+from pipeline.runtime.backfill.redrive import redrive_settings
+from pipeline.runtime.backfill.run import Backfill, SliceArgs
 from pipeline.runtime.ingest.worker import Worker
 from pipeline.settings import Settings, load_settings
 
@@ -115,7 +119,7 @@ async def _dead_letters(settings: Settings, expected: int) -> list[tuple[int, st
     return seen
 
 
-async def test_a_topic_of_adversarial_records_never_stops_the_worker(hbase: HBaseClient, unique: str,
+async def test_a_topic_of_adversarial_records_never_stops_the_worker(hbase: HBaseClient, unique: str, tmp_path: Path,
                                                                      capsys: pytest.CaptureFixture[str]) -> None:
     settings = _settings(unique)
     topic = await setup(settings, hbase, partitions=1)
@@ -157,10 +161,30 @@ async def test_a_topic_of_adversarial_records_never_stops_the_worker(hbase: HBas
         assert by_route[("by_k", "contains_delimiter")] > 0 and by_route[("by_k", "null_key")] > 0
         partial = {off for off, route, _ in dead if route is not None}
         assert sum(1 for off in partial if router.route_record(tp, _Rec(off, values[off])).mutations) > 100
+
+        # the index fixed (a delimiter its values never hold), then its dead letters re-driven into it
+        fixed = settings.model_copy(update={"routes": [
+            r.model_copy(update={"rowkey": "[k][#][id]"}) if r.name == "by_k" else r for r in settings.routes]})
+        redrive = redrive_settings(fixed, "by_k", settings.kafka.dead_letter_topic)
+        by_k = Router([fixed.route("by_k")], settings.writer.max_key_bytes, settings.writer.max_cell_bytes)
+        table = redrive.routes[0].table
+        before = len(want[table])
+        for offset in sorted({off for off, route, _ in refusals if route in ("by_k", None)}):
+            for m in by_k.route_record(tp, _Rec(offset, values[offset])).mutations:
+                want[table].setdefault(m.row, {}).update(m.cells)
+        backfill = Backfill(redrive, hbase, KafkaBroker(settings.kafka), SliceArgs(settings.kafka.dead_letter_topic),
+                            state_dir=tmp_path)
+        with anyio.fail_after(120):
+            again = await backfill.run()
+        assert again.complete and len(want[table]) > before
+        got_rows = dict(await hbase.scan_page(table, limit=N + 100))
+        assert got_rows == want[table], f"{table}: {len(set(want[table]) - set(got_rows))} missing after the re-drive"
+
+        routes = ", ".join(f"{route or '(record)'}/{reason} {n}" for (route, reason), n in sorted(by_route.items(),
+                                                                                                   key=str))
         with capsys.disabled():  # the figures, on the terminal of every run
             sys.stdout.write(f"\n[adversarial] {N} records, {rows} rows compared over {len(want)} tables (0 missing, "
-                             f"0 stale, 0 differing), {len(dead)} dead letters: " + ", ".join(
-                                 f"{route or '(record)'}/{reason} {n}"
-                                 for (route, reason), n in sorted(by_route.items(), key=str)) + "\n")
+                             f"0 stale, 0 differing); {len(dead)} dead letters: {routes}; re-drive of by_k: "
+                             f"{len(want[table]) - before} rows, {again.dead_lettered} dead letters again\n")
     finally:
         await drop_tables(hbase, settings)
