@@ -38,8 +38,6 @@ from pipeline.core.routing import compile_route
 from pipeline.errors import ConfigError
 from pipeline.rowkey import RowKey, format_key
 from pipeline.rowkey.codecs import JAVA_LONG_MAX
-from pipeline.rowkey.segments_dist import Mod
-from pipeline.rowkey.segments_num import Binary, Dec, ReverseTs, TimeBucket
 from pipeline.runtime.process.proctune import tune_process
 from pipeline.runtime.read.args import MAX_PROCESSES
 from pipeline.runtime.read.plan import explain_lines
@@ -48,7 +46,6 @@ from pipeline.settings import RouteSpec, load_settings
 
 __all__ = ["output_console", "parse_time", "parse_where", "print_rows", "register"]
 
-_NUMERIC = (Binary, Dec, ReverseTs, TimeBucket, Mod)
 _UNFOLDED_WIDTH = 100_000  # a table wider than this folds even when piped
 
 
@@ -68,7 +65,7 @@ def parse_time(text: str, option: str) -> int:
 
 
 def _numeric_fields(rowkey: RowKey) -> set[str]:
-    return {f for seg in rowkey.segments if isinstance(seg, _NUMERIC) for f in seg.fields}
+    return {f for seg in rowkey.segments if seg.numeric for f in seg.fields}
 
 
 def parse_where(items: list[str], rowkey: RowKey) -> dict[str, Any]:

@@ -46,9 +46,6 @@ from pipeline.core.putgen import MutationFn, generate_put
 from pipeline.core.schemas import SCHEMA_TYPES, SchemaCache, registry_decoder
 from pipeline.errors import ConfigError, EventError
 from pipeline.rowkey import RowKey, RowKeyError, compile_rowkey
-from pipeline.rowkey.segments_dist import KeySalt, Salt
-from pipeline.rowkey.segments_num import ReverseTs
-from pipeline.rowkey.segments_text import Literal, Text
 from pipeline.settings import RouteSpec, TopicSpec
 from pipeline.settings_specs import DEBEZIUM_FIELDS, METADATA_FIELDS, metadata_root
 
@@ -262,29 +259,11 @@ def _plan(route: CompiledRoute) -> tuple[Any, ...] | None:
 
 
 def _key_plan(rowkey: RowKey) -> tuple[tuple[Any, ...], ...] | None:
-    """The ops by which the compiled loop builds ``rowkey`` (its ``planned_key``), when every segment is
-    text (with the delimiter guard of the layout), a literal, a murmur3 salt over fields, a reverse
-    timestamp, or a leading murmur3 salt of the rest of the key; None for any other key (the loop
-    calls the key's generated builder). Each op gives the bytes the generated builder's code for that
-    segment gives (:mod:`pipeline.rowkey.generate`)."""
-    ops: list[tuple[Any, ...]] = []
-    for i, seg in enumerate(rowkey.segments):
-        kind, term = type(seg), rowkey.layout.terminator[i]
-        if term is not None and kind is not Text:
-            return None
-        if kind is KeySalt and i == 0 and seg.hash == "murmur3":  # type: ignore[attr-defined]
-            ops.append((4, seg.buckets))  # type: ignore[attr-defined]
-        elif kind is Text:
-            ops.append((0, seg.paths[0], term))
-        elif kind is Literal:
-            ops.append((1, seg.data))  # type: ignore[attr-defined]
-        elif kind is Salt and seg.hash == "murmur3":  # type: ignore[attr-defined]
-            ops.append((2, seg.paths, seg.buckets))  # type: ignore[attr-defined]
-        elif kind is ReverseTs:
-            ops.append((3, seg.paths[0], seg.text))  # type: ignore[attr-defined]
-        else:
-            return None
-    return tuple(ops)
+    """The ops by which the compiled loop builds ``rowkey`` (its ``planned_key``): each segment's
+    :meth:`~pipeline.rowkey.segments.Segment.key_op`; None when one segment has none (the loop calls
+    the key's generated builder)."""
+    ops = [seg.key_op(i, rowkey.layout.terminator[i]) for i, seg in enumerate(rowkey.segments)]
+    return None if any(op is None for op in ops) else tuple(ops)  # type: ignore[arg-type]  # no None
 
 
 def _route_plain(fast: tuple[MutationFn, ...], tp: TopicPartition, records: Sequence[Record], start: int,

@@ -33,12 +33,14 @@ class RandomLike(Protocol):
 class Segment:
     """One bracketed part of a rowkey spec.
 
-    Class attributes describe the kind: ``invertible`` (decode recovers the fields),
+    Class attributes describe the kind (code outside the package reads these, never a segment's
+    class): ``invertible`` (decode recovers the fields),
     ``distributing`` (salt, hash prefix, mod bucket, random: values spread keys over the table),
     ``computable`` (the bytes follow from field values alone), ``time_ordered`` (the bytes order
     like the field's number, ascending or descending, so a time range maps to a byte interval),
     ``self_delimiting`` (variable width, but the bytes mark their own end, so no delimiter needs to
-    follow: :meth:`end_in` finds it).
+    follow: :meth:`end_in` finds it), ``numeric`` (its fields are numbers), ``time_bucket`` (a coarse
+    bucket of a time field).
     """
 
     kind = "segment"
@@ -48,6 +50,8 @@ class Segment:
     time_ordered = False
     time_readable = False  # time_of() can read the field's time back from the bytes
     self_delimiting = False
+    numeric = False  # its fields are numbers (a query's value for them is parsed as one)
+    time_bucket = False  # a coarse bucket of a time field (several times share its bytes)
 
     __slots__ = ("fields", "paths", "pos", "source", "width")
 
@@ -76,6 +80,21 @@ class Segment:
     def min_width(self) -> int:
         """The fewest bytes the segment takes: its width when fixed, else what every value has."""
         return self.width or 0
+
+    @property
+    def time_descending(self) -> bool:
+        """Whether the bytes order like the field's number descending (a ``time_ordered`` segment)."""
+        return False
+
+    def key_op(self, index: int, terminator: bytes | None) -> tuple[Any, ...] | None:
+        """How the compiled routing loop builds this segment's bytes (``planned_key`` in
+        ``pipeline/core/_routerun.c``), as the segment at ``index`` of its key followed by
+        ``terminator`` (the delimiter the layout checks a variable text against, or None): ``(0,
+        path, terminator)`` text, ``(1, data)`` a literal, ``(2, paths, buckets)`` a murmur3 salt over
+        fields, ``(3, path, as_text)`` a reverse timestamp, ``(4, buckets)`` a leading murmur3 salt of
+        the rest of the key; None when the loop cannot build it (the key's generated builder does).
+        Each op gives the bytes :meth:`emit`'s code gives."""
+        return None
 
     @property
     def value_count(self) -> int | None:

@@ -98,6 +98,9 @@ class Salt(Segment):
     def emit(self, g: CodeGen) -> str:
         return self.emit_over(g, _hash_data(self, g))
 
+    def key_op(self, index: int, terminator: bytes | None) -> tuple[Any, ...] | None:
+        return (2, self.paths, self.buckets) if self.hash == "murmur3" and terminator is None else None
+
     def emit_over(self, g: CodeGen, data: str) -> str:
         """Expression for the salt byte of the bytes expression ``data``."""
         table = g.const(BYTE, "b")
@@ -138,6 +141,9 @@ class KeySalt(Salt):
     """``salt(N[, hash])``: the salt byte hashes the encoded rest of the key (Phoenix style)."""
 
     computable = False
+
+    def key_op(self, index: int, terminator: bytes | None) -> tuple[Any, ...] | None:
+        return (4, self.buckets) if index == 0 and self.hash == "murmur3" and terminator is None else None
     __slots__ = ()
 
 
@@ -256,6 +262,7 @@ class Bucketed(NumberedSegment):
 
 class Mod(Bucketed):
     kind = label_name = "mod"
+    numeric = True
     distributing = True
     __slots__ = ()
 

@@ -64,7 +64,12 @@ class Binary(Segment):
     invertible = True
     time_ordered = True
     time_readable = True
+    numeric = True
     __slots__ = ("hi", "lo", "variant")
+
+    @property
+    def time_descending(self) -> bool:
+        return self.variant == "desc"
 
     def __init__(self, source: str, field: str, variant: str, pos: int) -> None:
         super().__init__(source, (field,), self.bits // 8, pos)
@@ -166,6 +171,7 @@ class Dec(Segment):
     invertible = True
     time_ordered = True
     time_readable = True
+    numeric = True
     __slots__ = ("fmt", "limit")
 
     def __init__(self, source: str, field: str, width: int, pos: int) -> None:
@@ -224,7 +230,12 @@ class ReverseTs(Segment):
     invertible = True
     time_ordered = True
     time_readable = True
+    numeric = True
+    time_descending = True  # a constant here, a property in general
     __slots__ = ("text",)
+
+    def key_op(self, index: int, terminator: bytes | None) -> tuple[Any, ...] | None:
+        return (3, self.paths[0], self.text) if terminator is None else None
 
     def __init__(self, source: str, field: str, text: bool, pos: int) -> None:
         super().__init__(source, (field,), 19 if text else 8, pos)
@@ -292,6 +303,8 @@ class TimeBucket(NumberedSegment):
     kind = "time_bucket"
     time_ordered = True
     time_readable = True
+    numeric = True
+    time_bucket = True
     __slots__ = ("form", "limit", "step")
 
     def __init__(self, source: str, field: str, step: int, form: str, pos: int) -> None:

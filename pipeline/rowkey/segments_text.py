@@ -81,6 +81,9 @@ class Literal(Segment):
     def emit(self, g: CodeGen) -> str:
         return g.const(self.data, "lit")
 
+    def key_op(self, index: int, terminator: bytes | None) -> tuple[Any, ...] | None:
+        return (1, self.data) if terminator is None else None
+
     def emit_decode(
         self, g: CodeGen, key: str, start: str, end: str
     ) -> list[tuple[str | None, str]]:
@@ -108,6 +111,9 @@ class Text(Segment):
 
     def encode(self, values: Mapping[str, Any], rng: RandomLike | None) -> bytes:
         return encode_text(self.fields[0], values[self.fields[0]])
+
+    def key_op(self, index: int, terminator: bytes | None) -> tuple[Any, ...] | None:
+        return (0, self.paths[0], terminator)
 
     def emit(self, g: CodeGen) -> str:
         return g.text(self.fields[0], self.paths[0])

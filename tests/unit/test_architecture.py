@@ -48,3 +48,19 @@ def test_every_public_module_declares_all() -> None:
             if has_defs and not declares:
                 missing.append(str(path.relative_to(ROOT)))
     assert not missing, f"modules without __all__: {missing}"
+
+
+def test_outside_the_rowkey_package_no_code_tests_a_segment_s_class() -> None:
+    """Segments answer for themselves (``Segment.numeric``, ``.time_descending``, ``.key_op``...): no
+    module outside ``pipeline/rowkey`` imports a segment kind (the ``Segment`` base, for types, is fine)."""
+    offenders = []
+    for top in ("pipeline", "connectors", "bench"):
+        for path in (ROOT / top).rglob("*.py"):
+            if path.is_relative_to(ROOT / "pipeline" / "rowkey"):
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("pipeline.rowkey.segments"):
+                    kinds = [a.name for a in node.names if a.name != "Segment"]
+                    if kinds:
+                        offenders.append(f"{path.relative_to(ROOT)} imports {', '.join(kinds)}")
+    assert not offenders, offenders

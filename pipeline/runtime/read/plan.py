@@ -38,7 +38,6 @@ from pipeline.ports import RegionInfo, RegionLocator
 from pipeline.rowkey import RowKey, format_key
 from pipeline.rowkey.errors import PlanError
 from pipeline.rowkey.segments import Segment
-from pipeline.rowkey.segments_num import Binary, ReverseTs, TimeBucket
 from pipeline.runtime.read.errors import QueryError
 from pipeline.settings import RouteSpec
 
@@ -110,7 +109,7 @@ def time_descending(rowkey: RowKey, time_field: str | None) -> bool:
     for seg in rowkey.segments:
         if seg.fields != (time_field,) or not seg.time_ordered:
             continue
-        return isinstance(seg, ReverseTs) or (isinstance(seg, Binary) and seg.variant == "desc")
+        return seg.time_descending
     return False
 
 
@@ -137,7 +136,7 @@ def entity_fields(rowkey: RowKey, time_field: str, what: str = "a by-time query"
     bucket: Segment | None = None
     for seg in rowkey.segments:
         if seg.time_ordered and time_field in seg.fields:
-            if isinstance(seg, TimeBucket):
+            if seg.time_bucket:
                 bucket = bucket or seg
                 continue
             return tuple(out)
