@@ -12,14 +12,15 @@ PROMTOOL := $(VENV)/prometheus/usr/bin/promtool
 # each in a virtualenv of its own (.venv-3.N); the integration tests run under $(PYTHON) only
 OTHER_PYTHONS ?= 3.12 3.13 3.14
 
-.PHONY: demo test install kerberos netfilter stack-up stack-up-cdc stack-down lint test-pythons bench bench-scale
+.PHONY: demo test install kerberos netfilter stack-up stack-up-cdc stack-down lint test-pythons sanitize bench \
+	bench-scale
 
 demo: install
 	$(BIN)/hbase-ingest demo
 
 # the tests need the CDC part too (PostgreSQL 15 from the distribution, Kafka Connect with Debezium), the
 # schema registry (Apicurio Registry) and the Kerberos part (an MIT KDC, a Kerberized HBase)
-test: install kerberos netfilter lint test-pythons stack-up-cdc $(PROMTOOL)
+test: install kerberos netfilter lint sanitize test-pythons stack-up-cdc $(PROMTOOL)
 	PROMTOOL=$(PROMTOOL) $(BIN)/python -m pytest
 
 test-pythons: install $(PROMTOOL)
@@ -40,6 +41,31 @@ test-pythons: install $(PROMTOOL)
 	done
 
 install: $(VENV)/.installed
+
+# the compiled parts (COMPILED) under AddressSanitizer and UndefinedBehaviorSanitizer: built into a temporary
+# folder (the builds the virtualenv imports stay as they are), then their property tests run against those
+# builds (tests/unit/sanitized.py stops the run unless they are the ones in use), one process per test file
+# side by side, as they are CPU-bound and take minutes this way. The interpreter is not built with the
+# sanitizers, so their runtimes (gcc's: the build uses the Python's compiler, gcc on Debian) are preloaded;
+# PYTHONMALLOC=malloc lets ASan see Python's objects; no leak check, as CPython's own allocations at exit
+# are not leaks of ours. --capture=sys leaves the process's stderr alone, so that a sanitizer's report, which
+# ends the process, is not lost in pytest's capture; the tests run about 4 times slower than without the
+# sanitizers, hence the longer timeout, the slowest named, and a third of their examples (TEST_EXAMPLES_SCALE).
+SANITIZE_TESTS := tests/unit/core/test_routerun.py tests/unit/core/test_route_forms.py tests/unit/test_thrift2_putwire.py
+SANITIZE_ENV := ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 PYTHONMALLOC=malloc \
+	TEST_EXAMPLES_SCALE=0.3
+SANITIZE_PYTEST := -p tests.unit.sanitized -p no:cacheprovider --capture=sys --timeout=900 --durations=3
+
+sanitize: install
+	$(call apt_need,gcc,test -f "$$(gcc -print-file-name=libasan.so)" && test -f "$$(gcc -print-file-name=libubsan.so)")
+	set -e; dir=$$(mktemp -d); trap 'rm -rf "$$dir"' EXIT; \
+	$(BIN)/python -m tests.unit.sanitized "$$dir"; \
+	runtimes="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)"; pids=""; \
+	for t in $(SANITIZE_TESTS); do \
+	  env LD_PRELOAD="$$runtimes" $(SANITIZE_ENV) $(BIN)/python -m pytest $(SANITIZE_PYTEST) \
+	    --sanitized-builds "$$dir" "$$t" >"$$dir/$$(basename "$$t").log" 2>&1 & pids="$$pids $$!"; \
+	done; \
+	status=0; for p in $$pids; do wait $$p || status=1; done; cat "$$dir"/*.log; exit $$status
 
 $(PROMTOOL):
 	rm -rf $(VENV)/prometheus && mkdir -p $(VENV)/prometheus

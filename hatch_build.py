@@ -5,10 +5,19 @@ headers.
 They are optional by contract: when there is no compiler, or it fails, the build goes on without them
 and their modules run their pure-Python forms (same results, more CPU), after a warning here.
 ``HBASE_INGEST_REQUIRE_COMPILED=1`` turns that into a failed build (the test command sets it, so that
-a broken build cannot pass unseen). An extension is written beside its source, so that an
-editable install imports it from the checkout; a wheel carries it and is tagged for its Python and
-platform. The source's SHA-256 goes into the module (``SOURCE_SHA256``), so that a build of an older
-source is told apart and not used (:func:`pipeline.compiled.load`).
+a broken build cannot pass unseen), and it is also what makes a compiler warning fail the build
+(:data:`STRICT_WARNINGS`, ``-Werror``): the project's own installs and CI set it, so that a warning is
+fixed when it appears. A user's plain ``pip install`` builds with :data:`WARNINGS` only (``-Wall``): a
+newer compiler that warns about something new must not take the compiled parts away from them.
+
+An extension is written beside its source, so that an editable install imports it from the checkout;
+a wheel carries it and is tagged for its Python and platform. The source's SHA-256 goes into the module
+(``SOURCE_SHA256``), so that a build of an older source is told apart and not used
+(:func:`pipeline.compiled.load`).
+
+``make sanitize`` builds the same sources with :data:`SANITIZE` (AddressSanitizer and
+UndefinedBehaviorSanitizer) and :data:`STRICT_WARNINGS` into a folder of its own (``into``), never over
+the builds in use, and runs their property tests against those builds (``tests/unit/sanitized.py``).
 """
 
 from __future__ import annotations
@@ -18,6 +27,7 @@ import os
 import shlex
 import subprocess
 import sysconfig
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,18 +38,33 @@ EXTENSIONS = {
     "pipeline/core/_routerun.c": "pipeline/core/_routerun",  # the plain-topic routing loop
 }
 
+#: the warnings of a user's build: never fatal
+WARNINGS = ("-Wall",)
+#: the warnings of the project's own builds (``HBASE_INGEST_REQUIRE_COMPILED=1``): any of them fails the build
+STRICT_WARNINGS = ("-Wall", "-Wextra", "-Wshadow", "-Wstrict-prototypes", "-Werror")
+#: the code generation of a normal build
+OPTIMIZE = ("-O2",)
+#: the code generation of a sanitized build (``make sanitize``): the process must load the sanitizers'
+#: runtimes first (``LD_PRELOAD``), as the Python interpreter is not built with them
+SANITIZE = ("-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover=undefined", "-O1", "-g")
 
-def compile_extension(root: Path, source: str, module: str) -> Path:
-    """Compile ``source`` (relative to ``root``) into ``module`` + this Python's extension suffix;
-    returns the file. Raises ``RuntimeError`` with the compiler's output when it fails."""
+
+def compile_extension(root: Path, source: str, module: str, *, strict: bool = False, into: Path | None = None,
+                      codegen: Sequence[str] = OPTIMIZE) -> Path:
+    """Compile ``source`` (relative to ``root``) into ``module`` + this Python's extension suffix, under
+    ``into`` (default: ``root``, beside the source) with the code generation flags ``codegen``;
+    returns the file. ``strict`` makes every warning an error (:data:`STRICT_WARNINGS`). Raises
+    ``RuntimeError`` with the compiler's output when it fails."""
     src = root / source
-    out = root / (module + str(sysconfig.get_config_var("EXT_SUFFIX") or ".so"))
+    out = (into or root) / (module + str(sysconfig.get_config_var("EXT_SUFFIX") or ".so"))
+    out.parent.mkdir(parents=True, exist_ok=True)
     digest = hashlib.sha256(src.read_bytes()).hexdigest()
     cc = shlex.split(str(sysconfig.get_config_var("CC") or "cc"))
     include = sysconfig.get_paths()["include"]
     # built beside and then renamed over the old build: a process that has the old one loaded keeps it intact
     part = out.with_name(f".{out.name}.{os.getpid()}.part")
-    argv = [*cc, "-O2", "-fPIC", "-shared", "-Wall", f"-I{include}", f'-DSOURCE_SHA256="{digest}"',
+    warnings = STRICT_WARNINGS if strict else WARNINGS
+    argv = [*cc, *codegen, "-fPIC", "-shared", *warnings, f"-I{include}", f'-DSOURCE_SHA256="{digest}"',
             str(src), "-o", str(part)]
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
@@ -59,11 +84,12 @@ class CompiledParts(BuildHookInterface[Any]):
 
     def initialize(self, version: str, build_data: dict[str, Any]) -> None:
         root = Path(self.root)
+        required = os.environ.get("HBASE_INGEST_REQUIRE_COMPILED") == "1"
         for source, module in EXTENSIONS.items():
             try:
-                built = compile_extension(root, source, module)
+                built = compile_extension(root, source, module, strict=required)
             except RuntimeError as exc:
-                if os.environ.get("HBASE_INGEST_REQUIRE_COMPILED") == "1":
+                if required:
                     raise
                 self.app.display_warning(f"hbase-ingest: {source} not compiled, its pure-Python form is used: {exc}")
                 continue

@@ -33,6 +33,7 @@ from connectors.hbase.thrift2 import Thrift2Client, load_idl
 from pipeline.core.model import Mutation, MutationKind, Origin, TopicPartition
 from pipeline.errors import TableNotFound
 from pipeline.settings import HBaseSettings
+from tests.budget import examples
 
 ORIGIN = Origin(TopicPartition("t", 0), 0)
 PROTOCOL = TBinaryProtocolFactory(decode_response=False)  # as connectors.hbase.thrift2.open_client
@@ -74,7 +75,8 @@ mutations = st.builds(
     st.binary(max_size=64), st.dictionaries(columns, values, max_size=6), timestamps)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(300), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(table=st.binary(min_size=1, max_size=40), puts=st.lists(mutations, max_size=12))
 def test_the_call_is_thriftpy2s_bytes(idl: ModuleType, encode: Any, table: bytes, puts: list[Mutation]) -> None:
     assert encode(table, puts) == thriftpy2_message(idl, table, puts)
@@ -89,7 +91,8 @@ def test_the_message_is_what_thriftpy2s_transport_sends(idl: ModuleType, encode:
     assert encode(b"ns:tbl", puts, framed=framed) == thriftpy2_call(idl, b"ns:tbl", puts, transport)
 
 
-@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(50), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(puts=st.lists(mutations, max_size=6))
 def test_a_framed_message_is_thriftpy2s_frame(idl: ModuleType, encode: Any, puts: list[Mutation]) -> None:
     assert encode(b"t", puts, framed=True) == thriftpy2_call(idl, b"t", puts, TFramedTransport)
@@ -161,7 +164,8 @@ loose_puts = st.builds(
               st.floats(allow_nan=False), st.just("1")))
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(400), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(table=st.one_of(st.binary(max_size=12), st.text(max_size=3)), puts=st.lists(loose_puts, max_size=6),
        framed=st.booleans())
 def test_the_compiled_encoder_gives_the_pure_python_outcome(table: Any, puts: list[Any], framed: bool) -> None:

@@ -32,6 +32,7 @@ from pipeline.core.routing import Router
 from pipeline.core.schemas import RegisteredSchema
 from pipeline.core.wire import frame
 from pipeline.settings import RouteSpec, TopicSpec
+from tests.budget import examples
 from tests.unit.core.routing_support import route_all, shown
 
 LONG = {"encoding": "long"}
@@ -165,7 +166,7 @@ def _check(router: Router, topic: str, records: list[_Record]) -> None:
         assert -(2**63) <= m.amount <= 2**63 - 1
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_every_form_routes_as_the_reference(data: st.DataObject) -> None:
     topic = data.draw(st.sampled_from(NAMES))
@@ -173,7 +174,7 @@ def test_every_form_routes_as_the_reference(data: st.DataObject) -> None:
     _check(data.draw(st.sampled_from(ROUTERS)), topic, records)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                   HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_every_pure_python_form_routes_as_the_reference(data: st.DataObject, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -16,6 +16,7 @@ from pipeline.core import routing
 from pipeline.core.model import TopicPartition
 from pipeline.core.routing import RoutedRun, Router
 from pipeline.settings import RouteSpec
+from tests.budget import examples
 from tests.unit.core.routing_support import shown
 
 TEXT_COLUMNS: dict[str, Any] = {"d:t": "t", "d:o": {"field": "o", "required": False},
@@ -99,7 +100,7 @@ def _reference_run(tp: TopicPartition, records: list[_Record], start: int, stop:
         return router.route_run(tp, records, start, stop)
 
 
-@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+@settings(max_examples=examples(1000), deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                   HealthCheck.function_scoped_fixture])
 @given(topic=st.sampled_from([*TOPICS, "p", "p", "ks", "m"]), values=st.lists(_values, min_size=1, max_size=12),
        data=st.data())
@@ -128,7 +129,7 @@ _valid = st.fixed_dictionaries(  # events every route takes (long runs: each of 
     optional={"o": _short})
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                   HealthCheck.function_scoped_fixture])
 @given(topic=st.sampled_from(TOPICS), events=st.lists(_valid, min_size=1, max_size=40))
 def test_the_compiled_loop_builds_what_the_reference_builds(topic: str, events: list[dict[str, Any]],
@@ -237,7 +238,7 @@ def _mutated(text: bytes, data: st.DataObject) -> bytes:
     return text[:at] + byte + text[at:]
 
 
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+@settings(max_examples=examples(600), deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                   HealthCheck.function_scoped_fixture])
 @given(topic=st.sampled_from(["p", "p", "ks", "nt", "b", "m"]), events=st.lists(_planned_event, min_size=1, max_size=8),
        wide=st.booleans(), data=st.data())
