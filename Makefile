@@ -73,7 +73,7 @@ $(PROMTOOL):
 
 # the package's build compiles COMPILED (hatch_build.py); here a failed compile stops the set-up, where a
 # user's install would go on with the pure-Python form
-COMPILED := hatch_build.py connectors/hbase/_putwire.c pipeline/core/_routerun.c
+COMPILED := hatch_build.py connectors/hbase/_putwire.c pipeline/core/routes/_routerun.c
 PIP_COMPILED := HBASE_INGEST_REQUIRE_COMPILED=1
 
 $(VENV)/.installed: pyproject.toml $(COMPILED)

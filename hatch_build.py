@@ -35,7 +35,7 @@ from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
 EXTENSIONS = {
     "connectors/hbase/_putwire.c": "connectors/hbase/_putwire",  # the putMultiple encoder
-    "pipeline/core/_routerun.c": "pipeline/core/_routerun",  # the plain-topic routing loop
+    "pipeline/core/routes/_routerun.c": "pipeline/core/routes/_routerun",  # the plain-topic routing loop
 }
 
 #: the warnings of a user's build: never fatal

@@ -3,7 +3,7 @@ JSON events, alternating on one stack.
 
 Two topics of ``events`` records each: ``bench_worker``'s log events as JSON (the generated put
 builders), and the same events as Debezium change events (``envelope = "debezium"``: the general
-path of :mod:`pipeline.core.changes`), four in five creates and one in five updates of an earlier
+path of :mod:`pipeline.core.routes.reference`), four in five creates and one in five updates of an earlier
 event (``before`` and ``after``), all with a ``source`` block and a JSON key. Both routes write
 ``bench_worker``'s design (a 16-region table, three cells per row). Each run is a worker child
 process from the earliest offset until every record is written and committed, on a table recreated

@@ -46,10 +46,10 @@ from bench.cpu import hbase_cpu_seconds
 from connectors.hbase import HBaseClient
 from connectors.kafka import KafkaBroker, create_topics, delete_topics, end_offsets, make_admin
 from connectors.stack import HBASE_VERSION, KAFKA_VERSION, LocalStack
-from pipeline.core.batcher import BatchBy
 from pipeline.core.examples import generate
+from pipeline.core.ingest.batcher import BatchBy
 from pipeline.core.model import Origin, TopicPartition
-from pipeline.core.routing import Router
+from pipeline.core.routes.router import Router
 from pipeline.runtime.admin.tables import count_rows, create_tables
 from pipeline.runtime.produce import produce_events
 from pipeline.settings import FamilySpec, Settings, load_settings

@@ -28,8 +28,8 @@ from functools import partial
 from typing import Any
 
 from connectors.stack import HBASE_VERSION, KAFKA_VERSION
-from pipeline.core.batcher import BatchBy
 from pipeline.core.examples import generate
+from pipeline.core.ingest.batcher import BatchBy
 
 from .bench_peer import RESULTS, SPLIT_SAMPLE, PeerBench, arguments, machine, positive_ints, save
 from .peer_flink import FLINK_VERSION

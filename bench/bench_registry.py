@@ -3,7 +3,7 @@ one stack (``stack up --registry``).
 
 Two topics of ``events`` records each: ``bench_worker``'s log events as JSON (the generated put
 builders), and the same events as Avro in the Confluent wire format (the example's schema registered in
-the stack's registry; the general path: :mod:`pipeline.core.schemas`). Both routes write ``bench_cdc``'s
+the stack's registry; the general path: :mod:`pipeline.core.records.schemas`). Both routes write ``bench_cdc``'s
 design (a 16-region table, three cells per row). Each run is a worker child process from the earliest
 offset until every record is written and committed, on a table recreated before the run, in the order
 json, avro, avro, json, ...; figures per run: the child's CPU per event from after its imports to its
@@ -32,10 +32,10 @@ from bench.worker_child import alternate, measure_worker, run_child
 from connectors.registry import RegistryClient
 from connectors.stack import LocalStack
 from pipeline.core.avro_examples import AVRO_EXAMPLES, avro_writer
-from pipeline.core.decode import loads
 from pipeline.core.examples import generate
-from pipeline.core.schemas import RegisteredSchema, SchemaCache, registry_decoder
-from pipeline.core.wire import frame
+from pipeline.core.records.decode import loads
+from pipeline.core.records.schemas import RegisteredSchema, SchemaCache, registry_decoder
+from pipeline.core.records.wire import frame
 from pipeline.settings import Settings, StackSettings, load_settings
 
 KINDS = ("json", "avro")

@@ -25,10 +25,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from pipeline.core.batcher import BatchBy, RegionBatcher
+from pipeline.core.ingest.batcher import BatchBy, RegionBatcher
+from pipeline.core.ingest.offsets import OffsetTracker
+from pipeline.core.ingest.regions import Region, RegionMap
 from pipeline.core.model import Mutation, MutationKind, Origin, TopicPartition
-from pipeline.core.offsets import OffsetTracker
-from pipeline.core.regions import Region, RegionMap
 
 RESULTS = Path(__file__).resolve().parent / "results"
 # bench_worker's writer settings

@@ -38,7 +38,7 @@ from connectors.kafka.records import DECODED_RECORDS
 from connectors.stack import LocalStack
 from pipeline.core.examples import generate
 from pipeline.core.model import Origin, TopicPartition
-from pipeline.core.routing import Router
+from pipeline.core.routes.router import Router
 from pipeline.runtime.admin.tables import create_tables
 from pipeline.runtime.process.proctune import tune_process
 from pipeline.runtime.produce import produce_events

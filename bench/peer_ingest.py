@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 
 from bench.bench_worker import bench_settings
-from pipeline.core.batcher import BatchBy
+from pipeline.core.ingest.batcher import BatchBy
 from pipeline.settings import Settings, load_settings
 
 __all__ = ["child_command", "ingest_settings", "parse_progress"]

@@ -10,7 +10,7 @@ shared with the stack's JVMs and other work, and CPU time is what a core can spe
    with its range:
    ``decode`` (``routing.loads``: orjson plus the big-integer check), ``key`` (the rowkey build),
    ``cells_and_validate`` (the route's mutation minus its key build: timestamp check, column reads
-   and encoders, size checks, the Mutation; one generated function, :mod:`pipeline.core.putgen`),
+   and encoders, size checks, the Mutation; one generated function, :mod:`pipeline.core.routes.putgen`),
    ``route_total`` (``Router.route_run`` over runs of 625 records, the worker's per-partition share
    of a 5,000-record fetch over 8 partitions: decode + object check + mutation per record, in the
    compiled loop when it is built), ``route_total_python`` (the same with the compiled loop off: the
@@ -76,13 +76,13 @@ from connectors.hbase import HBaseClient, putwire
 from connectors.hbase.putwire import encode_put_multiple, encode_python, thriftpy2_message, tputs
 from connectors.hbase.thrift2 import load_idl
 from connectors.stack import LocalStack
-from pipeline.core import routing
-from pipeline.core.batcher import Batch, RegionBatcher
 from pipeline.core.examples import generate
+from pipeline.core.ingest.batcher import Batch, RegionBatcher
+from pipeline.core.ingest.offsets import OffsetTracker
+from pipeline.core.ingest.regions import Region, RegionMap
 from pipeline.core.model import Mutation, Origin, TopicPartition
-from pipeline.core.offsets import OffsetTracker
-from pipeline.core.regions import Region, RegionMap
-from pipeline.core.routing import Router, loads
+from pipeline.core.routes import router as routing
+from pipeline.core.routes.router import Router, loads
 from pipeline.rowkey.splits import split_points
 from pipeline.runtime.process.proctune import tune_process
 from pipeline.settings import Settings, load_settings

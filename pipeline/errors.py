@@ -12,7 +12,7 @@ project defines appears below (a test checks it); those defined elsewhere name t
     │   ├── KeyDecodeError          bytes that the spec cannot decode
     │   └── PlanError               a query the design cannot answer as key ranges (ambiguous boundary)
     ├── EventError                  an event the worker cannot write (goes to the dead-letter topic)
-    │   └── PartlyRefused           (pipeline.core.changes) a route's refusal that still gives some mutations
+    │   └── PartlyRefused           (pipeline.core.routes.reference) a route's refusal that still gives some mutations
     ├── WriteAbandoned              (pipeline.runtime.ingest.writer) HBase unavailable past the retry deadline
     ├── QueryError                  (pipeline.runtime.read.errors) a read failed: names the table and range
     ├── RowDecodeError              (pipeline.runtime.read.errors) a stored row the route cannot decode

@@ -33,7 +33,7 @@ from typing import Any, Literal, Protocol
 import anyio
 
 from pipeline.core.model import Mutation, TopicPartition
-from pipeline.core.schemas import RegisteredSchema
+from pipeline.core.records.schemas import RegisteredSchema
 from pipeline.settings import FamilySpec
 
 __all__ = [

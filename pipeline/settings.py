@@ -340,7 +340,7 @@ class HBaseSettings(Section):
         return list(self.gateways) or [GatewaySpec(host=self.host, port=self.port, thrift2_port=self.thrift2_port)]
 
 
-#: what one open batch groups: the rows of one region server, or of one region (pipeline.core.batcher)
+#: what one open batch groups: the rows of one region server, or of one region (pipeline.core.ingest.batcher)
 BatchBy = Literal["server", "region"]
 
 
@@ -354,7 +354,7 @@ class WriterSettings(Section):
     batch_by: BatchBy = Field(
         default="server",
         description="what one open batch holds: the rows of one region server (batches stay large however "
-                    "many regions a table has) or of one region (pipeline.core.batcher)")
+                    "many regions a table has) or of one region (pipeline.core.ingest.batcher)")
     concurrency: int = Field(default=8, ge=1, le=1024, description="batches written at once")
     max_in_flight_bytes: int = Field(
         default=32 * 1024 * 1024, ge=1024, le=2**40,

@@ -78,7 +78,7 @@ class TopicSpec(Section):
     ``value_format``: how a value is decoded (``json``: a JSON object, or a Kafka Connect
     ``{"schema": ..., "payload": ...}`` envelope whose payload is one; ``avro``, ``protobuf``,
     ``json_schema``: the Confluent wire format, its writer schema fetched from ``[registry]`` by the id
-    in each record: :mod:`pipeline.core.schemas`). ``key_format``: how the key behind ``$key`` is
+    in each record: :mod:`pipeline.core.records.schemas`). ``key_format``: how the key behind ``$key`` is
     decoded: ``text`` (UTF-8), ``json`` (a JSON value, a Connect envelope unwrapped likewise), ``bytes``
     (as is), or one of the registry formats."""
 
@@ -102,7 +102,7 @@ class ColumnSpec(Section):
     """One cell of a route: value taken from ``field`` (a dotted path, or record metadata such as
     ``$key.id``: :data:`METADATA_FIELDS`) and encoded as ``text`` (UTF-8; numbers in decimal),
     ``json`` (orjson of the value), ``long`` (8-byte big-endian), ``bytes`` (as they are) or ``decimal``
-    (Java's ``Bytes.toBytes(BigDecimal)``): :mod:`pipeline.core.encodings`.
+    (Java's ``Bytes.toBytes(BigDecimal)``): :mod:`pipeline.core.routes.encodings`.
 
     ``required``: a field that is absent is an error (the record goes to the dead-letter topic);
     otherwise the cell is left out. ``null`` says what a JSON null does: ``error`` (a dead letter),
@@ -241,7 +241,7 @@ class RouteSpec(Section):
     @property
     def changelog(self) -> bool:
         """Whether the route reads record metadata, or can delete: it is routed by the general path
-        (:mod:`pipeline.core.changes`), not the generated put builders."""
+        (:mod:`pipeline.core.routes.reference`), not the generated put builders."""
         fields = [c.field for c in self.columns.values()] + [self.cell_timestamp or ""]
         return (self.envelope != "none" or self.deleted_field is not None or self.tombstones != "dead_letter"
                 or any(c.null is not None for c in self.columns.values()) or any(f.startswith("$") for f in fields)

@@ -21,7 +21,7 @@ from pipeline.cli.metrics_address import METRICS_HOST_HELP, METRICS_PORT_HELP, w
 from pipeline.cli.signals import EXIT_INTERRUPTED, stop_on_signals
 from pipeline.core.avro_examples import AVRO_EXAMPLES, avro_writer
 from pipeline.core.examples import EXAMPLES, generate
-from pipeline.core.wire import frame
+from pipeline.core.records.wire import frame
 from pipeline.errors import ConfigError
 from pipeline.runtime.ingest.worker import Worker, WorkerSummary
 from pipeline.runtime.metrics import serve_metrics

@@ -34,7 +34,7 @@ from rich.table import Table
 from connectors.hbase import HBaseClient
 from pipeline.cli.errors import check_time_range
 from pipeline.cli.logsetup import quiet_reaped_workers
-from pipeline.core.routing import compile_route
+from pipeline.core.routes.router import compile_route
 from pipeline.errors import ConfigError
 from pipeline.rowkey import RowKey, format_key
 from pipeline.rowkey.codecs import JAVA_LONG_MAX

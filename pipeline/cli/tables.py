@@ -14,7 +14,7 @@ from rich.table import Table
 from connectors.hbase import HBaseClient
 from pipeline.cli.analyze import read_events
 from pipeline.cli.errors import check_not_empty
-from pipeline.core.routing import compile_route
+from pipeline.core.routes.router import compile_route
 from pipeline.errors import ConfigError
 from pipeline.names import table_name_problem
 from pipeline.rowkey import RowKey, format_key

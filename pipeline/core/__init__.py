@@ -2,9 +2,9 @@
 argument), no aiokafka/happybase/anyio/asyncio imports.
 
 - ``model``: Kafka record origins and HBase mutations.
-- ``offsets``: which offset may be committed once every derived write is acknowledged.
-- ``regions``: the region layout of a table and row -> region lookup.
-- ``batcher``: per-region batches sealed on rows, bytes, same-row conflicts and age.
+- ``records``: record decoding (formats, envelopes, dead-letter headers).
+- ``routes``: the routes: the reference, the fast forms, the router.
+- ``ingest``: the state machines: offsets, partition progress, region maps, batches.
 - ``backoff``: exponential backoff with jitter.
 - ``ratelimit``: token bucket.
 - ``skew``: sliding-window write counts per region and their skew.
@@ -12,12 +12,12 @@ argument), no aiokafka/happybase/anyio/asyncio imports.
 """
 
 from pipeline.core.backoff import Backoff, Jitter
-from pipeline.core.batcher import Batch, BatcherStatistics, RegionBatcher, SealReason
+from pipeline.core.ingest.batcher import Batch, BatcherStatistics, RegionBatcher, SealReason
+from pipeline.core.ingest.offsets import OffsetTracker, PartitionOffsets, TrackerStatistics
+from pipeline.core.ingest.regions import Region, RegionMap
 from pipeline.core.merge import Descending, PageMerge, heap_merge, merge_pieces
 from pipeline.core.model import Mutation, MutationKind, Origin, TopicPartition
-from pipeline.core.offsets import OffsetTracker, PartitionOffsets, TrackerStatistics
 from pipeline.core.ratelimit import RateLimiter, RateLimiterStatistics
-from pipeline.core.regions import Region, RegionMap
 from pipeline.core.skew import SkewWindow
 
 __all__ = [

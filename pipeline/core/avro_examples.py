@@ -44,7 +44,7 @@ AVRO_EXAMPLES: dict[str, dict[str, Any]] = {
 
 
 def avro_writer(schema: Any) -> Callable[[Any], bytes]:
-    """``record -> Avro binary body`` for ``schema`` (no framing: :func:`pipeline.core.wire.frame`)."""
+    """``record -> Avro binary body`` for ``schema`` (no framing: :func:`pipeline.core.records.wire.frame`)."""
     parsed = fastavro.parse_schema(schema)
     write = fastavro.schemaless_writer
 

@@ -7,7 +7,7 @@ the sample, or a live table's region start keys).
 Regions are described by their **boundaries**: the sorted split keys ``b_1 < b_2 < ... < b_k``
 (never ``b""``), giving ``k + 1`` regions. Region ``0`` holds ``[b"", b_1)``, region ``i`` holds
 ``[b_i, b_(i+1))`` and region ``k`` holds ``[b_k, end of table)``: start inclusive, end exclusive,
-unsigned byte order, as HBase does (:mod:`pipeline.core.regions`).
+unsigned byte order, as HBase does (:mod:`pipeline.core.ingest.regions`).
 
 Figures (all counts are exact over the sample; nothing is estimated):
 

@@ -88,7 +88,7 @@ class Segment:
 
     def key_op(self, index: int, terminator: bytes | None) -> tuple[Any, ...] | None:
         """How the compiled routing loop builds this segment's bytes (``planned_key`` in
-        ``pipeline/core/_routerun.c``), as the segment at ``index`` of its key followed by
+        ``pipeline/core/routes/_routerun.c``), as the segment at ``index`` of its key followed by
         ``terminator`` (the delimiter the layout checks a variable text against, or None): ``(0,
         path, terminator)`` text, ``(1, data)`` a literal, ``(2, paths, buckets)`` a murmur3 salt over
         fields, ``(3, path, as_text)`` a reverse timestamp, ``(4, buckets)`` a leading murmur3 salt of

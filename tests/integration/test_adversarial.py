@@ -23,7 +23,7 @@ import pytest
 from connectors.hbase import HBaseClient
 from connectors.kafka import KafkaBroker, make_consumer
 from pipeline.core.model import MutationKind, TopicPartition
-from pipeline.core.routing import Router
+from pipeline.core.routes.router import Router
 from pipeline.runtime.backfill.redrive import redrive_settings
 from pipeline.runtime.backfill.run import Backfill, SliceArgs
 from pipeline.runtime.ingest.worker import Worker

@@ -32,7 +32,7 @@ from connectors.registry import RegistryClient
 from connectors.stack import LocalStack
 from pipeline.core.avro_examples import AVRO_EXAMPLES
 from pipeline.core.examples import generate
-from pipeline.core.wire import frame
+from pipeline.core.records.wire import frame
 from pipeline.runtime.admin.tables import create_tables
 from pipeline.runtime.ingest.worker import Worker, WorkerSummary
 from pipeline.settings import Settings, load_settings

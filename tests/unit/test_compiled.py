@@ -17,11 +17,11 @@ import pytest
 
 from connectors.hbase import putwire
 from pipeline import compiled
-from pipeline.core import routing
+from pipeline.core.routes import router as routing
 
 ROOT = Path(__file__).resolve().parents[2]
 PARTS = {"connectors.hbase._putwire": ROOT / "connectors/hbase/_putwire.c",
-         "pipeline.core._routerun": ROOT / "pipeline/core/_routerun.c"}
+         "pipeline.core.routes._routerun": ROOT / "pipeline/core/routes/_routerun.c"}
 
 
 def test_every_compiled_part_is_built_from_its_current_source_and_in_use() -> None:
@@ -40,17 +40,18 @@ def test_every_compiled_part_is_built_from_its_current_source_and_in_use() -> No
 def test_a_build_of_another_source_is_not_used(tmp_path: Path) -> None:
     newer = tmp_path / "_routerun.c"
     newer.write_text("/* a newer source */\n")
-    assert compiled.load("pipeline.core._routerun", newer) is None
-    assert compiled.load("pipeline.core._routerun", tmp_path / "absent.c") is not None  # an install without it
+    assert compiled.load("pipeline.core.routes._routerun", newer) is None
+    assert compiled.load("pipeline.core.routes._routerun", tmp_path / "absent.c") is not None  # an install without it
     assert compiled.load("pipeline.core._no_such_part", tmp_path / "absent.c") is None
 
 
 def test_the_pure_python_forms_can_be_chosen(monkeypatch: pytest.MonkeyPatch) -> None:
-    code = "from connectors.hbase import putwire; from pipeline.core import routing; " \
+    code = "from connectors.hbase import putwire; from pipeline.core.routes import router as routing; " \
            "print(putwire.COMPILED, routing._ROUTERUN)"
     env = {**os.environ, "HBASE_INGEST_PURE_PYTHON": "1"}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True,
                           cwd=ROOT)
     assert done.stdout.split() == ["False", "None"]
     monkeypatch.setenv("HBASE_INGEST_PURE_PYTHON", "1")
-    assert compiled.pure_python() and compiled.load("pipeline.core._routerun", PARTS["pipeline.core._routerun"]) is None
+    routerun = "pipeline.core.routes._routerun"
+    assert compiled.pure_python() and compiled.load(routerun, PARTS[routerun]) is None

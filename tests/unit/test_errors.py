@@ -15,7 +15,7 @@ import pytest
 
 import connectors
 import pipeline
-from pipeline.core.changes import PartlyRefused
+from pipeline.core.routes.reference import PartlyRefused
 from pipeline.errors import (
     ConfigError,
     EventError,

@@ -8,8 +8,8 @@ import anyio
 from prometheus_client.parser import text_string_to_metric_families
 
 from connectors.memory import MemoryBroker, MemoryHBase
+from pipeline.core.ingest.regions import Region, RegionMap
 from pipeline.core.model import TopicPartition
-from pipeline.core.regions import Region, RegionMap
 from pipeline.runtime.ingest.observer import Observer
 from pipeline.runtime.ingest.worker import Worker
 from pipeline.runtime.metrics import Metrics, MetricsObserver, MetricsServer, attach_metrics, metrics_of

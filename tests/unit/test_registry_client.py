@@ -13,8 +13,8 @@ import httpx
 import pytest
 
 from connectors.registry import RegistryClient, open_registry
-from pipeline.core.schemas import SchemaCache, registry_decoder
-from pipeline.core.wire import frame
+from pipeline.core.records.schemas import SchemaCache, registry_decoder
+from pipeline.core.records.wire import frame
 from pipeline.errors import ConfigError, EventError, RegistryError, RegistryUnavailable, SchemaNotFound
 from pipeline.settings import RegistrySettings, load_settings
 

@@ -28,7 +28,7 @@ import anyio
 
 from pipeline import ports
 from pipeline.core.keyspace import KeyspaceReport, length_stats
-from pipeline.core.routing import compile_route
+from pipeline.core.routes.router import compile_route
 from pipeline.errors import ConfigError, HBaseIngestError
 from pipeline.ports import HBase
 from pipeline.rowkey import PlanError, RowKey, format_key

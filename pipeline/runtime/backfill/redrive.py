@@ -2,10 +2,10 @@
 dead-letter topic (``hbase-ingest backfill -t <dead-letter topic> --route NAME``).
 
 The route's records went to ``[kafka].dead_letter_topic`` with their original key, value and
-headers and ours (:mod:`pipeline.core.deadletters`). A re-drive reads that topic as the route's own
+headers and ours (:mod:`pipeline.core.records.deadletters`). A re-drive reads that topic as the route's own
 topic, in the route's topic's formats, and routes each dead letter that names the route (or, refused
 as a whole, came from the route's topic) as the record it was; any other dead letter is skipped
-(:mod:`pipeline.core.changes`). Typical use: fix the route (a rowkey that takes the values it
+(:mod:`pipeline.core.routes.reference`). Typical use: fix the route (a rowkey that takes the values it
 refused, ``null_key = "skip"``...), then re-drive its dead letters. A dead letter refused again goes
 back to the dead-letter topic, past the end of the re-driven slice, with its first source.
 """

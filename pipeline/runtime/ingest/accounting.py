@@ -6,7 +6,7 @@ wire-size estimate (``Mutation.size``) plus Python's own cost of holding it (obj
 headers, origin), measured with tracemalloc: about 250 bytes per mutation plus 90 per cell on
 CPython 3.11.
 
-Contract: :func:`batch_footprint` of a batch sealed by :class:`~pipeline.core.batcher.RegionBatcher`
+Contract: :func:`batch_footprint` of a batch sealed by :class:`~pipeline.core.ingest.batcher.RegionBatcher`
 equals the sum of :func:`footprint` over its mutations (the batcher counts its cells as they
 arrive), so releasing per batch returns exactly what was added per mutation, without walking the
 mutations a second time.
@@ -17,10 +17,10 @@ from __future__ import annotations
 import operator
 from collections.abc import Sequence
 
-from pipeline.core.batcher import Batch
+from pipeline.core.ingest.batcher import Batch
+from pipeline.core.ingest.offsets import OffsetTracker
+from pipeline.core.ingest.progress import Progress
 from pipeline.core.model import Mutation
-from pipeline.core.offsets import OffsetTracker
-from pipeline.core.progress import Progress
 from pipeline.runtime.ingest.observer import Observer, WorkerStats
 
 __all__ = ["CELL_OVERHEAD", "MUTATION_OVERHEAD", "batch_footprint", "footprint", "footprint_of", "settle_written"]

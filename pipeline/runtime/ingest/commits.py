@@ -13,9 +13,9 @@ from collections.abc import Callable
 import anyio
 import structlog
 
+from pipeline.core.ingest.offsets import OffsetTracker
+from pipeline.core.ingest.progress import Progress, Skip
 from pipeline.core.model import TopicPartition
-from pipeline.core.offsets import OffsetTracker
-from pipeline.core.progress import Progress, Skip
 from pipeline.errors import KafkaError
 from pipeline.ports import RecordSource
 from pipeline.runtime.ingest.observer import Observer, WorkerStats

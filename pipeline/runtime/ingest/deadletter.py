@@ -2,7 +2,7 @@
 saying where they came from and why.
 
 The original record's key, value and headers are kept, and ours are added after them. Ours (all
-UTF-8; their names: :mod:`pipeline.core.deadletters`): ``hbase-ingest.source.topic``,
+UTF-8; their names: :mod:`pipeline.core.records.deadletters`): ``hbase-ingest.source.topic``,
 ``hbase-ingest.source.partition``, ``hbase-ingest.source.offset``, ``hbase-ingest.source.timestamp``
 (when the record had one), ``hbase-ingest.route`` (the route that refused the record; absent when
 the record as a whole was refused: undecodable, not an object, or a topic whose ``on_route_error`` is
@@ -27,7 +27,8 @@ import orjson
 import structlog
 
 from pipeline.core.backoff import Backoff
-from pipeline.core.deadletters import (
+from pipeline.core.model import Mutation, Origin
+from pipeline.core.records.deadletters import (
     HEADER_PREFIX,
     REASON,
     ROUTE,
@@ -37,7 +38,6 @@ from pipeline.core.deadletters import (
     SOURCE_TOPIC,
     own_headers,
 )
-from pipeline.core.model import Mutation, Origin
 from pipeline.errors import KafkaError
 from pipeline.ports import RecordSink
 from pipeline.rowkey import format_key

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import orjson
 
-from pipeline.core.batcher import Batch
+from pipeline.core.ingest.batcher import Batch
 
 __all__ = ["AckLedger"]
 

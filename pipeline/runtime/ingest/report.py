@@ -17,8 +17,8 @@ from typing import Any
 import structlog
 
 from pipeline.core.digest import LogDigest
+from pipeline.core.ingest.progress import Skip
 from pipeline.core.model import TopicPartition
-from pipeline.core.progress import Skip
 from pipeline.runtime.ingest.observer import Observer
 
 __all__ = ["EventWarnings", "WorkerSummary"]

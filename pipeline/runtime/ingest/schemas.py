@@ -2,7 +2,7 @@
 
 Contract of :meth:`SchemaFetcher.prepare`: after it returns True, every schema id that the framed
 values (and keys, when a route reads ``$key``) of the records handed in name is in the router's
-:class:`~pipeline.core.schemas.SchemaCache`, compiled, or remembered as unknown (an id the registry
+:class:`~pipeline.core.records.schemas.SchemaCache`, compiled, or remembered as unknown (an id the registry
 answered 404 for: its records become ``unknown_schema`` dead letters). While the registry does not
 answer, it waits and retries with backoff (full jitter, 0.2 s to 10 s; one ``registry_unavailable``
 warning per 30 s), the records unrouted and unacknowledged: nothing is committed past them. A stop
@@ -21,8 +21,8 @@ import structlog
 
 from pipeline.core.backoff import Backoff
 from pipeline.core.model import TopicPartition
-from pipeline.core.routing import Record, Router
-from pipeline.core.wire import framed_ids
+from pipeline.core.records.wire import framed_ids
+from pipeline.core.routes.router import Record, Router
 from pipeline.errors import RegistryError, SchemaNotFound
 from pipeline.ports import SchemaRegistry
 

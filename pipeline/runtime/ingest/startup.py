@@ -23,8 +23,8 @@ import anyio
 import structlog
 
 from pipeline.core.backoff import Backoff
-from pipeline.core.regions import RegionMaps
-from pipeline.core.routing import CompiledRoute
+from pipeline.core.ingest.regions import RegionMaps
+from pipeline.core.routes.router import CompiledRoute
 from pipeline.errors import ConfigError, HBaseError, KafkaError, RegistryError, TableNotFound, TopicNotCreated
 from pipeline.ports import HBase, TopicAdmin
 from pipeline.runtime.ingest.writer import load_region_map

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable, Sequence
 import anyio
 import structlog
 
-from pipeline.core.batcher import Batch, RegionBatcher
+from pipeline.core.ingest.batcher import Batch, RegionBatcher
 from pipeline.errors import HBaseError
 from pipeline.runtime.ingest.report import EventWarnings
 from pipeline.runtime.ingest.writer import BatchWriter

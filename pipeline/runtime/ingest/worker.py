@@ -17,12 +17,12 @@ Tasks (all owned by one task group):
   whose mutations were all acknowledged, + 1. Never past unwritten data.
 
 The per-partition bookkeeping (next offset, in hand, skipped, stop offsets, the in-flight budget) is
-the pure :class:`~pipeline.core.progress.Progress`; acknowledgements are the pure
-:class:`~pipeline.core.offsets.OffsetTracker`. Kafka and HBase are reached only through the ports of
+the pure :class:`~pipeline.core.ingest.progress.Progress`; acknowledgements are the pure
+:class:`~pipeline.core.ingest.offsets.OffsetTracker`. Kafka and HBase are reached only through the ports of
 :mod:`pipeline.ports`.
 
 Offsets that Kafka never delivers (retention, compaction, transaction markers) are counted per
-partition as *skipped* (:mod:`pipeline.core.progress`).
+partition as *skipped* (:mod:`pipeline.core.ingest.progress`).
 
 Partition revocation and shutdown take the same path: stop fetching, seal and write every open batch,
 wait (bounded by ``shutdown_timeout_s``) for the writes, commit, then forget the partitions / leave
@@ -43,12 +43,12 @@ import structlog
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from pipeline.core.batcher import Batch, RegionBatcher
+from pipeline.core.ingest.batcher import Batch, RegionBatcher
+from pipeline.core.ingest.offsets import OffsetTracker
+from pipeline.core.ingest.progress import Progress
+from pipeline.core.ingest.regions import RegionMaps
 from pipeline.core.model import Mutation, Origin, TopicPartition
-from pipeline.core.offsets import OffsetTracker
-from pipeline.core.progress import Progress
-from pipeline.core.regions import RegionMaps
-from pipeline.core.routing import Record, Router
+from pipeline.core.routes.router import Record, Router
 from pipeline.errors import ConfigError
 from pipeline.ports import Broker, HBase, KafkaRecord, RecordSource, SchemaRegistry
 from pipeline.runtime.ingest.accounting import footprint_of, settle_written

@@ -28,9 +28,9 @@ import anyio
 import structlog
 
 from pipeline.core.backoff import Backoff
-from pipeline.core.batcher import Batch
+from pipeline.core.ingest.batcher import Batch
+from pipeline.core.ingest.regions import Region, RegionMap, RegionMaps
 from pipeline.core.model import Mutation
-from pipeline.core.regions import Region, RegionMap, RegionMaps
 from pipeline.errors import HBaseError, HBaseIngestError, HBaseRequestError, RegionMapStale
 from pipeline.ports import RegionLocator, RowSink
 from pipeline.runtime.ingest.ledger import AckLedger, now_ms

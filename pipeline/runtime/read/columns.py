@@ -1,7 +1,7 @@
 """Cell decoding for the reader: a route's column mapping compiled once into one plain function.
 
 Encodings: the inverse of what the worker writes, from the one table of
-:mod:`pipeline.core.encodings` (``text`` -> ``str``, ``json`` -> the parsed value, ``long`` -> ``int``
+:mod:`pipeline.core.routes.encodings` (``text`` -> ``str``, ``json`` -> the parsed value, ``long`` -> ``int``
 from exactly 8 bytes).
 
 A counter column (``RouteSpec.counter``) decodes as ``long`` in ``increment`` mode; in ``tally``
@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from pipeline.core.encodings import ENCODINGS, decode_long
+from pipeline.core.routes.encodings import ENCODINGS, decode_long
 from pipeline.errors import HBaseIngestError
 from pipeline.settings import RouteSpec
 

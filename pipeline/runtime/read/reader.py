@@ -74,7 +74,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from pipeline.core.routing import compile_route
+from pipeline.core.routes.router import compile_route
 from pipeline.errors import HBaseIngestError
 from pipeline.ports import HBase, PageTransform
 from pipeline.rowkey import RowKey

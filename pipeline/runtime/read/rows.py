@@ -27,8 +27,8 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, NamedTuple
 
-from pipeline.core.encodings import ENCODINGS, NAMESPACE
-from pipeline.core.routing import compile_route
+from pipeline.core.routes.encodings import ENCODINGS, NAMESPACE
+from pipeline.core.routes.router import compile_route
 from pipeline.errors import HBaseIngestError
 from pipeline.rowkey import RowKey
 from pipeline.runtime.read.columns import CellDecodeError, compile_columns

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pipeline.core.model import Mutation, Origin, TopicPartition
-from pipeline.core.routing import CompiledRoute, Record, Router
+from pipeline.core.routes.router import CompiledRoute, Record, Router
 from pipeline.errors import EventError
 
 #: a refused record: its offset, the route that refused it (None: the record as a whole), why

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.core.batcher import Batch, BatchBy, RegionBatcher, SealReason
+from pipeline.core.ingest.batcher import Batch, BatchBy, RegionBatcher, SealReason
+from pipeline.core.ingest.regions import Region, RegionMap
 from pipeline.core.model import Mutation, MutationKind, Origin, TopicPartition
-from pipeline.core.regions import Region, RegionMap
 
 TP = TopicPartition("events", 0)
 _offsets = iter(range(10**9))

@@ -1,4 +1,4 @@
-"""The general routing path (pipeline.core.changes): record metadata as fields, tombstones, Debezium
+"""The general routing path (pipeline.core.routes.reference): record metadata as fields, tombstones, Debezium
 change events, the flattened form's deleted flag and null rules."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import orjson
 import pytest
 
 from connectors.memory import MemoryHBase
-from pipeline.core.changes import SNAPSHOT_TS
 from pipeline.core.model import MutationKind, TopicPartition
-from pipeline.core.routing import Router
+from pipeline.core.routes.reference import SNAPSHOT_TS
+from pipeline.core.routes.router import Router
 from pipeline.errors import ConfigError, EventError
 from pipeline.settings import RouteSpec, TopicSpec, load_settings
 from tests.unit.core.routing_support import route_all

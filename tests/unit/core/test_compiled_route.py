@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from connectors.memory import MemoryHBase
-from pipeline.core.routing import Router, compile_route
+from pipeline.core.routes.router import Router, compile_route
 from pipeline.errors import ConfigError
 from pipeline.rowkey.splits import split_points
 from pipeline.runtime.admin.tables import plan_tables

@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.core.decode import dumps
-from pipeline.core.encodings import ENCODINGS, decode_decimal, encode_decimal, text
 from pipeline.core.model import Origin, TopicPartition
-from pipeline.core.routing import CompiledRoute
+from pipeline.core.records.decode import dumps
+from pipeline.core.routes.encodings import ENCODINGS, decode_decimal, encode_decimal, text
+from pipeline.core.routes.router import CompiledRoute
 from pipeline.errors import EventError
 from pipeline.settings import RouteSpec
 from tests.unit.core.routing_support import fast_form_agrees

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pipeline.core.ingest.offsets import OffsetTracker
 from pipeline.core.model import Origin, TopicPartition
-from pipeline.core.offsets import OffsetTracker
 
 TP = TopicPartition("events", 0)
 TP1 = TopicPartition("events", 1)

@@ -9,8 +9,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pipeline.core.ingest.progress import Progress, Skip
 from pipeline.core.model import TopicPartition
-from pipeline.core.progress import Progress, Skip
 
 TP = TopicPartition("events", 0)
 OTHER = TopicPartition("events", 1)

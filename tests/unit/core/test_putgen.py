@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.core.model import Origin, TopicPartition
-from pipeline.core.routing import CompiledRoute, Router
+from pipeline.core.routes.router import CompiledRoute, Router
 from pipeline.errors import EventError
 from pipeline.settings import RouteSpec
 from tests.unit.core.routing_support import fast_form_agrees

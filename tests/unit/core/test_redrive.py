@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from pipeline.core.deadletters import dead_letter_source
 from pipeline.core.model import TopicPartition
-from pipeline.core.routing import Router
+from pipeline.core.records.deadletters import dead_letter_source
+from pipeline.core.routes.router import Router
 from pipeline.errors import ConfigError
 from pipeline.runtime.backfill.redrive import redrive_settings
 from pipeline.settings import load_settings

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline.core.regions import Region, RegionMap, RegionMaps
+from pipeline.core.ingest.regions import Region, RegionMap, RegionMaps
 from pipeline.errors import RegionMapStale
 
 

@@ -1,5 +1,5 @@
 """Every form of every route kind against the one reference (``Router.route_record``, i.e.
-``ChangeTopic.outcome``), on records of any shape.
+``TopicReference.outcome``), on records of any shape.
 
 The route kinds: plain routes whose columns are text (the compiled loop's plans, with and without a
 key plan), plain routes with binary and JSON columns (generated put builders), several routes on one
@@ -26,11 +26,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from connectors.hbase.putwire import encode_put_multiple, encode_python
-from pipeline.core import routing
 from pipeline.core.model import MutationKind, TopicPartition
-from pipeline.core.routing import Router
-from pipeline.core.schemas import RegisteredSchema
-from pipeline.core.wire import frame
+from pipeline.core.records.schemas import RegisteredSchema
+from pipeline.core.records.wire import frame
+from pipeline.core.routes import router as routing
+from pipeline.core.routes.router import Router
 from pipeline.settings import RouteSpec, TopicSpec
 from tests.budget import examples
 from tests.unit.core.routing_support import route_all, shown

@@ -1,4 +1,4 @@
-"""The compiled plain-topic loop (``pipeline/core/_routerun.c``) against its pure-Python form
+"""The compiled plain-topic loop (``pipeline/core/routes/_routerun.c``) against its pure-Python form
 ``_route_plain``: for any run of records, the same stop and the same mutations (class, every
 attribute, the weight). Both against the reference: tests/unit/core/test_route_forms.py."""
 
@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.core import routing
 from pipeline.core.model import TopicPartition
-from pipeline.core.routing import RoutedRun, Router
+from pipeline.core.routes import router as routing
+from pipeline.core.routes.router import RoutedRun, Router
 from pipeline.settings import RouteSpec
 from tests.budget import examples
 from tests.unit.core.routing_support import shown
@@ -89,7 +89,7 @@ def _seen(run: RoutedRun) -> tuple[Any, ...]:
 
 def _compiled_run(tp: TopicPartition, records: list[_Record], start: int, stop: int,
                   router: Router = ROUTER) -> RoutedRun:
-    assert routing._ROUTERUN is not None, "pipeline/core/_routerun.c is not built (tests/unit/test_compiled.py)"
+    assert routing._ROUTERUN is not None, "pipeline/core/routes/_routerun.c is not built (tests/unit/test_compiled.py)"
     return router.route_run(tp, records, start, stop)
 
 

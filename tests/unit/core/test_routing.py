@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pipeline.core.model import Origin, TopicPartition
-from pipeline.core.routing import Router, decode_value, dumps, loads
+from pipeline.core.routes.router import Router, decode_value, dumps, loads
 from pipeline.errors import EventError
 from pipeline.settings import RouteSpec
 from tests.unit.core.routing_support import route_all
@@ -112,7 +112,7 @@ def test_route_run_gives_every_route_of_the_topic_in_route_order() -> None:
 def test_the_encodings_a_column_may_name_are_the_table_s() -> None:
     from typing import get_args
 
-    from pipeline.core.encodings import ENCODINGS
+    from pipeline.core.routes.encodings import ENCODINGS
     from pipeline.settings import ColumnSpec
 
     assert set(get_args(ColumnSpec.model_fields["encoding"].annotation)) == set(ENCODINGS)

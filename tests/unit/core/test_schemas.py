@@ -16,8 +16,8 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, ti
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline.core.schemas import RegisteredSchema, SchemaCache, SchemaReference, registry_decoder
-from pipeline.core.wire import frame, framed_ids, message_indexes, schema_id
+from pipeline.core.records.schemas import RegisteredSchema, SchemaCache, SchemaReference, registry_decoder
+from pipeline.core.records.wire import frame, framed_ids, message_indexes, schema_id
 from pipeline.errors import EventError
 
 ORDER = {
@@ -217,7 +217,7 @@ def test_plain_routes_of_a_registry_topic_take_the_generated_builders_with_the_g
     """A topic in a registry format whose routes are plain is routed by the generated put builders
     after the decode; mutations and refusals (route, reason and message) are those of the reference."""
     from pipeline.core.model import TopicPartition
-    from pipeline.core.routing import Router
+    from pipeline.core.routes.router import Router
     from pipeline.settings import RouteSpec, TopicSpec
     from tests.unit.core.routing_support import route_all
 

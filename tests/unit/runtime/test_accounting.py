@@ -6,11 +6,11 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.core.batcher import RegionBatcher
+from pipeline.core.ingest.batcher import RegionBatcher
+from pipeline.core.ingest.offsets import OffsetTracker
+from pipeline.core.ingest.progress import Progress
+from pipeline.core.ingest.regions import Region, RegionMap
 from pipeline.core.model import Mutation, MutationKind, Origin, TopicPartition
-from pipeline.core.offsets import OffsetTracker
-from pipeline.core.progress import Progress
-from pipeline.core.regions import Region, RegionMap
 from pipeline.runtime.ingest.accounting import batch_footprint, footprint, settle_written
 from pipeline.runtime.ingest.observer import Observer, WorkerStats
 

@@ -16,8 +16,8 @@ from structlog.testing import capture_logs
 
 from connectors.memory import MemoryBroker, MemoryHBase
 from pipeline.core.model import TopicPartition
-from pipeline.core.schemas import RegisteredSchema
-from pipeline.core.wire import frame
+from pipeline.core.records.schemas import RegisteredSchema
+from pipeline.core.records.wire import frame
 from pipeline.errors import ConfigError, RegistryError, RegistryUnavailable, SchemaNotFound
 from pipeline.runtime.ingest.deadletter import HEADER_PREFIX
 from pipeline.runtime.ingest.worker import Worker

@@ -9,9 +9,9 @@ from collections.abc import Sequence
 import anyio
 import anyio.lowlevel
 
-from pipeline.core.batcher import Batch, SealReason
+from pipeline.core.ingest.batcher import Batch, SealReason
+from pipeline.core.ingest.regions import RegionMaps
 from pipeline.core.model import Mutation, MutationKind, Origin, TopicPartition
-from pipeline.core.regions import RegionMaps
 from pipeline.runtime.ingest.observer import Observer
 from pipeline.runtime.ingest.writer import BatchWriter
 from pipeline.settings import load_settings

@@ -1,4 +1,4 @@
-/* The compiled loop of pipeline.core.routing's plain path: a run of Kafka records of one JSON topic
+/* The compiled loop of pipeline.core.routes.router's plain path: a run of Kafka records of one JSON topic
  * to the mutations of the topic's routes, in one call.
  *
  * Contract: ``route_run(records, start, stop, tp, routes, env)`` returns ``(stop, mutations)`` equal
@@ -10,7 +10,7 @@
  * Per record, the fast path covers what most records are: a ``bytes`` value that orjson parses to a
  * dict that is not a Kafka Connect envelope (exactly the keys ``schema`` and ``payload``) and holds
  * no run of 20 digits or minus signs (such a value may hold an integer beyond 64 bits, which
- * ``pipeline.core.decode.loads`` re-reads exactly). When every route of the run is a plan with a key
+ * ``pipeline.core.records.decode.loads`` re-reads exactly). When every route of the run is a plan with a key
  * plan, a value is first read by this module's scanner into a *sparse event* (the declared fields
  * only; see "the sparse event" below), and by orjson only when the scanner or a plan refuses it. Any
  * other record goes through ``env.one(rec, tp)`` (the Python loop's own steps for one record: it
@@ -24,7 +24,7 @@
  * when the route's key is made of text, literal, murmur3 salt and reverse-timestamp segments
  * (``planned_key``), else by the route's generated ``build(event)``.
  *
- * A plan (built by pipeline.core.routing): ``(mutation, build or key plan, table, ts_path | None,
+ * A plan (built by pipeline.core.routes.router): ``(mutation, build or key plan, table, ts_path | None,
  * columns, max_key, max_cell)`` with ``columns`` a tuple of ``(name: bytes, path: tuple[str, ...], required)``.
  * ``env``: ``(loads, one, origin_type, mutation_type, put_kind)`` where ``loads`` is
  * ``orjson.loads``. Objects of ``origin_type`` and ``mutation_type`` (``__slots__`` classes) are
@@ -123,7 +123,7 @@ static PyObject *new_origin(PyObject *tp, PyObject *offset) {
     return o;
 }
 
-/* -- the big-integer check: a run of 20 bytes from [0-9-] (pipeline.core.decode.loads) -------------- */
+/* -- the big-integer check: a run of 20 bytes from [0-9-] (pipeline.core.records.decode.loads) -------------- */
 
 static int has_long_run(const char *p, Py_ssize_t n) {
     Py_ssize_t run = 0;
@@ -179,7 +179,7 @@ typedef struct {
 
 static PyTypeObject FloatTextType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "pipeline.core._routerun.FloatText",
+    .tp_name = "pipeline.core.routes._routerun.FloatText",
     .tp_basicsize = sizeof(FloatText),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "A float of a sparse event, as its JSON text (which is its repr).",
@@ -1385,7 +1385,7 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module_def = {
-    PyModuleDef_HEAD_INIT, "_routerun", "The compiled plain-topic loop of pipeline.core.routing.", -1,
+    PyModuleDef_HEAD_INIT, "_routerun", "The compiled plain-topic loop of pipeline.core.routes.router.", -1,
     methods, NULL, NULL, NULL, NULL,
 };
 

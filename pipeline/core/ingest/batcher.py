@@ -42,8 +42,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from operator import attrgetter
 
+from pipeline.core.ingest.regions import Region, RegionMap
 from pipeline.core.model import Mutation, MutationKind, Origin
-from pipeline.core.regions import Region, RegionMap
 from pipeline.settings import BatchBy
 
 __all__ = ["Batch", "BatchBy", "BatcherStatistics", "RegionBatcher", "SealReason"]

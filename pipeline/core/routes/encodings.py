@@ -1,6 +1,6 @@
 """The column encodings: how a field's value becomes a cell's bytes and back. One table,
 :data:`ENCODINGS`, that every user of an encoding reads: the router's reference path
-(:func:`pipeline.core.fields.encoder`), the generated put builders (:mod:`pipeline.core.putgen`), the
+(:func:`pipeline.core.routes.fields.encoder`), the generated put builders (:mod:`pipeline.core.routes.putgen`), the
 reader's cell decoders (:mod:`pipeline.runtime.read.columns`) and its generated row decoders
 (:mod:`pipeline.runtime.read.rows`). ``ColumnSpec.encoding`` accepts exactly its names.
 
@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from pipeline.core.decode import dumps, loads
+from pipeline.core.records.decode import dumps, loads
 from pipeline.errors import EventError
 
 __all__ = ["ENCODINGS", "NAMESPACE", "Encoding", "decode_decimal", "decode_long", "encode_decimal", "encode_long",

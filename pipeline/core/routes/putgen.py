@@ -33,7 +33,7 @@ For ``bench_worker``'s design::
             return None
 
 Contract: for any event, the function returns None, or the one mutation that the route's reference
-(:meth:`pipeline.core.changes.ChangeRoute.apply`) gives for that event (the same row, cells in the
+(:meth:`pipeline.core.routes.reference.RouteReference.apply`) gives for that event (the same row, cells in the
 same order, the same timestamp and size). It never raises: None means "not proven here", and the
 caller asks the reference, which gives the result, nothing (a NULL key skipped, no cell left) or the
 refusal with its reason. Guards only decide between a mutation and None.
@@ -44,8 +44,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pipeline.core.encodings import ENCODINGS, LONG_MAX, NAMESPACE
 from pipeline.core.model import Mutation, MutationKind, Origin
+from pipeline.core.routes.encodings import ENCODINGS, LONG_MAX, NAMESPACE
 from pipeline.settings import ColumnSpec
 
 __all__ = ["MutationFn", "generate_put"]
@@ -67,7 +67,7 @@ def generate_put(*, route: str, table: str, build: Callable[..., bytes], columns
                  timestamp_field: str | None, max_key_bytes: int, max_cell_bytes: int) -> MutationFn:
     """Compile the fast form of one plain put route (see the module's docstring). ``build`` is the
     route's rowkey builder; ``columns`` in the route's order; each column's encoding is inlined from
-    :data:`~pipeline.core.encodings.ENCODINGS`."""
+    :data:`~pipeline.core.routes.encodings.ENCODINGS`."""
     ns: dict[str, Any] = {**NAMESPACE, "_build": build, "_Mutation": Mutation, "_PUT": MutationKind.PUT,
                           "_table": table, "_NONE": _NONE}
     slow_call = "return None"

@@ -1,5 +1,5 @@
 """Routing: Kafka records -> the mutations of every route their topic feeds, by the semantics of one
-reference, :meth:`pipeline.core.changes.ChangeTopic.outcome` (one decode step for every topic:
+reference, :meth:`pipeline.core.routes.reference.TopicReference.outcome` (one decode step for every topic:
 Connect envelopes, tombstones, not-an-object; per-route outcomes; timestamps, null and NULL-key
 rules, deletes, counters). Its module docstring is the contract.
 
@@ -7,9 +7,9 @@ The fast forms here are derived from the route specs, and each takes only what i
 to the reference, handing anything else to it:
 
 - per route, :attr:`CompiledRoute.mutation`: a plain put route's generated builder
-  (:mod:`pipeline.core.putgen`), a plain counter route's single mutation of the reference; either
+  (:mod:`pipeline.core.routes.putgen`), a plain counter route's single mutation of the reference; either
   gives the reference's one mutation for an event, or None;
-- per plain JSON topic, the compiled loop (:mod:`pipeline.core._routerun`, with the plans of
+- per plain JSON topic, the compiled loop (:mod:`pipeline.core.routes._routerun`, with the plans of
   :func:`_plan` for routes whose columns are text) or its pure-Python form :func:`_route_plain`;
   per plain topic in a registry format, :func:`_route_decoded`; per other topic, :func:`_route_general`
   (the reference itself, record by record).
@@ -17,10 +17,10 @@ to the reference, handing anything else to it:
 :meth:`Router.route_run` routes a run of records up to the first one that a fast form does not take
 (every route giving exactly its one mutation, or, on the general path, no route refusing);
 :meth:`Router.route_record` gives that record's outcome by the reference. A data value never raises
-out of either: a refusal is an outcome (:class:`~pipeline.core.changes.Refusal`), and a raised
+out of either: a refusal is an outcome (:class:`~pipeline.core.routes.reference.Refusal`), and a raised
 exception is a bug.
 
-Column encodings: :mod:`pipeline.core.encodings`. Counters (``RouteSpec.counter``): ``increment``
+Column encodings: :mod:`pipeline.core.routes.encodings`. Counters (``RouteSpec.counter``): ``increment``
 mode emits an atomic INCREMENT (re-applied on replay); ``tally`` mode emits a PUT of one cell per
 event identity (``id_field`` or ``topic/partition/offset``) holding the 8-byte amount: a replay
 rewrites the same cell, and the count is the sum of the row's cells.
@@ -37,27 +37,27 @@ from typing import Any
 import orjson
 
 from pipeline import compiled
-from pipeline.core.changes import ChangeRoute, ChangeTopic, MetaRecord, Outcome, Refusal
-from pipeline.core.decode import dumps, json_value, loads
-from pipeline.core.encodings import ENCODINGS
-from pipeline.core.fields import encode_long, encoder, getter, text
 from pipeline.core.model import Mutation, MutationKind, Origin, TopicPartition
-from pipeline.core.putgen import MutationFn, generate_put
-from pipeline.core.schemas import SCHEMA_TYPES, SchemaCache, registry_decoder
+from pipeline.core.records.decode import dumps, json_value, loads
+from pipeline.core.records.schemas import SCHEMA_TYPES, SchemaCache, registry_decoder
+from pipeline.core.routes.encodings import ENCODINGS
+from pipeline.core.routes.fields import encode_long, encoder, getter, text
+from pipeline.core.routes.putgen import MutationFn, generate_put
+from pipeline.core.routes.reference import MetaRecord, Outcome, Refusal, RouteReference, TopicReference
 from pipeline.errors import ConfigError, EventError
 from pipeline.rowkey import RowKey, RowKeyError, compile_rowkey
 from pipeline.settings import RouteSpec, TopicSpec
 from pipeline.settings_specs import DEBEZIUM_FIELDS, METADATA_FIELDS, metadata_root
 
 #: the compiled plain-topic loop (:mod:`pipeline.compiled`), or None: :func:`_route_plain` runs
-_ROUTERUN = compiled.load("pipeline.core._routerun", Path(__file__).with_name("_routerun.c"))
+_ROUTERUN = compiled.load("pipeline.core.routes._routerun", Path(__file__).with_name("_routerun.c"))
 
 __all__ = ["CompiledRoute", "Outcome", "Record", "Refusal", "RoutedRun", "Router", "compile_route", "decode_value",
            "dumps", "encode_long", "encoder", "getter", "loads", "text"]
 
 
 def decode_value(encoding: str, raw: bytes) -> Any:
-    """A cell's value from its bytes (:data:`~pipeline.core.encodings.ENCODINGS`; ``ValueError`` for
+    """A cell's value from its bytes (:data:`~pipeline.core.routes.encodings.ENCODINGS`; ``ValueError`` for
     bytes the encoding cannot have written)."""
     return ENCODINGS[encoding].decode(raw)
 
@@ -84,7 +84,7 @@ class CompiledRoute:
         self.max_key_bytes = max_key_bytes
         self.max_cell_bytes = max_cell_bytes
         #: the route's semantics: every other form gives what this gives
-        self.reference = ChangeRoute(spec, self.rowkey, self.families, max_key_bytes, max_cell_bytes)
+        self.reference = RouteReference(spec, self.rowkey, self.families, max_key_bytes, max_cell_bytes)
         #: ``mutation(event, origin)``: the route's one mutation for a plain topic's event, or None when
         #: the reference must decide (module docstring); for a route on the general path, unused
         self.mutation: MutationFn = _single(self.reference) if spec.counter is not None or spec.changelog else (
@@ -96,7 +96,7 @@ class CompiledRoute:
         return f"CompiledRoute({self.name!r} -> {self.table!r}, {self.spec.rowkey!r})"
 
 
-def _single(reference: ChangeRoute) -> MutationFn:
+def _single(reference: RouteReference) -> MutationFn:
     """A fast form that is the reference itself: its mutation when it gives exactly one, else None."""
     apply = reference.apply
 
@@ -150,14 +150,14 @@ class Router:
         #: writer schemas of the topics in a registry format (the runtime fills it before routing: :meth:`framed`)
         self.schemas = SchemaCache(schema_cache_size)
         #: every topic's routes in their reference form
-        self.reference: dict[str, ChangeTopic] = {}
+        self.reference: dict[str, TopicReference] = {}
         #: the topics routed by the reference, record by record
         self.general: set[str] = set()
         #: plain topics in a registry format: their values' decoder (then the fast forms)
         self._decoders: dict[str, Callable[[bytes], Any]] = {}
         for topic, rs in self.by_topic.items():
             spec = specs.get(topic) or TopicSpec(name=topic)
-            self.reference[topic] = ChangeTopic(spec, [r.reference for r in rs], self.schemas)
+            self.reference[topic] = TopicReference(spec, [r.reference for r in rs], self.schemas)
             general = any(r.spec.changelog for r in rs) or spec.redrive_of is not None
             if spec.value_format in SCHEMA_TYPES and not general:
                 self._decoders[topic] = registry_decoder(spec.value_format, self.schemas, "value")
@@ -200,7 +200,7 @@ class Router:
 
     def route_record(self, tp: TopicPartition, rec: Record) -> Outcome:
         """One record's outcome by the reference: the mutations of every route that takes it and the
-        refusals of the others (:meth:`~pipeline.core.changes.ChangeTopic.outcome`)."""
+        refusals of the others (:meth:`~pipeline.core.routes.reference.TopicReference.outcome`)."""
         reference = self.reference.get(tp.topic)
         if reference is None:
             return Outcome([], [])
@@ -245,10 +245,10 @@ class Router:
 
 
 def _plan(route: CompiledRoute) -> tuple[Any, ...] | None:
-    """A put route's plan for the compiled loop (:mod:`pipeline.core._routerun`: the route's fast form,
+    """A put route's plan for the compiled loop (:mod:`pipeline.core.routes._routerun`: the route's fast form,
     key builder, table, timestamp path, columns as ``(name, path, required)``, key and cell limits),
     when all its columns are ``text``; None for any other route (the loop calls its fast form). The
-    plan states what the generated fast form (:mod:`pipeline.core.putgen`) does for these columns."""
+    plan states what the generated fast form (:mod:`pipeline.core.routes.putgen`) does for these columns."""
     spec = route.spec
     if spec.counter is not None or spec.changelog or any(c.encoding != "text" for c in spec.columns.values()):
         return None
@@ -269,7 +269,7 @@ def _key_plan(rowkey: RowKey) -> tuple[tuple[Any, ...], ...] | None:
 def _route_plain(fast: tuple[MutationFn, ...], tp: TopicPartition, records: Sequence[Record], start: int,
                  stop: int) -> RoutedRun:
     """:meth:`Router.route_run` on a plain JSON topic, in Python: the reference of the compiled loop
-    (:mod:`pipeline.core._routerun`), and the path when it is not built."""
+    (:mod:`pipeline.core.routes._routerun`), and the path when it is not built."""
     mutations: list[Mutation] = []
     append, extend = mutations.append, mutations.extend
     single = fast[0] if len(fast) == 1 else None
@@ -316,7 +316,7 @@ class RoutedRun:
     counts: list[int] | None = None
 
 
-def _route_general(topic: ChangeTopic, tp: TopicPartition, records: Sequence[Record], start: int,
+def _route_general(topic: TopicReference, tp: TopicPartition, records: Sequence[Record], start: int,
                    stop: int) -> RoutedRun:
     """The reference, record by record, up to the first record a route refuses."""
     mutations: list[Mutation] = []
@@ -355,7 +355,7 @@ def _route_decoded(decode: Callable[[bytes], Any], fast: Sequence[MutationFn], t
 
 def _json_event(value: bytes | None) -> dict[str, Any] | None:
     """A plain JSON topic's value as its event, decoded as the reference decodes it
-    (:func:`~pipeline.core.decode.json_value`: Connect envelopes unwrapped); None when it is no JSON
+    (:func:`~pipeline.core.records.decode.json_value`: Connect envelopes unwrapped); None when it is no JSON
     object (the reference says why)."""
     if value is None:
         return None

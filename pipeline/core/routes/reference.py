@@ -1,13 +1,13 @@
 """The reference of routing: what one record gives on every route of its topic, step by step. Every
 route is defined here, whatever it reads (event fields, record metadata such as ``$key.id``,
 ``$header.x``, ``$timestamp``), whatever it does (puts, deletes, counters) and whatever the topic's
-format; the fast forms of :mod:`pipeline.core.routing` (generated put builders, the compiled loop)
+format; the fast forms of :mod:`pipeline.core.routes.router` (generated put builders, the compiled loop)
 give what this gives, or hand the record here. A record may give any number of mutations per route
 (none for a skipped tombstone or a NULL key, a delete and a put when an update moves a row).
 
-Per record (contract of :meth:`ChangeTopic.outcome`):
+Per record (contract of :meth:`TopicReference.outcome`):
 
-1. The value is decoded by the topic's value decoder (:mod:`pipeline.core.decode`); no value is a
+1. The value is decoded by the topic's value decoder (:mod:`pipeline.core.records.decode`); no value is a
    tombstone. The key is decoded by the key decoder only when a route reads ``$key``.
 2. The event a route reads is the value (or, in a Debezium route, the row image: ``after``, or
    ``before`` for a delete) with the metadata fields added at the top level (``$key``, ``$header``
@@ -61,7 +61,7 @@ topic with ``on_route_error = "dead_letter_record"`` is all-or-nothing: any refu
 record's outcome that one refusal, of no route, and no mutation; so does a record that every route
 of its topic refuses with nothing written (one dead letter, which a re-drive sends to every route).
 
-A topic with ``redrive_of`` holds dead letters (:mod:`pipeline.core.deadletters`): a record whose
+A topic with ``redrive_of`` holds dead letters (:mod:`pipeline.core.records.deadletters`): a record whose
 ``hbase-ingest.route`` header names one of the topic's routes, or names none and came from the
 ``redrive_of`` topic, is routed as the record it was -- ``$topic``, ``$partition``, ``$offset`` and
 ``$timestamp`` are its source's, ``$header`` its own headers without ours -- and any other record
@@ -76,18 +76,27 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
-from pipeline.core.deadletters import dead_letter_source, own_headers
-from pipeline.core.decode import KEY_DECODERS, VALUE_DECODERS, Decoder
-from pipeline.core.encodings import LONG_MAX, LONG_MIN, encode_long, text
-from pipeline.core.fields import MISSING, encoder, getter
 from pipeline.core.model import Mutation, MutationKind, Origin, TopicPartition
-from pipeline.core.schemas import SCHEMA_TYPES, SchemaCache, registry_decoder
+from pipeline.core.records.deadletters import dead_letter_source, own_headers
+from pipeline.core.records.decode import KEY_DECODERS, VALUE_DECODERS, Decoder
+from pipeline.core.records.schemas import SCHEMA_TYPES, SchemaCache, registry_decoder
+from pipeline.core.routes.encodings import LONG_MAX, LONG_MIN, encode_long, text
+from pipeline.core.routes.fields import MISSING, encoder, getter
 from pipeline.errors import ConfigError, EventError
 from pipeline.rowkey import EventFieldError, RowKey
 from pipeline.settings import RouteSpec, TopicSpec
 
-__all__ = ["SNAPSHOT_TS", "ChangeRoute", "ChangeTopic", "MetaRecord", "Outcome", "PartlyRefused", "Refusal",
-           "build_row", "check_timestamp"]
+__all__ = [
+    "SNAPSHOT_TS",
+    "MetaRecord",
+    "Outcome",
+    "PartlyRefused",
+    "Refusal",
+    "RouteReference",
+    "TopicReference",
+    "build_row",
+    "check_timestamp",
+]
 
 _UPSERT_OPS = frozenset(("c", "r", "u"))
 #: the cell timestamp of a Debezium snapshot read when the route stamps ``$source.lsn`` (contract, step 4)
@@ -167,7 +176,7 @@ def check_timestamp(route: str, field: str, ts: Any) -> int:
     return ts
 
 
-class ChangeRoute:
+class RouteReference:
     """One route's reference: its mutations from an event (metadata already added), or a refusal."""
 
     def __init__(self, spec: RouteSpec, rowkey: RowKey, families: Sequence[str], max_key_bytes: int,
@@ -212,7 +221,7 @@ class ChangeRoute:
                               f"(such as [$key.id]): a tombstone has no value, but the rowkey reads {fields}")
 
     def __repr__(self) -> str:
-        return f"ChangeRoute({self.name!r} -> {self.table!r})"
+        return f"RouteReference({self.name!r} -> {self.table!r})"
 
     def row(self, event: Mapping[str, Any]) -> bytes | None:
         """The row ``event`` addresses; None for a NULL key under ``null_key = "skip"`` (module
@@ -424,11 +433,11 @@ def _decoder(fmt: str, plain: Mapping[str, Decoder], schemas: SchemaCache | None
     return plain[fmt]
 
 
-class ChangeTopic:
+class TopicReference:
     """The routes of one topic, in their reference form. ``schemas``: where a registry format's decoder
     finds writer schemas (required when the topic's value or key format is one)."""
 
-    def __init__(self, topic: TopicSpec, routes: Sequence[ChangeRoute], schemas: SchemaCache | None = None) -> None:
+    def __init__(self, topic: TopicSpec, routes: Sequence[RouteReference], schemas: SchemaCache | None = None) -> None:
         self.topic = topic
         self.routes = tuple(routes)
         self.whole = topic.on_route_error == "dead_letter_record"
@@ -505,7 +514,7 @@ class ChangeTopic:
         return Outcome(out, refused)
 
 
-def route_tombstone(route: ChangeRoute, meta: dict[str, Any], origin: Origin) -> list[Mutation]:
+def route_tombstone(route: RouteReference, meta: dict[str, Any], origin: Origin) -> list[Mutation]:
     """One route's mutations for a record with no value: its ``on_tombstone`` rule."""
     if route.tombstones == "dead_letter":
         raise EventError("tombstone", f"record has no value (tombstone); route {route.name!r} does not take "

@@ -1,5 +1,5 @@
 """Reading a field from a decoded event, and a column's encoding of it (the encodings themselves are
-the table of :mod:`pipeline.core.encodings`).
+the table of :mod:`pipeline.core.routes.encodings`).
 """
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pipeline.core.encodings import ENCODINGS, encode_long, text
+from pipeline.core.routes.encodings import ENCODINGS, encode_long, text
 from pipeline.settings import ColumnSpec
 
 __all__ = ["MISSING", "encode_long", "encoder", "getter", "text"]
@@ -36,7 +36,7 @@ def getter(path: str) -> Callable[[Mapping[str, Any]], Any]:
 
 
 def encoder(spec: ColumnSpec) -> Callable[[Any], bytes]:
-    """The column's encoding (:data:`~pipeline.core.encodings.ENCODINGS`) as a function of the field's
+    """The column's encoding (:data:`~pipeline.core.routes.encodings.ENCODINGS`) as a function of the field's
     value (:class:`~pipeline.errors.EventError` for a value the encoding cannot hold)."""
     return ENCODINGS[spec.encoding].encoder(spec.field)
 

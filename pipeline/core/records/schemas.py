@@ -15,16 +15,16 @@ How a decoded record becomes an event (the same rule for values and keys):
   ``timestamp-millis`` (epoch milliseconds: a ``timestamp_field`` as it is), ``timestamp-micros``
   (epoch microseconds), ``date`` (days since the epoch), ``time-millis``/``-micros`` -- and ``uuid``
   its text; ``decimal`` becomes a :class:`decimal.Decimal` of the schema's scale.
-- **JSON Schema**: the body is read as JSON (:func:`pipeline.core.decode.json_value`) and validated
+- **JSON Schema**: the body is read as JSON (:func:`pipeline.core.records.decode.json_value`) and validated
   against the schema; a body that does not validate is ``schema_mismatch``.
-- **Protobuf**: see :mod:`pipeline.core.protobufs`.
+- **Protobuf**: see :mod:`pipeline.core.records.protobufs`.
 
-Where those values go (:mod:`pipeline.core.encodings`): ``bytes`` feed a rowkey segment as they are
+Where those values go (:mod:`pipeline.core.routes.encodings`): ``bytes`` feed a rowkey segment as they are
 and a ``bytes`` column as they are; a ``Decimal`` feeds a rowkey segment and a ``text`` column as its
 plain decimal text (no exponent, its scale kept: ``12.50``), a ``decimal`` column as HBase's
 ``Bytes.toBytes(BigDecimal)``, a ``json`` column as an exact JSON number.
 
-Errors (:class:`~pipeline.errors.EventError`): ``undecodable`` (not framed: :mod:`pipeline.core.wire`),
+Errors (:class:`~pipeline.errors.EventError`): ``undecodable`` (not framed: :mod:`pipeline.core.records.wire`),
 ``unknown_schema`` (the registry has no schema of that id, or the schema cannot be compiled; the
 message quotes the registry's answer), ``schema_mismatch`` (the body does not match its schema, e.g.
 a truncated body, or bytes left over after the record).
@@ -41,8 +41,8 @@ import jsonschema
 import orjson
 from referencing import Registry, Resource
 
-from pipeline.core.decode import loads, unwrap
-from pipeline.core.schematypes import (
+from pipeline.core.records.decode import loads, unwrap
+from pipeline.core.records.schematypes import (
     DEFAULT_SCHEMA_TYPE,
     SCHEMA_TYPES,
     CompiledSchema,
@@ -50,10 +50,10 @@ from pipeline.core.schematypes import (
     SchemaReference,
     SchemaType,
 )
-from pipeline.core.wire import HEADER_BYTES, schema_id
+from pipeline.core.records.wire import HEADER_BYTES, schema_id
 from pipeline.errors import EventError
 
-# the schema types live in pipeline.core.schematypes (Protobuf's compiler needs them too); named here as well
+# the schema types live in pipeline.core.records.schematypes (Protobuf's compiler needs them too); named here as well
 __all__ = ["DEFAULT_SCHEMA_TYPE", "SCHEMA_TYPES", "CompiledSchema", "RegisteredSchema", "SchemaCache",
            "SchemaReference", "SchemaType", "registry_decoder"]
 
@@ -71,7 +71,7 @@ def compile_schema(schema: RegisteredSchema) -> CompiledSchema:
             return _avro(schema)
         if schema.schema_type == "JSON":
             return _json_schema(schema)
-        from pipeline.core.protobufs import compile_protobuf  # only a Protobuf schema needs protobuf
+        from pipeline.core.records.protobufs import compile_protobuf  # only a Protobuf schema needs protobuf
         return compile_protobuf(schema)
     except Exception as exc:  # a registry can hold anything; this schema is unusable, the worker goes on
         return unusable(schema.id, f"schema id {schema.id} ({schema.schema_type}) cannot be compiled: "

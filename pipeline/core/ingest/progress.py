@@ -2,7 +2,7 @@
 done and committed, what was skipped, when a bounded run is complete, and when to pause fetching.
 
 Decide, then do I/O: every method is pure bookkeeping; the worker performs what they return (seeks,
-commits, pauses). :class:`~pipeline.core.offsets.OffsetTracker` keeps the acknowledgements; this
+commits, pauses). :class:`~pipeline.core.ingest.offsets.OffsetTracker` keeps the acknowledgements; this
 object owns the rest.
 
 Per assigned partition it holds:

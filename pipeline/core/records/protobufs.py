@@ -6,7 +6,7 @@ A registry holds a Protobuf schema either as ``.proto`` source or as a base64
 that. A schema given only as ``.proto`` source cannot be compiled here: its records are dead letters
 (``unknown_schema``) whose message says so.
 
-The framed body starts with the message indexes (:func:`pipeline.core.wire.message_indexes`): the
+The framed body starts with the message indexes (:func:`pipeline.core.records.wire.message_indexes`): the
 path to the message type within the file (``[0]``: its first top-level message).
 
 A message becomes a ``dict`` keyed by field name:
@@ -46,8 +46,8 @@ from google.protobuf import (
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import DecodeError, Message
 
-from pipeline.core.schematypes import CompiledSchema, RegisteredSchema
-from pipeline.core.wire import message_indexes
+from pipeline.core.records.schematypes import CompiledSchema, RegisteredSchema
+from pipeline.core.records.wire import message_indexes
 from pipeline.errors import EventError
 
 __all__ = ["compile_protobuf", "message_to_event"]

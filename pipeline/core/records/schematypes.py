@@ -1,6 +1,6 @@
 """The types of a registry schema, as fetched and as compiled (pure data): shared by
-:mod:`pipeline.core.schemas` (Avro, JSON Schema, the cache and the decoders) and
-:mod:`pipeline.core.protobufs` (Protobuf's compiler)."""
+:mod:`pipeline.core.records.schemas` (Avro, JSON Schema, the cache and the decoders) and
+:mod:`pipeline.core.records.protobufs` (Protobuf's compiler)."""
 
 from __future__ import annotations
 
