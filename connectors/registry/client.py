@@ -30,7 +30,7 @@ from urllib.parse import quote
 import httpx
 
 from connectors.registry.protosource import is_serialized, serialized
-from pipeline.core.schemas import DEFAULT_SCHEMA_TYPE, RegisteredSchema, SchemaReference, SchemaType
+from pipeline.core.records.schemas import DEFAULT_SCHEMA_TYPE, RegisteredSchema, SchemaReference, SchemaType
 from pipeline.errors import ConfigError, RegistryError, RegistryUnavailable, SchemaNotFound
 from pipeline.settings import REGISTRY_FORMATS, RegistrySettings, Settings
 

@@ -3,7 +3,7 @@
 A registry returns a Protobuf schema either as a base64 ``FileDescriptorProto`` (Confluent's registry with
 ``?format=serialized``, or a schema that Confluent's Python serializer registered) or as the ``.proto``
 source it was registered with (Apicurio's Confluent-compatible API always; Java serializers register
-source). :func:`serialized` turns the source into what :mod:`pipeline.core.protobufs` compiles, with
+source). :func:`serialized` turns the source into what :mod:`pipeline.core.records.protobufs` compiles, with
 ``protoc`` itself (``grpcio-tools``, run in this process on files in a temporary folder): the schema
 and its references (each written under its reference name, the path its ``import`` uses), with the
 well-known ``google/protobuf/*.proto`` files ``grpcio-tools`` ships.
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from google.protobuf import descriptor_pb2
 
-from pipeline.core.schemas import SchemaReference
+from pipeline.core.records.schemas import SchemaReference
 
 __all__ = ["is_serialized", "serialized"]
 
