@@ -166,7 +166,7 @@ def _check(router: Router, topic: str, records: list[_Record]) -> None:
         assert -(2**63) <= m.amount <= 2**63 - 1
 
 
-@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(250), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_every_form_routes_as_the_reference(data: st.DataObject) -> None:
     topic = data.draw(st.sampled_from(NAMES))
@@ -174,7 +174,7 @@ def test_every_form_routes_as_the_reference(data: st.DataObject) -> None:
     _check(data.draw(st.sampled_from(ROUTERS)), topic, records)
 
 
-@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow,
+@settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                   HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_every_pure_python_form_routes_as_the_reference(data: st.DataObject, monkeypatch: pytest.MonkeyPatch) -> None:
