@@ -267,3 +267,18 @@ def test_produce_writes_a_sample_file_instead_of_kafka(tmp_path: Path) -> None:
     assert len(events) == 5 and all("hostname" in e for e in events)
     _rejected(["produce", "--example", "logs", "--out", str(tmp_path / "no" / "x.jsonl")], "does not exist")
     _rejected(["produce", "--example", "logs", "--out", str(tmp_path)], "is a directory")
+
+
+def test_backfill_route_re_drives_the_dead_letter_topic_only(profile: Path, backfills: list[dict[str, Any]]) -> None:
+    from pipeline.settings import load_settings
+
+    dead = load_settings(profile).kafka.dead_letter_topic
+    _rejected(["backfill", "-c", str(profile), "-t", "cli-logs", "--route", "cli_logs"],
+              "--route re-drives dead letters", f"'{dead}'")
+    _rejected(["backfill", "-c", str(profile), "-t", dead, "--route", "nope"], "no route named 'nope'")
+    assert backfills == []
+    _rejected(["backfill", "-c", str(profile), "-t", dead, "--route", "cli_logs"], "stopped by the test")
+    (call,) = backfills
+    (route,) = call["settings"].routes
+    assert route.topic == dead and call["settings"].topic(dead).redrive_of == "cli-logs"
+    assert call["group"].endswith(".cli_logs")
