@@ -94,7 +94,6 @@ __all__ = [
     "Refusal",
     "RouteReference",
     "TopicReference",
-    "build_row",
     "check_timestamp",
 ]
 
@@ -150,19 +149,6 @@ class _Column:
                  encode: Callable[[Any], bytes], required: bool, null: str) -> None:
         self.name, self.field, self.get, self.encode = name, field, get, encode
         self.required, self.null = required, null
-
-
-def build_row(rowkey: RowKey, event: Mapping[str, Any], route: str, max_key_bytes: int) -> bytes:
-    """The rowkey of ``event``, or :class:`EventError` naming ``route``: a field the design cannot
-    use (its reason), a key over ``max_key_bytes`` (``key_too_long``)."""
-    try:
-        row = rowkey.build(event)
-    except EventFieldError as exc:
-        raise EventError(exc.reason, f"route {route!r}: {exc}") from exc
-    if len(row) > max_key_bytes:
-        raise EventError("key_too_long", f"route {route!r}: rowkey is {len(row)} bytes; "
-                                         f"HBase allows at most {max_key_bytes}")
-    return row
 
 
 def check_timestamp(route: str, field: str, ts: Any) -> int:
