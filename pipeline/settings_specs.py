@@ -23,8 +23,8 @@ from pipeline.settings_base import (
     TopicName,
 )
 
-__all__ = ["METADATA_FIELDS", "REGISTRY_FORMATS", "ColumnSpec", "CounterSpec", "FamilySpec", "RouteSpec", "TableSpec",
-           "TopicSpec", "metadata_root"]
+__all__ = ["METADATA_FIELDS", "REGISTRY_FORMATS", "WHOLE_VALUE", "ColumnSpec", "CounterSpec", "DynamicColumnsSpec",
+           "FamilySpec", "RouteSpec", "TableSpec", "TopicSpec", "metadata_root"]
 
 #: what a field name starting with ``$`` may name: the record's metadata, addressable wherever an
 #: event field is (rowkey designs, columns, ``timestamp_field``). ``$key`` is the decoded key (a path
@@ -116,6 +116,32 @@ class ColumnSpec(Section):
     null: Literal["error", "skip", "empty", "delete"] | None = None
 
 
+#: the field of dynamic columns that names the whole event (a Debezium route: the row image), its
+#: record metadata left out
+WHOLE_VALUE = "$value"
+
+
+class DynamicColumnsSpec(Section):
+    """Every field of an object as a column of one family (``columns = { "d:*" = "$value" }``): the key
+    ``family:PREFIX*`` gives each field the qualifier ``PREFIX`` + its name; ``field`` is the object,
+    ``$value`` for the whole event (in a Debezium route the row image), or a dotted path to one.
+
+    Per field (:mod:`pipeline.core.routes.reference` is the contract): its encoding is ``encoding``, or
+    with ``auto`` the one its registry schema gives its type, else the one its value's type gives
+    (``docs/columns.md``); a nested object is one ``json`` cell (``nested = "json"``) or its fields
+    flattened under ``name`` + ``separator`` (``"flatten"``); a field in ``exclude`` (by its flattened
+    name, or a name of an object it is in) is no column; a field named by a declared column is that
+    column's. A null field follows ``null`` (unset: ``delete`` in a Debezium route, ``skip`` otherwise);
+    an absent field writes nothing (a schema that loses a field leaves its old cells as they were)."""
+
+    field: str = WHOLE_VALUE
+    exclude: list[str] = Field(default_factory=list)
+    nested: Literal["json", "flatten"] = "json"
+    separator: str = Field(default=".", min_length=1)
+    encoding: Literal["auto", "text", "json"] = "auto"
+    null: Literal["skip", "empty", "delete"] | None = None
+
+
 class CounterSpec(Section):
     """Pre-aggregation on a counter cell ``column`` (``family:qualifier``).
 
@@ -142,6 +168,9 @@ class RouteSpec(Section):
     table: TableName
     rowkey: str
     columns: dict[str, ColumnSpec] = Field(default_factory=dict)
+    dynamic_columns: dict[str, DynamicColumnsSpec] = Field(
+        default_factory=dict, description="every field of an object as a column: written in columns as "
+                                          "'family:*' (or 'family:prefix*') = '$value' or a path")
     timestamp_field: str | None = Field(
         default=None, description="epoch-ms field used as the cell timestamp (replays rewrite the same cells); "
                                   "a Debezium route defaults to $source.lsn")
@@ -168,10 +197,16 @@ class RouteSpec(Section):
     @model_validator(mode="before")
     @classmethod
     def _short_columns(cls, data: Any) -> Any:
-        # `"d:h" = "hostname"` is shorthand for `"d:h" = { field = "hostname" }`
+        # `"d:h" = "hostname"` is shorthand for `"d:h" = { field = "hostname" }`; a column ending in `*`
+        # is dynamic columns (`"d:*" = "$value"`)
         if isinstance(data, dict) and isinstance(data.get("columns"), dict):
             data = dict(data)
-            data["columns"] = {k: ({"field": v} if isinstance(v, str) else v) for k, v in data["columns"].items()}
+            columns = {k: ({"field": v} if isinstance(v, str) else v) for k, v in data["columns"].items()}
+            dynamic = {k: v for k, v in columns.items() if isinstance(k, str) and "*" in k}
+            if dynamic:
+                given = data.get("dynamic_columns")
+                data["dynamic_columns"] = {**(given if isinstance(given, dict) else {}), **dynamic}
+            data["columns"] = {k: v for k, v in columns.items() if k not in dynamic}
         return data
 
     @model_validator(mode="after")
@@ -179,11 +214,20 @@ class RouteSpec(Section):
         for column in self.columns:
             if column.count(":") != 1 or column.startswith(":"):
                 raise ValueError(f"column {column!r} must be 'family:qualifier'")
-        if self.counter is None and not self.columns:
+        for column, dyn in self.dynamic_columns.items():
+            if ":" not in column or column.startswith(":") or not column.endswith("*") or "*" in column[:-1]:
+                raise ValueError(f"dynamic columns {column!r} must be 'family:*' or 'family:prefix*'")
+            if self.counter is not None:
+                raise ValueError("a counter route has no dynamic columns")
+            if dyn.field != WHOLE_VALUE and dyn.field.startswith("$"):
+                raise ValueError(f"dynamic columns {column!r}: field {dyn.field!r} must be {WHOLE_VALUE!r} (the "
+                                 "whole event) or a path to an object in it")
+        if self.counter is None and not self.columns and not self.dynamic_columns:
             raise ValueError("a route needs columns, or a counter")
         if self.counter is not None and self.counter.column.count(":") != 1:
             raise ValueError(f"counter column {self.counter.column!r} must be 'family:qualifier'")
-        for column in [*self.columns, *([self.counter.column] if self.counter is not None else [])]:
+        for column in [*self.columns, *self.dynamic_columns,
+                       *([self.counter.column] if self.counter is not None else [])]:
             problem = family_name_problem(column.split(":", 1)[0])
             if problem is not None:
                 raise ValueError(f"column {column!r}: {problem}")
@@ -206,7 +250,9 @@ class RouteSpec(Section):
                     "on_tombstone = 'delete' needs timestamp_field = '$offset' or '$timestamp': a tombstone has "
                     "no value, so its delete can only be ordered against the puts by the record's own position or "
                     f"time (timestamp_field is {ts!r})")
-        if self.delete_versions == "latest" and not (changes or any(c.null == "delete" for c in self.columns.values())):
+        nulls = [c.null for c in self.columns.values()] + [d.null for d in self.dynamic_columns.values()]
+        deletes_cells = "delete" in nulls
+        if self.delete_versions == "latest" and not (changes or deletes_cells):
             raise ValueError("delete_versions is for routes that delete (envelope, deleted_field, on_tombstone, "
                              "null = 'delete')")
         return self
@@ -214,7 +260,7 @@ class RouteSpec(Section):
     @property
     def families(self) -> list[str]:
         """The column families the route writes, in the order its columns (then its counter) name them."""
-        columns = [*self.columns, *([self.counter.column] if self.counter is not None else [])]
+        columns = [*self.columns, *self.dynamic_columns, *([self.counter.column] if self.counter is not None else [])]
         return list(dict.fromkeys(c.split(":", 1)[0] for c in columns))
 
     @property
@@ -244,7 +290,9 @@ class RouteSpec(Section):
         (:mod:`pipeline.core.routes.reference`), not the generated put builders."""
         fields = [c.field for c in self.columns.values()] + [self.cell_timestamp or ""]
         return (self.envelope != "none" or self.deleted_field is not None or self.tombstones != "dead_letter"
-                or any(c.null is not None for c in self.columns.values()) or any(f.startswith("$") for f in fields)
+                or any(c.null is not None for c in self.columns.values())
+                or any(d.null is not None for d in self.dynamic_columns.values())
+                or any(f.startswith("$") for f in fields)
                 or _METADATA_IN_ROWKEY.search(self.rowkey) is not None)
 
 

@@ -16,7 +16,8 @@ A message becomes a ``dict`` keyed by field name:
   is indistinguishable from "not set";
 - a field with presence (a message, a proto3 ``optional``, a ``oneof`` member, a proto2 field) is
   there only when set;
-- integers are ``int`` (64-bit ones too), floats ``float``, ``string`` a ``str``, ``bytes`` ``bytes``,
+- integers are ``int`` (64-bit ones too), floats ``float`` (a 32-bit ``float`` the shortest decimal
+  that reads back as the same float32: :mod:`pipeline.core.records.float32`), ``string`` a ``str``, ``bytes`` ``bytes``,
   an enum its value's name (its number when the schema does not name it), a map a ``dict``;
 - well-known messages: ``google.protobuf.Timestamp`` is epoch **milliseconds** (nanoseconds below a
   millisecond dropped: a ``timestamp_field`` as it is), the wrappers (``Int64Value``...) their value,
@@ -46,11 +47,12 @@ from google.protobuf import (
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import DecodeError, Message
 
+from pipeline.core.records.float32 import shortest_float32
 from pipeline.core.records.schematypes import CompiledSchema, RegisteredSchema
 from pipeline.core.records.wire import message_indexes
 from pipeline.errors import EventError
 
-__all__ = ["compile_protobuf", "message_to_event"]
+__all__ = ["compile_protobuf", "message_to_event", "protobuf_shape"]
 
 _WRAPPERS = frozenset(f"google.protobuf.{n}Value" for n in
                       ("Double", "Float", "Int64", "UInt64", "Int32", "UInt32", "Bool", "String", "Bytes"))
@@ -120,7 +122,40 @@ def compile_protobuf(schema: RegisteredSchema) -> CompiledSchema:
             raise EventError("schema_mismatch", f"{what} does not match its Protobuf schema (id {ident}, "
                                                 f"{cls.DESCRIPTOR.full_name}): {exc}") from exc
         return convert(msg)
-    return CompiledSchema(ident, "PROTOBUF", decode, name=top[0].full_name)
+    return CompiledSchema(ident, "PROTOBUF", decode, name=top[0].full_name, shape=protobuf_shape(top[0]))
+
+
+_INTEGERS = frozenset((FieldDescriptor.TYPE_INT32, FieldDescriptor.TYPE_INT64, FieldDescriptor.TYPE_SINT32,
+                       FieldDescriptor.TYPE_SINT64, FieldDescriptor.TYPE_SFIXED32, FieldDescriptor.TYPE_SFIXED64,
+                       FieldDescriptor.TYPE_UINT32, FieldDescriptor.TYPE_FIXED32))
+#: well-known messages read as one value (module docstring), by the encoding of that value
+_SPECIAL_SHAPES = {"google.protobuf.Timestamp": "long", "confluent.type.Decimal": "decimal",
+                   "google.protobuf.Int64Value": "long", "google.protobuf.Int32Value": "long",
+                   "google.protobuf.UInt32Value": "long", "google.protobuf.BytesValue": "bytes"}
+_SHAPE_DEPTH = 16
+
+
+def protobuf_shape(desc: Descriptor, depth: int = 0) -> dict[str, Any]:
+    """The column encoding of each field of ``desc``'s messages (:mod:`pipeline.core.records.shapes`):
+    signed and 32-bit integers ``long``; ``uint64``/``fixed64`` ``text`` (above a long's range);
+    strings, enums, booleans, floats ``text``; ``bytes`` ``bytes``; repeated fields and maps ``json``;
+    a message a nested shape (a well-known one the encoding of its value)."""
+    return {f.name: _field_shape(f, depth) for f in desc.fields}
+
+
+def _field_shape(f: FieldDescriptor, depth: int) -> Any:
+    if f.is_repeated:
+        return "json"
+    if f.message_type is not None:
+        special = _SPECIAL_SHAPES.get(f.message_type.full_name)
+        if special is not None:
+            return special
+        if f.message_type.full_name in _WRAPPERS:
+            return "text"
+        return "json" if depth >= _SHAPE_DEPTH else protobuf_shape(f.message_type, depth + 1)
+    if f.type in _INTEGERS:
+        return "long"
+    return "bytes" if f.type == FieldDescriptor.TYPE_BYTES else "text"
 
 
 def message_to_event(msg: Message) -> dict[str, Any]:
@@ -138,13 +173,22 @@ def _wrapped(m: Any) -> Any:
     return m.value
 
 
+def _float32(value: float) -> float:
+    return shortest_float32(value)
+
+
+def _wrapped_float32(m: Any) -> float:
+    return shortest_float32(m.value)
+
+
 def _decimal(m: Any) -> Decimal:
     return Decimal(f"{int.from_bytes(m.value, 'big', signed=True) if m.value else 0}E{-m.scale}")
 
 
 _SPECIAL: dict[str, Callable[[Any], Any]] = {"google.protobuf.Timestamp": _timestamp_ms,
                                              "confluent.type.Decimal": _decimal,
-                                             **dict.fromkeys(_WRAPPERS, _wrapped)}
+                                             **dict.fromkeys(_WRAPPERS, _wrapped),
+                                             "google.protobuf.FloatValue": _wrapped_float32}
 
 
 class _Converters:
@@ -189,7 +233,7 @@ class _Converters:
         if f.enum_type is not None:
             names = {v.number: v.name for v in f.enum_type.values}
             return lambda n: names.get(n, n)
-        return _identity
+        return _float32 if f.type == FieldDescriptor.TYPE_FLOAT else _identity
 
 
 def _identity(value: Any) -> Any:

@@ -14,7 +14,9 @@ How a decoded record becomes an event (the same rule for values and keys):
   ``null``), ``bytes`` and ``fixed`` are ``bytes``. Logical types keep the number they are on the wire --
   ``timestamp-millis`` (epoch milliseconds: a ``timestamp_field`` as it is), ``timestamp-micros``
   (epoch microseconds), ``date`` (days since the epoch), ``time-millis``/``-micros`` -- and ``uuid``
-  its text; ``decimal`` becomes a :class:`decimal.Decimal` of the schema's scale.
+  its text; ``decimal`` becomes a :class:`decimal.Decimal` of the schema's scale. A ``float``
+  (32-bit) is the shortest decimal that reads back as the same float32
+  (:mod:`pipeline.core.records.float32`: ``0.1``, not ``0.10000000149011612``).
 - **JSON Schema**: the body is read as JSON (:func:`pipeline.core.records.decode.json_value`) and validated
   against the schema; a body that does not validate is ``schema_mismatch``.
 - **Protobuf**: see :mod:`pipeline.core.records.protobufs`.
@@ -50,6 +52,7 @@ from pipeline.core.records.schematypes import (
     SchemaReference,
     SchemaType,
 )
+from pipeline.core.records.shapes import avro_float32, avro_shape, json_schema_shape
 from pipeline.core.records.wire import HEADER_BYTES, schema_id
 from pipeline.errors import EventError
 
@@ -104,6 +107,7 @@ def _avro(schema: RegisteredSchema) -> CompiledSchema:
     parsed = fastavro.parse_schema(_strip_logical(_avro_json(schema.text)), named)
     name = parsed.get("name", parsed.get("type", "")) if isinstance(parsed, dict) else str(parsed)
     ident, reader = schema.id, fastavro.schemaless_reader
+    floats = avro_float32(parsed, named)
 
     def decode(raw: bytes, what: str) -> Any:
         fo = io.BytesIO(raw)
@@ -117,8 +121,8 @@ def _avro(schema: RegisteredSchema) -> CompiledSchema:
         if left:
             raise EventError("schema_mismatch", f"{what} does not match its Avro schema (id {ident}, {name}): "
                                                 f"{left} bytes left over after the record")
-        return value
-    return CompiledSchema(ident, "AVRO", decode, name=str(name))
+        return value if floats is None else floats(value)
+    return CompiledSchema(ident, "AVRO", decode, name=str(name), shape=avro_shape(parsed, named))
 
 
 def _avro_json(text: str) -> Any:
@@ -149,7 +153,7 @@ def _json_schema(schema: RegisteredSchema) -> CompiledSchema:
             raise EventError("schema_mismatch", f"{what} does not match its JSON Schema (id {ident}"
                                                 f"{', ' + title if title else ''}) at {where}: {error.message}")
         return value
-    return CompiledSchema(ident, "JSON", decode, name=title)
+    return CompiledSchema(ident, "JSON", decode, name=title, shape=json_schema_shape(document))
 
 
 class SchemaCache:

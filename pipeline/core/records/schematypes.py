@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -47,10 +47,12 @@ class RegisteredSchema:
 class CompiledSchema:
     """One id's decoder: ``decode(raw, what)`` reads a framed ``raw`` (its header already checked) into
     an event value; ``problem`` is set (and ``decode`` raises it) for an id the registry does not know or
-    a schema that cannot be compiled."""
+    a schema that cannot be compiled. ``shape``: the column encoding of each field of its records
+    (:mod:`pipeline.core.records.shapes`), None when the schema is no record."""
 
     id: int
     schema_type: SchemaType | None
     decode: Callable[[bytes, str], Any]
     problem: str | None = None
     name: str = field(default="")
+    shape: Mapping[str, Any] | None = None

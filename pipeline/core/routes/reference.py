@@ -34,6 +34,18 @@ Per record (contract of :meth:`TopicReference.outcome`):
      a delete of that column at the put's timestamp, in a second mutation). A put with no cell left
      is no mutation (HBase has no row without cells).
 
+   Dynamic columns (``family:PREFIX*``, :class:`~pipeline.settings.DynamicColumnsSpec`) add a cell per
+   field of their object (``$value``: the event, or a Debezium route's row image, without its ``$``
+   fields; a path: the object there, nothing when it is absent or null, ``bad_type`` when it is no
+   object), in the object's field order, qualifier ``PREFIX`` + the field's name; a nested object is one
+   ``json`` cell, or (``nested = "flatten"``) its fields under ``name`` + ``separator``, recursively. A
+   field whose (flattened) name, or the name of an object it is in, is in ``exclude`` gives no cell, nor
+   does one whose column a declared column names. The encoding is the spec's, or with ``auto`` the
+   one the record's writer schema gives the field (:mod:`pipeline.core.records.shapes`; a Debezium
+   route reads the schema of ``after``), else by the value: ``bool``, ``str``, ``float`` ``text``,
+   ``int`` ``long`` (beyond 64 bits: ``out_of_range``), ``bytes`` ``bytes``, ``Decimal`` ``decimal``,
+   lists and objects ``json``. A null field follows the spec's ``null`` rule as a declared column's.
+
    A rowkey field that is null (JSON null, SQL NULL; not an absent field, which is ``missing_field``)
    is a NULL key, which follows the route's ``null_key`` rule: ``skip`` (a Debezium route's default)
    addresses no row -- no put, no delete; an update from a value to NULL deletes the old row, from
@@ -74,17 +86,21 @@ so nothing the wire encoder refuses leaves routing.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from decimal import Decimal
 from typing import Any, NamedTuple, Protocol
 
 from pipeline.core.model import Mutation, MutationKind, Origin, TopicPartition
 from pipeline.core.records.deadletters import dead_letter_source, own_headers
 from pipeline.core.records.decode import KEY_DECODERS, VALUE_DECODERS, Decoder
 from pipeline.core.records.schemas import SCHEMA_TYPES, SchemaCache, registry_decoder
-from pipeline.core.routes.encodings import LONG_MAX, LONG_MIN, encode_long, text
+from pipeline.core.records.shapes import Shape
+from pipeline.core.records.wire import HEADER_BYTES
+from pipeline.core.routes.encodings import ENCODINGS, LONG_MAX, LONG_MIN, encode_long, text
 from pipeline.core.routes.fields import MISSING, encoder, getter
 from pipeline.errors import ConfigError, EventError
 from pipeline.rowkey import EventFieldError, RowKey
-from pipeline.settings import RouteSpec, TopicSpec
+from pipeline.settings import DynamicColumnsSpec, RouteSpec, TopicSpec
+from pipeline.settings_specs import WHOLE_VALUE
 
 __all__ = [
     "SNAPSHOT_TS",
@@ -151,6 +167,91 @@ class _Column:
         self.required, self.null = required, null
 
 
+#: the encoders of dynamic columns' cells (their errors name the column: :meth:`_Dynamic.cells`)
+_ENCODE = {name: e.encoder("") for name, e in ENCODINGS.items()}
+_BY_VALUE = {str: "text", bool: "text", float: "text", int: "long", bytes: "bytes", Decimal: "decimal"}
+
+
+class _Dynamic:
+    """One ``family:PREFIX*`` of a route (module docstring, step 3)."""
+
+    __slots__ = ("encoding", "exclude", "flatten", "get", "label", "named", "null", "path", "prefix", "sep", "whole")
+
+    def __init__(self, column: str, spec: DynamicColumnsSpec, named: frozenset[bytes], debezium: bool) -> None:
+        self.label = column
+        self.prefix = column[:-1].encode()
+        self.whole = spec.field == WHOLE_VALUE
+        self.path = () if self.whole else tuple(spec.field.split("."))
+        self.get = None if self.whole else getter(spec.field)
+        self.exclude = frozenset(spec.exclude)
+        self.flatten = spec.nested == "flatten"
+        self.sep = spec.separator
+        self.encoding = None if spec.encoding == "auto" else spec.encoding
+        self.null = spec.null or ("delete" if debezium else "skip")
+        self.named = named
+
+    def shape_of(self, shape: Shape | None) -> Shape | None:
+        """The part of a record's shape that types this object's fields."""
+        for part in self.path:
+            shape = shape.get(part) if isinstance(shape, Mapping) else None
+        return shape if isinstance(shape, Mapping) else None
+
+    def cells(self, route: str, event: Mapping[str, Any], shape: Shape | None,
+              cells: dict[bytes, bytes], gone: dict[bytes, bytes], max_cell: int) -> int:
+        """Add this object's cells to ``cells`` (and its null fields deleted to ``gone``); their bytes."""
+        if self.get is None:
+            obj: Any = event
+        else:
+            obj = self.get(event)
+            if obj is MISSING or obj is None:
+                return 0
+            if not isinstance(obj, Mapping):
+                raise EventError("bad_type", f"route {route!r}: dynamic columns {self.label}: field "
+                                             f"{'.'.join(self.path)!r} is {type(obj).__name__}, not an object")
+        return self._add(route, obj, self.shape_of(shape), "", cells, gone, max_cell)
+
+    def _add(self, route: str, obj: Mapping[str, Any], shape: Shape | None, prefix: str,
+             cells: dict[bytes, bytes], gone: dict[bytes, bytes], max_cell: int) -> int:
+        size = 0
+        top = self.whole and not prefix
+        for name, value in obj.items():
+            if top and name.startswith("$"):
+                continue  # record metadata, not a field of the value
+            flat = prefix + name
+            if flat in self.exclude:
+                continue
+            sub = shape.get(name) if shape is not None else None
+            if self.flatten and isinstance(value, Mapping):
+                size += self._add(route, value, sub if isinstance(sub, Mapping) else None, flat + self.sep,
+                                  cells, gone, max_cell)
+                continue
+            column = self.prefix + flat.encode()
+            if column in self.named:
+                continue
+            if value is None:
+                if self.null == "skip":
+                    continue
+                if self.null == "delete":
+                    gone[column] = b""
+                    continue
+                raw = b""
+            else:
+                encoding = self.encoding or (sub if sub.__class__ is str else None) or _BY_VALUE.get(
+                    value.__class__, "json")
+                try:
+                    raw = _ENCODE[encoding](value)
+                except EventError as exc:
+                    raise EventError(exc.reason, f"route {route!r}: dynamic column {column.decode(errors='replace')}"
+                                                 f" ({encoding}): {str(exc).removeprefix('field ' + repr('') + ': ')}"
+                                     ) from exc
+            if len(raw) > max_cell:
+                raise EventError("value_too_large", f"route {route!r}: column {column.decode(errors='replace')} "
+                                                    f"value is {len(raw)} bytes; the cell limit is {max_cell}")
+            cells[column] = raw
+            size += len(column) + len(raw) + 8
+        return size
+
+
 def check_timestamp(route: str, field: str, ts: Any) -> int:
     """A cell timestamp read from ``field``: an integer in ``[0, 2**63 - 1]`` (HBase's cells), else
     :class:`EventError` (``missing_field`` when absent or null, ``bad_type`` otherwise)."""
@@ -179,6 +280,10 @@ class RouteReference:
             _Column(c.encode(), cs.field, getter(cs.field), encoder(cs), cs.required,
                     cs.null or default_null or ("error" if cs.required else "skip"))
             for c, cs in spec.columns.items()]
+        declared = frozenset(col.name for col in self.columns)
+        self.dynamic = [_Dynamic(c, d, declared, self.debezium) for c, d in spec.dynamic_columns.items()]
+        #: whether a record's writer schema types this route's cells (dynamic columns, ``encoding = "auto"``)
+        self.shaped = any(d.encoding is None for d in self.dynamic)
         self.families = {f.encode(): b"" for f in families}
         self.ts_field = spec.cell_timestamp
         self._ts = getter(self.ts_field) if self.ts_field else None
@@ -238,19 +343,21 @@ class RouteReference:
         flag = self._deleted(event)
         return flag is True or flag == "true"
 
-    def apply(self, event: Mapping[str, Any], origin: Origin) -> list[Mutation]:
+    def apply(self, event: Mapping[str, Any], origin: Origin, shape: Shape | None = None) -> list[Mutation]:
         """The mutations of an event that is not a Debezium change (metadata already added): a delete
-        (``deleted_field``), a counter's increment or tally, or a put."""
+        (``deleted_field``), a counter's increment or tally, or a put. ``shape``: the record's writer
+        schema's (dynamic columns)."""
         if self.deleted(event):
             gone = self.delete(event, origin)
             return [] if gone is None else [gone]
         if self.counter is not None:
             return self._counted(event, origin)
-        return self.upsert(event, origin)
+        return self.upsert(event, origin, None, shape)
 
-    def upsert(self, event: Mapping[str, Any], origin: Origin, ts: int | None = None) -> list[Mutation]:
+    def upsert(self, event: Mapping[str, Any], origin: Origin, ts: int | None = None,
+               shape: Shape | None = None) -> list[Mutation]:
         """The put of ``event`` (and the delete of its null columns whose rule is ``delete``), at ``ts`` or the
-        event's timestamp; nothing for a NULL key that is skipped."""
+        event's timestamp; nothing for a NULL key that is skipped. ``shape`` types dynamic columns."""
         row = self.row(event)
         if row is None:
             return []
@@ -281,6 +388,8 @@ class RouteReference:
                                                     f"{len(raw)} bytes; the cell limit is {self._max_cell}")
             cells[col.name] = raw
             size += len(col.name) + len(raw) + 8
+        for dyn in self.dynamic:
+            size += dyn.cells(self.name, event, shape, cells, gone, self._max_cell)
         out = []
         if gone:
             self._check_delete_ts(ts)
@@ -340,8 +449,10 @@ class RouteReference:
         if ts is None and self.delete_kind is MutationKind.DELETE_VERSION:
             raise EventError("missing_field", f"route {self.name!r}: delete_versions = 'latest' needs a timestamp")
 
-    def debezium_change(self, op: Any, after: Any, before: Any, meta: dict[str, Any], origin: Origin) -> list[Mutation]:
-        """The mutations of one Debezium change (module docstring, step 3)."""
+    def debezium_change(self, op: Any, after: Any, before: Any, meta: dict[str, Any], origin: Origin,
+                        shape: Shape | None = None) -> list[Mutation]:
+        """The mutations of one Debezium change (module docstring, step 3); ``shape``: the envelope's
+        writer schema's (its ``after`` types dynamic columns)."""
         if op in _UPSERT_OPS:
             if not isinstance(after, dict):
                 raise EventError("missing_field", f"route {self.name!r}: a change with op {op!r} has no 'after' row")
@@ -356,7 +467,9 @@ class RouteReference:
                 elif not self._keyed(meta):
                     raise self._no_before(op)
             try:
-                return moved + self.upsert(new, origin, SNAPSHOT_TS if op == "r" and self.ts_field == _LSN else None)
+                row_shape = shape.get("after") if shape is not None else None
+                return moved + self.upsert(new, origin, SNAPSHOT_TS if op == "r" and self.ts_field == _LSN else None,
+                                           row_shape if isinstance(row_shape, Mapping) else None)
             except EventError as exc:
                 if moved:  # the old row is gone whatever the new one is: its delete stands
                     raise PartlyRefused(exc.reason, str(exc), moved) from exc
@@ -438,6 +551,9 @@ class TopicReference:
         #: a re-drive of dead letters of this source topic into these routes (module docstring)
         self.redrive_of = topic.redrive_of
         self._names = {r.name for r in routes}
+        #: the compiled writer schema of a framed value, when a route's cells follow its shape
+        self._schema = schemas.lookup() if schemas is not None and self.framed_values and any(
+            r.shaped for r in routes) else None
 
     def _meta(self, tp: TopicPartition, rec: MetaRecord) -> dict[str, Any] | None:
         """The record's metadata fields; None for a dead letter a re-drive skips (module docstring)."""
@@ -479,6 +595,10 @@ class TopicReference:
                                                                           "expected an object"))])
         out: list[Mutation] = []
         refused: list[Refusal] = []
+        shape = None
+        if self._schema is not None and rec.value is not None:
+            compiled = self._schema(int.from_bytes(rec.value[1:HEADER_BYTES], "big"))  # decoded: framed
+            shape = compiled.shape if compiled is not None else None
         if event is not None and self._debezium:
             op, after, before = event.get("op"), event.get("after"), event.get("before")
             dbz = meta | {"$op": op, "$source": event.get("source")}
@@ -487,9 +607,9 @@ class TopicReference:
                 if event is None:
                     out += route_tombstone(route, meta, origin)
                 elif route.debezium:
-                    out += route.debezium_change(op, after, before, dbz, origin)
+                    out += route.debezium_change(op, after, before, dbz, origin, shape)
                 else:
-                    out += route.apply(event | meta, origin)
+                    out += route.apply(event | meta, origin, shape)
             except PartlyRefused as exc:
                 out += exc.mutations
                 refused.append(Refusal(route.name, exc))

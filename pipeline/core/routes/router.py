@@ -87,7 +87,8 @@ class CompiledRoute:
         self.reference = RouteReference(spec, self.rowkey, self.families, max_key_bytes, max_cell_bytes)
         #: ``mutation(event, origin)``: the route's one mutation for a plain topic's event, or None when
         #: the reference must decide (module docstring); for a route on the general path, unused
-        self.mutation: MutationFn = _single(self.reference) if spec.counter is not None or spec.changelog else (
+        self.mutation: MutationFn = _single(self.reference) if (
+                spec.counter is not None or spec.changelog or spec.dynamic_columns) else (
             generate_put(route=spec.name, table=spec.table, build=self.rowkey.builder, columns=spec.columns,
                          timestamp_field=spec.timestamp_field, max_key_bytes=max_key_bytes,
                          max_cell_bytes=max_cell_bytes))
@@ -158,7 +159,9 @@ class Router:
         for topic, rs in self.by_topic.items():
             spec = specs.get(topic) or TopicSpec(name=topic)
             self.reference[topic] = TopicReference(spec, [r.reference for r in rs], self.schemas)
-            general = any(r.spec.changelog for r in rs) or spec.redrive_of is not None
+            # a route whose cells follow the writer schema's shape reads the schema id of each record
+            general = (any(r.spec.changelog for r in rs) or spec.redrive_of is not None
+                       or (spec.value_format in SCHEMA_TYPES and any(r.reference.shaped for r in rs)))
             if spec.value_format in SCHEMA_TYPES and not general:
                 self._decoders[topic] = registry_decoder(spec.value_format, self.schemas, "value")
             elif spec.value_format != "json" or spec.key_format != "text" or general:
@@ -250,7 +253,8 @@ def _plan(route: CompiledRoute) -> tuple[Any, ...] | None:
     when all its columns are ``text``; None for any other route (the loop calls its fast form). The
     plan states what the generated fast form (:mod:`pipeline.core.routes.putgen`) does for these columns."""
     spec = route.spec
-    if spec.counter is not None or spec.changelog or any(c.encoding != "text" for c in spec.columns.values()):
+    if (spec.counter is not None or spec.changelog or spec.dynamic_columns
+            or any(c.encoding != "text" for c in spec.columns.values())):
         return None
     ts = tuple(spec.timestamp_field.split(".")) if spec.timestamp_field else None
     columns = tuple((name.encode(), tuple(c.field.split(".")), c.required) for name, c in spec.columns.items())
