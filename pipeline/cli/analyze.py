@@ -21,6 +21,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from connectors.hbase import HBaseClient
+from pipeline.cli.console import output_console
 from pipeline.cli.errors import check_not_empty
 from pipeline.core.keyspace import KeyspaceReport, analyze_keys, recommend_buckets
 from pipeline.errors import ConfigError
@@ -36,7 +37,7 @@ from pipeline.settings import load_settings
 
 __all__ = ["Analysis", "analyze", "check_plot_path", "hotspot_verdict", "read_events", "register_analyze"]
 
-_console = Console()
+_console = output_console()
 
 #: Regions used for a design without fan-out when neither --regions nor --table is given.
 DEFAULT_UNSALTED_REGIONS = 16

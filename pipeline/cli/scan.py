@@ -18,10 +18,10 @@ Errors (:class:`~pipeline.errors.HBaseIngestError`) propagate to the command roo
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -32,6 +32,7 @@ from rich.console import Console
 from rich.table import Table
 
 from connectors.hbase import HBaseClient
+from pipeline.cli.console import output_console as shared_output_console
 from pipeline.cli.errors import check_time_range
 from pipeline.cli.logsetup import quiet_reaped_workers
 from pipeline.core.routes.router import compile_route
@@ -45,8 +46,6 @@ from pipeline.runtime.read.reader import PAGE_SIZE, PROCESS_PAGE_SIZE, Reader, R
 from pipeline.settings import RouteSpec, load_settings
 
 __all__ = ["output_console", "parse_time", "parse_where", "print_rows", "register"]
-
-_UNFOLDED_WIDTH = 100_000  # a table wider than this folds even when piped
 
 
 def parse_time(text: str, option: str) -> int:
@@ -98,6 +97,8 @@ def parse_where(items: list[str], rowkey: RowKey) -> dict[str, Any]:
 def _plain(value: Any) -> Any:
     if isinstance(value, bytes):
         return format_key(value)
+    if isinstance(value, Decimal):  # a decimal column: its exact number, scale kept (12.50)
+        return orjson.Fragment(format(value, "f"))
     raise TypeError
 
 
@@ -118,10 +119,8 @@ def _cell(value: Any) -> str:
 def output_console() -> Console:
     """The console of ``--format table`` and ``--explain``: the terminal's width when stdout is a
     terminal or ``COLUMNS`` is set, otherwise wide enough that a row stays on one line (rich would
-    fold every table to 80 columns in a pipe or a file)."""
-    if sys.stdout.isatty() or os.environ.get("COLUMNS"):
-        return Console(soft_wrap=True)
-    return Console(soft_wrap=True, width=_UNFOLDED_WIDTH)
+    fold every table to 80 columns in a pipe or a file); see :mod:`pipeline.cli.console`."""
+    return shared_output_console(soft_wrap=True)
 
 
 def print_rows(out: Console, rows: Sequence[ReadRow], fields: list[str]) -> None:

@@ -10,19 +10,20 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from connectors.stack import LocalStack
+from connectors.stack import LocalStack, StackStatus
 from connectors.stack.connect import CONNECTOR_NAME
 from connectors.stack.krb_kafka import KERBEROS_USER, OAUTH_SUBJECT
 from connectors.stack.layout import APICURIO_VERSION, DEBEZIUM_VERSION
 from connectors.stack.pgserver import CDC_USER, DATABASE, POSTGRES_MAJOR, captured_tables
 from connectors.stack.secure import GROUP_PREFIX, OTHER_USER, TOPIC_PREFIX, WORKER_USER
+from pipeline.cli.console import output_console
 from pipeline.errors import ConfigError
 from pipeline.settings import StackSettings, load_settings
 
 __all__ = ["stack_app"]
 
 stack_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None)
-_console = Console()
+_console = output_console()
 
 ConfigOpt = typer.Option(None, "--config", "-c", help="TOML profile ([stack] section: ports, heaps, dirs).")
 RegionServersOpt = typer.Option(
@@ -218,22 +219,29 @@ def _print_cdc(stack: LocalStack) -> None:
         _console.print(f"  {table} -> topic {cdc.topic(table)}", soft_wrap=True)
 
 
+def print_processes(st: StackStatus, versions: str = "", console: Console = _console) -> None:
+    """The head of ``stack status``: the folders, the versions (``versions`` appended to Kafka's and
+    HBase's), one table row per process, every port. Plain text: paths and names are not markup."""
+    console.print(f"state folder: {st.state_dir}\njar cache:    {st.cache_dir}", markup=False)
+    console.print(f"versions:     Kafka {st.kafka_version}, HBase {st.hbase_version}{versions}; shape: {st.mode}",
+                  markup=False)
+    table = Table("process", "state", "pid", "RSS MB", "ports", "log")
+    for p in st.processes:
+        table.add_row(escape(p.name), p.state, str(p.pid or "-"), f"{p.rss_mb:.0f}" if p.rss_mb else "-",
+                      escape(" ".join(f"{k} {v}" for k, v in p.ports.items())), escape(str(p.log)))
+    console.print(table, soft_wrap=True)
+    console.print("ports: " + ", ".join(f"{k} {v}" for k, v in st.ports.items()), markup=False)
+
+
 @stack_app.command()
 def status(config: Path | None = ConfigOpt) -> None:
     """Show the state folder, every process (state, pid, memory, ports, log), any server that died and
     the log lines that say why, and whether the stack answers real round trips."""
     stack = _recorded(config)
     st = stack.status()
-    _console.print(f"state folder: {st.state_dir}\njar cache:    {st.cache_dir}")
     cdc = f", PostgreSQL {POSTGRES_MAJOR}, Debezium {DEBEZIUM_VERSION}" if stack.cdc is not None else ""
     registry = f", Apicurio Registry {APICURIO_VERSION}" if stack.registry_url is not None else ""
-    _console.print(f"versions:     Kafka {st.kafka_version}, HBase {st.hbase_version}{registry}{cdc}; shape: {st.mode}")
-    table = Table("process", "state", "pid", "RSS MB", "ports", "log")
-    for p in st.processes:
-        table.add_row(p.name, p.state, str(p.pid or "-"), f"{p.rss_mb:.0f}" if p.rss_mb else "-",
-                      " ".join(f"{k} {v}" for k, v in p.ports.items()), str(p.log))
-    _console.print(table, soft_wrap=True)
-    _console.print("ports: " + ", ".join(f"{k} {v}" for k, v in st.ports.items()))
+    print_processes(st, registry + cdc)
     _print_gateways(stack)
     _print_secure(stack)
     _print_kerberos(stack)

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from connectors.hbase import HBaseClient
 from pipeline.cli.analyze import read_events
+from pipeline.cli.console import output_console
 from pipeline.cli.errors import check_not_empty
 from pipeline.core.routes.router import compile_route
 from pipeline.errors import ConfigError
@@ -25,7 +26,7 @@ __all__ = ["tables_app"]
 
 tables_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
                          help="Create pre-split tables and describe their regions.")
-_console = Console()
+_console = output_console()
 
 ConfigOpt = Annotated[Path | None, typer.Option(
     "--config", "-c", help="TOML profile with [[tables]] and [[routes]].")]

@@ -18,17 +18,19 @@ from typing import Annotated
 
 import typer
 from prometheus_client.parser import text_string_to_metric_families
-from rich.console import Console, Group, RenderableType
+from rich.console import Group, RenderableType
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from pipeline.cli.console import output_console, unfolded
 from pipeline.errors import ConfigError
 
 __all__ = ["RegionBar", "Snapshot", "parse_snapshot", "register", "render", "scrape"]
 
 _P = "hbase_ingest_"
 _BAR_WIDTH = 40
+_KEY_WIDTH = 24  # a start key longer than this ends in "…" on a terminal
 
 
 @dataclass(frozen=True)
@@ -110,8 +112,9 @@ def _fmt_rate(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f}/s"
 
 
-def render(prev: Snapshot | None, cur: Snapshot, url: str = "") -> RenderableType:
-    """One frame: a header of totals and rates, the lag table, and a bar per region per table."""
+def render(prev: Snapshot | None, cur: Snapshot, url: str = "", key_width: int | None = _KEY_WIDTH) -> RenderableType:
+    """One frame: a header of totals and rates, the lag table, and a bar per region per table
+    (start keys cut to ``key_width`` characters; ``None``: shown whole)."""
     head = Table.grid(padding=(0, 3))
     head.add_row(
         Text(f"events {cur.consumed:,.0f} ({_fmt_rate(_rate(prev, cur, 'consumed'))})", style="bold"),
@@ -162,7 +165,7 @@ def render(prev: Snapshot | None, cur: Snapshot, url: str = "") -> RenderableTyp
             show_edge=False,
             show_header=False,
         )
-        grid.add_column("start key", max_width=24, overflow="ellipsis", no_wrap=True)
+        grid.add_column("start key", max_width=key_width, overflow="ellipsis", no_wrap=True)
         grid.add_column("bar", no_wrap=True)
         grid.add_column("rows", justify="right")
         grid.add_column("share", justify="right")
@@ -223,7 +226,8 @@ def top(
 ) -> None:
     """Live view of throughput, lag and the write distribution across regions."""
     target = _metrics_url(url)
-    console = Console()
+    console = output_console()
+    key_width = None if unfolded(console) else _KEY_WIDTH
 
     def take() -> Snapshot:
         try:
@@ -238,14 +242,14 @@ def top(
     prev = take()
     if once:
         time.sleep(interval)
-        console.print(render(prev, take(), target))
+        console.print(render(prev, take(), target, key_width))
         return
-    with Live(render(None, prev, target), console=console, refresh_per_second=4, screen=False) as live:
+    with Live(render(None, prev, target, key_width), console=console, refresh_per_second=4, screen=False) as live:
         try:
             while True:
                 time.sleep(interval)
                 cur = take()
-                live.update(render(prev, cur, target))
+                live.update(render(prev, cur, target, key_width))
                 prev = cur
         except KeyboardInterrupt:
             pass

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import io
 import sys
+from decimal import Decimal
 
+import orjson
 import pytest
 from rich.console import Console
 
@@ -51,3 +53,14 @@ def test_columns_or_a_terminal_keep_the_folding_width(monkeypatch: pytest.Monkey
     lines = _render(narrow)
     assert max(len(line) for line in lines) <= 80
     assert sum(1 for line in lines if "x" * 10 in line) > 1  # the long cell folded
+
+
+def test_a_decimal_column_shows_its_exact_number() -> None:
+    row = ReadRow(b"k", {}, {"d:amount": Decimal("12.50"), "d:big": Decimal("1E+3")}, "all")
+    assert orjson.loads(scan_cli._jsonl(row))["columns"] == {"d:amount": 12.5, "d:big": 1000}
+    assert b'"d:amount":12.50,' in scan_cli._jsonl(row)  # a JSON number, its scale kept
+    console = Console(file=io.StringIO(), width=200)
+    scan_cli.print_rows(console, [row], [])
+    out = console.file
+    assert isinstance(out, io.StringIO)
+    assert "12.50" in out.getvalue() and "1000" in out.getvalue()
