@@ -189,6 +189,10 @@ class RouteSpec(Section):
     delete_versions: Literal["all", "latest"] = Field(
         default="all", description="a delete removes every version up to the event's timestamp (all), or "
                                    "only the version at that timestamp (latest)")
+    ttl_field: str | None = Field(
+        default=None, description="a field holding the put's cell TTL in milliseconds, counted from the cell "
+                                  "timestamp (HBase's per-cell TTL): the cells expire on their own time; absent "
+                                  "or null: no TTL beyond the family's")
     null_key: Literal["skip", "dead_letter"] | None = Field(
         default=None, description="what a null rowkey field (JSON null, SQL NULL) does: skip (the default of a "
                                   "Debezium route: no row, as a sparse index; an update to NULL deletes the old "
@@ -233,12 +237,15 @@ class RouteSpec(Section):
                 raise ValueError(f"column {column!r}: {problem}")
         allowed = METADATA_FIELDS + (DEBEZIUM_FIELDS if self.envelope == "debezium" else ())
         named = [(f"column {c}", spec.field) for c, spec in self.columns.items()]
-        for what, path in [*named, ("timestamp_field", self.timestamp_field), ("deleted_field", self.deleted_field)]:
+        for what, path in [*named, ("timestamp_field", self.timestamp_field), ("deleted_field", self.deleted_field),
+                           ("ttl_field", self.ttl_field)]:
             root = metadata_root(path) if path else None
             if root is not None and root not in allowed:
                 raise ValueError(f"{what}: {path!r} names no record metadata; a field starting with '$' is one of "
                                  f"{', '.join(allowed)}")
         changes = self.envelope == "debezium" or self.deleted_field is not None or self.on_tombstone == "delete"
+        if self.ttl_field is not None and self.counter is not None:
+            raise ValueError("ttl_field is for puts; a counter route's cells cannot expire on their own")
         if changes and self.counter is not None:
             raise ValueError("a counter route cannot take deletes (envelope, deleted_field, on_tombstone = 'delete')")
         if self.envelope == "debezium" and self.deleted_field is not None:

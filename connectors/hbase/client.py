@@ -199,7 +199,13 @@ class HBaseClient(GatewayCalls):
         if puts or dels:
             def send(c: Any) -> None:
                 idl = load_idl()
-                if puts and self._direct_puts:
+                expiring = [m for m in puts if m.ttl is not None] if self._direct_puts else ()
+                if expiring:  # the direct encoder writes no attributes: those go the thriftpy2 way
+                    c.putMultiple(name, tputs(idl, expiring))
+                    plain = [m for m in puts if m.ttl is None]
+                    if plain:
+                        put_multiple(c, name, plain)
+                elif puts and self._direct_puts:
                     put_multiple(c, name, puts)
                 elif puts:
                     c.putMultiple(name, tputs(idl, puts))

@@ -57,8 +57,8 @@ from pipeline.core.model import Mutation
 from pipeline.errors import HBaseRequestError
 from pipeline.settings import HBaseSettings
 
-__all__ = ["COMPILED", "direct_puts", "encode_put_multiple", "encode_python", "put_multiple", "split_column",
-           "thriftpy2_message", "tputs"]
+__all__ = ["COMPILED", "TTL_ATTRIBUTE", "direct_puts", "encode_put_multiple", "encode_python", "put_multiple",
+           "split_column", "thriftpy2_message", "tputs"]
 
 
 _I32 = struct.Struct(">i").pack
@@ -216,14 +216,24 @@ def direct_puts(settings: HBaseSettings) -> bool:
     return settings.protocol == "binary" and settings.put_encoder == "direct"
 
 
+#: the put attribute of a cell TTL (HBase's ``OperationWithAttributes``: ``Mutation.setTTL``)
+TTL_ATTRIBUTE = b"_ttl"
+
+
 def tputs(idl: ModuleType, puts: Sequence[Mutation]) -> list[Any]:
     """The ``TPut`` objects of thriftpy2's path for ``puts`` (``idl``: the Thrift2 IDL module): the
-    client's path on the compact protocol, or with ``put_encoder = "thriftpy2"``."""
+    client's path on the compact protocol, with ``put_encoder = "thriftpy2"``, and for puts with a
+    cell TTL (:class:`~pipeline.core.model.ExpiringPut`: the ``_ttl`` attribute, which
+    :func:`encode_put_multiple` does not write)."""
     # positional arguments in IDL field order: (family, qualifier, value, timestamp) and
     # (row, columnValues, timestamp); keyword construction costs 2.5x as much per row
     tcv, tput, split = idl.TColumnValue, idl.TPut, split_column
-    return [tput(m.row, [tcv(*split(col), val, m.timestamp) for col, val in m.cells.items()], m.timestamp)
-            for m in puts]
+    out = [tput(m.row, [tcv(*split(col), val, m.timestamp) for col, val in m.cells.items()], m.timestamp)
+           for m in puts]
+    for t, m in zip(out, puts, strict=True):
+        if m.ttl is not None:  # HBase's Mutation.setTTL: the "_ttl" attribute, 8 bytes big-endian
+            t.attributes = {TTL_ATTRIBUTE: _I64(m.ttl)}
+    return out
 
 
 def thriftpy2_message(idl: ModuleType, table: bytes, puts: Sequence[Mutation]) -> bytes:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Final
 
-__all__ = ["Mutation", "MutationKind", "Origin", "TopicPartition"]
+__all__ = ["ExpiringPut", "Mutation", "MutationKind", "Origin", "TopicPartition"]
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -76,6 +76,8 @@ class Mutation:
 
     __slots__ = ("amount", "cells", "kind", "origin", "row", "table", "timestamp", "weight")
     __hash__ = None  # type: ignore[assignment]  # mutable cells: compared by value, never hashed
+    #: a put's cell TTL in milliseconds (HBase's ``Mutation.setTTL``): None, but for an :class:`ExpiringPut`
+    ttl: int | None = None
 
     def __init__(self, table: str, row: bytes, kind: MutationKind, cells: dict[bytes, bytes],
                  timestamp: int | None, origin: Origin, amount: int = 0, weight: int = 0) -> None:
@@ -107,4 +109,21 @@ class Mutation:
             return NotImplemented
         return (self.row == other.row and self.table == other.table and self.kind is other.kind
                 and self.cells == other.cells and self.timestamp == other.timestamp
-                and self.origin == other.origin and self.amount == other.amount)
+                and self.origin == other.origin and self.amount == other.amount and self.ttl == other.ttl)
+
+
+class ExpiringPut(Mutation):
+    """A ``PUT`` whose cells expire ``ttl`` milliseconds (``1 <= ttl <= 2**63 - 1``) after their
+    timestamp (HBase's per-cell TTL: the ``_ttl`` attribute of the put; the family's own TTL, when
+    shorter, still applies). Its own class so that every other mutation stays the plain slots the
+    hot path builds."""
+
+    __slots__ = ("ttl",)
+
+    def __init__(self, table: str, row: bytes, cells: dict[bytes, bytes], timestamp: int | None, origin: Origin,
+                 weight: int, ttl: int) -> None:
+        super().__init__(table, row, MutationKind.PUT, cells, timestamp, origin, 0, weight)
+        self.ttl = ttl
+
+    def __repr__(self) -> str:
+        return f"{super().__repr__()[:-1]}, ttl={self.ttl!r})"

@@ -92,37 +92,78 @@ Fix = Callable[[Any], Any]
 
 def avro_float32(parsed: Any, named: Mapping[str, Any]) -> Fix | None:
     """A function that gives a decoded value with each of its schema's ``float`` values made
-    :func:`~pipeline.core.records.float32.shortest_float32` (records, arrays, maps, and a union whose
-    one branch besides null holds floats, are walked); None when the schema has no ``float``."""
-    return _avro_fix(parsed, named, frozenset())
+    :func:`~pipeline.core.records.float32.shortest_float32` (records, arrays, maps, recursive types,
+    and a union whose one branch besides null holds floats, are walked); None when the schema has no
+    ``float`` there."""
+    return _Floats(named).fix(parsed)
 
 
-def _avro_fix(schema: Any, named: Mapping[str, Any], seen: frozenset[str]) -> Fix | None:
-    if isinstance(schema, str) and schema in named:
-        if schema in seen:
-            return None  # a recursive type: its floats below the first level stay as decoded
-        seen, schema = seen | {schema}, named[schema]
-    if schema == "float":
-        return _float
-    if isinstance(schema, list):
-        branches = [b for b in schema if b != "null"]
-        inner = _avro_fix(branches[0], named, seen) if len(branches) == 1 else None
-        return None if inner is None else _nullable(inner)
-    if not isinstance(schema, dict):
-        return None
-    kind = schema.get("type")
-    if kind == "record":
-        name = schema.get("name", "")
-        fixes = [(f["name"], fix) for f in schema.get("fields", ())
-                 if (fix := _avro_fix(f["type"], named, seen | {name})) is not None]
+class _Floats:
+    """The float fixers of one schema's types, each named type's built once (a recursive type's
+    fixer calls itself through its memo entry)."""
+
+    def __init__(self, named: Mapping[str, Any]) -> None:
+        self.named = named
+        self.memo: dict[str, list[Fix | None]] = {}
+
+    def fix(self, schema: Any) -> Fix | None:
+        if isinstance(schema, str) and schema in self.named:
+            return self._named(schema)
+        if schema == "float":
+            return _float
+        if isinstance(schema, list):
+            branches = [b for b in schema if b != "null"]
+            inner = self.fix(branches[0]) if len(branches) == 1 else None
+            return None if inner is None else _nullable(inner)
+        if not isinstance(schema, dict):
+            return None
+        kind = schema.get("type")
+        if kind == "record":
+            name = schema.get("name")
+            return self._named(name) if isinstance(name, str) and name in self.named else self._record(schema)
+        if kind == "array":
+            item = self.fix(schema.get("items"))
+            return None if item is None else (lambda values: [item(v) for v in values])
+        if kind == "map":
+            value = self.fix(schema.get("values"))
+            return None if value is None else (lambda values: {k: value(v) for k, v in values.items()})
+        return self.fix(kind) if isinstance(kind, str | list) else None
+
+    def _named(self, name: str) -> Fix | None:
+        box = self.memo.get(name)
+        if box is None:
+            if not _has_float(self.named[name], self.named, set()):
+                self.memo[name] = [None]
+                return None
+            box = self.memo[name] = []
+            schema = self.named[name]
+            box.append(self._record(schema) if isinstance(schema, dict) and schema.get("type") == "record"
+                       else self.fix(schema))
+        if box:
+            return box[0]
+        return lambda value: box[0](value) if box[0] is not None else value  # itself, while being built
+
+    def _record(self, schema: Mapping[str, Any]) -> Fix | None:
+        fixes = [(f["name"], fix) for f in schema.get("fields", ()) if (fix := self.fix(f["type"])) is not None]
         return _record(fixes) if fixes else None
-    if kind == "array":
-        item = _avro_fix(schema.get("items"), named, seen)
-        return None if item is None else (lambda values: [item(v) for v in values])
-    if kind == "map":
-        value = _avro_fix(schema.get("values"), named, seen)
-        return None if value is None else (lambda values: {k: value(v) for k, v in values.items()})
-    return _avro_fix(kind, named, seen) if isinstance(kind, str | list) else None
+
+
+def _has_float(schema: Any, named: Mapping[str, Any], seen: set[str]) -> bool:
+    if isinstance(schema, str):
+        if schema in named:
+            if schema in seen:
+                return False
+            seen.add(schema)
+            return _has_float(named[schema], named, seen)
+        return schema == "float"
+    if isinstance(schema, list):
+        return any(_has_float(b, named, seen) for b in schema)
+    if isinstance(schema, dict):
+        if isinstance(schema.get("name"), str):
+            seen.add(schema["name"])
+        return any(_has_float(schema.get(k), named, seen) for k in ("type", "items", "values")) or any(
+            _has_float(f.get("type"), named, seen) for f in schema.get("fields", ()))
+    return False
 
 
 def _float(value: Any) -> Any:

@@ -46,6 +46,10 @@ Per record (contract of :meth:`TopicReference.outcome`):
    ``int`` ``long`` (beyond 64 bits: ``out_of_range``), ``bytes`` ``bytes``, ``Decimal`` ``decimal``,
    lists and objects ``json``. A null field follows the spec's ``null`` rule as a declared column's.
 
+   A route with ``ttl_field`` gives its put that cell TTL (an
+   :class:`~pipeline.core.model.ExpiringPut`): an integer of milliseconds ``1..2**63 - 1``; absent or
+   null, no TTL; anything else ``bad_type``.
+
    A rowkey field that is null (JSON null, SQL NULL; not an absent field, which is ``missing_field``)
    is a NULL key, which follows the route's ``null_key`` rule: ``skip`` (a Debezium route's default)
    addresses no row -- no put, no delete; an update from a value to NULL deletes the old row, from
@@ -89,7 +93,7 @@ from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any, NamedTuple, Protocol
 
-from pipeline.core.model import Mutation, MutationKind, Origin, TopicPartition
+from pipeline.core.model import ExpiringPut, Mutation, MutationKind, Origin, TopicPartition
 from pipeline.core.records.deadletters import dead_letter_source, own_headers
 from pipeline.core.records.decode import KEY_DECODERS, VALUE_DECODERS, Decoder
 from pipeline.core.records.schemas import SCHEMA_TYPES, SchemaCache, registry_decoder
@@ -288,6 +292,7 @@ class RouteReference:
         self.ts_field = spec.cell_timestamp
         self._ts = getter(self.ts_field) if self.ts_field else None
         self._deleted = getter(spec.deleted_field) if spec.deleted_field else None
+        self._ttl = getter(spec.ttl_field) if spec.ttl_field else None
         self.delete_kind = MutationKind.DELETE if spec.delete_versions == "all" else MutationKind.DELETE_VERSION
         self.counter = spec.counter
         c = spec.counter
@@ -300,6 +305,7 @@ class RouteReference:
         self.key_only = all(f.startswith("$") for f in rowkey.fields)
         self._event_fields = [f for f in rowkey.fields if not f.startswith("$")]
         named = [*rowkey.fields, *(col.field for col in self.columns), self.ts_field or "", spec.deleted_field or "",
+                 spec.ttl_field or "",
                  *((c.amount_field or "", c.id_field or "") if c else ())]
         # a Debezium route reads the key to know which rows an update without a before image keeps
         self.reads_key = self.debezium or any(f.startswith("$key") for f in named)
@@ -396,8 +402,21 @@ class RouteReference:
             out.append(Mutation(self.table, row, self.delete_kind, gone, ts, origin, 0,
                                 len(row) + 16 + sum(len(c) + 8 for c in gone)))
         if cells:
-            out.append(Mutation(self.table, row, MutationKind.PUT, cells, ts, origin, 0, size))
+            ttl = None if self._ttl is None else self._ttl_of(event)
+            out.append(Mutation(self.table, row, MutationKind.PUT, cells, ts, origin, 0, size) if ttl is None
+                       else ExpiringPut(self.table, row, cells, ts, origin, size, ttl))
         return out
+
+    def _ttl_of(self, event: Mapping[str, Any]) -> int | None:
+        """The put's cell TTL from ``ttl_field`` (module docstring, step 3)."""
+        assert self._ttl is not None
+        ttl = self._ttl(event)
+        if ttl is MISSING or ttl is None:
+            return None
+        if ttl.__class__ is not int or not 1 <= ttl <= LONG_MAX:
+            raise EventError("bad_type", f"route {self.name!r}: ttl field {self.spec.ttl_field!r} must be an integer "
+                                         f"number of milliseconds from 1 to 2**63 - 1, got {ttl!r}")
+        return int(ttl)
 
     def _counted(self, event: Mapping[str, Any], origin: Origin) -> list[Mutation]:
         """A counter route's increment, or its tally cell (:class:`~pipeline.settings.CounterSpec`)."""

@@ -88,7 +88,7 @@ class CompiledRoute:
         #: ``mutation(event, origin)``: the route's one mutation for a plain topic's event, or None when
         #: the reference must decide (module docstring); for a route on the general path, unused
         self.mutation: MutationFn = _single(self.reference) if (
-                spec.counter is not None or spec.changelog or spec.dynamic_columns) else (
+                spec.counter is not None or spec.changelog or spec.dynamic_columns or spec.ttl_field) else (
             generate_put(route=spec.name, table=spec.table, build=self.rowkey.builder, columns=spec.columns,
                          timestamp_field=spec.timestamp_field, max_key_bytes=max_key_bytes,
                          max_cell_bytes=max_cell_bytes))
@@ -253,7 +253,7 @@ def _plan(route: CompiledRoute) -> tuple[Any, ...] | None:
     when all its columns are ``text``; None for any other route (the loop calls its fast form). The
     plan states what the generated fast form (:mod:`pipeline.core.routes.putgen`) does for these columns."""
     spec = route.spec
-    if (spec.counter is not None or spec.changelog or spec.dynamic_columns
+    if (spec.counter is not None or spec.changelog or spec.dynamic_columns or spec.ttl_field
             or any(c.encoding != "text" for c in spec.columns.values())):
         return None
     ts = tuple(spec.timestamp_field.split(".")) if spec.timestamp_field else None

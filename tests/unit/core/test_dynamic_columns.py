@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from pipeline.core.model import MutationKind, Origin, TopicPartition
 from pipeline.core.records.float32 import shortest_float32
-from pipeline.core.records.schemas import RegisteredSchema
+from pipeline.core.records.schemas import RegisteredSchema, SchemaCache, registry_decoder
 from pipeline.core.records.wire import frame
 from pipeline.core.routes.router import Router
 from pipeline.errors import ConfigError
@@ -128,3 +128,31 @@ def test_bad_dynamic_columns_are_named(columns: dict[str, Any], problem: str) ->
 class _Rec:
     def __init__(self, offset: int, value: bytes | None) -> None:
         self.offset, self.value, self.key, self.timestamp, self.headers = offset, value, None, 0, ()
+
+
+def test_avro_floats_are_read_as_their_shortest_text_at_any_depth() -> None:
+    node = {"type": "record", "name": "Node", "fields": [
+        {"name": "v", "type": "float"}, {"name": "d", "type": "double"}, {"name": "next", "type": ["null", "Node"]},
+        {"name": "xs", "type": {"type": "array", "items": "float"}},
+        {"name": "m", "type": {"type": "map", "values": ["null", "float"]}}]}
+    cache = SchemaCache()
+    cache.add(RegisteredSchema(3, "AVRO", orjson.dumps(node).decode()))
+    value = {"v": 0.1, "d": 0.1, "xs": [0.7], "m": {"a": 1.1, "b": None},
+             "next": {"v": 0.2, "d": 0.2, "xs": [], "m": {}, "next": {"v": 0.3, "d": 0.3, "xs": [], "m": {},
+                                                                       "next": None}}}
+    buf = io.BytesIO()
+    fastavro.schemaless_writer(buf, fastavro.parse_schema(node), value)
+    assert registry_decoder("avro", cache, "value")(frame(3, buf.getvalue())) == value
+
+
+def test_a_ttl_field_gives_an_expiring_put_or_a_refusal() -> None:
+    router = Router([_route({"d:v": "v"}, ttl_field="t.ms")])
+    records = [_Rec(i, orjson.dumps({"id": "a", "v": "x", **extra})) for i, extra in enumerate(
+        [{"t": {"ms": 60_000}}, {}, {"t": {"ms": None}}, {"t": {"ms": 0}}, {"t": {"ms": "60"}}, {"t": {"ms": 1.5}}])]
+    mutations, _, refused = route_all(router, TP, records)
+    assert [(m.__class__.__name__, m.ttl) for m in mutations] == [("ExpiringPut", 60_000), ("Mutation", None),
+                                                                   ("Mutation", None)]
+    assert [(offset, err.reason) for offset, _, err in refused] == [(3, "bad_type"), (4, "bad_type"), (5, "bad_type")]
+    assert "ttl field 't.ms' must be an integer number of milliseconds" in str(refused[0][2])
+    with pytest.raises(ValueError, match="ttl_field is for puts"):
+        _route({}, ttl_field="t", counter={"column": "c:n"})
