@@ -134,7 +134,8 @@ class SourceTable:
 
 
 def cdc_settings(unique: str, topic: str | None = None, **writer: Any) -> Settings:
-    """Orders into a main table and two index tables, from Debezium's change events on ``topic``
+    """Orders into a main table, two index tables and a table of every column (dynamic columns), from
+    Debezium's change events on ``topic``
     (default: a topic of the test's own). The seller index's ``[seller_id][_]`` refuses a seller
     holding ``_`` (``contains_delimiter``, that route only); the buyer index's escaped text takes any
     buyer, and a NULL buyer has no row there (``null_key = "skip"``, a Debezium route's default)."""
@@ -149,7 +150,10 @@ def cdc_settings(unique: str, topic: str | None = None, **writer: Any) -> Settin
     by_buyer = {"name": "by_buyer", "topic": topic, "table": f"by_buyer_{unique}", "envelope": "debezium",
                 "rowkey": "[text(buyer_id, escaped)][long(order_id)]",
                 "columns": {"o:a": {"field": "amount_cents", "encoding": "long"}}}
-    routes = [main, by_seller, by_buyer]
+    # every column of the row as a cell ("o:order_id", "o:buyer_id"...): a column that becomes NULL deletes its cell
+    everything = {"name": "orders_all", "topic": topic, "table": f"orders_all_{unique}", "envelope": "debezium",
+                  "rowkey": "[long(order_id)]", "columns": {"o:*": {"field": "$value", "exclude": ["updated_at"]}}}
+    routes = [main, by_seller, by_buyer, everything]
     w = {"max_batch_rows": 200, "max_batch_age_ms": 50, "commit_interval_ms": 200, "concurrency": 4}
     w.update(writer)
     return load_settings(None, topics=[{"name": topic, "key_format": "json"}], routes=routes,
@@ -168,6 +172,9 @@ def profile_toml(settings: Settings) -> str:
     out += [f'[[tables]]\nname = "{t.name}"\nfamilies = {{ o = {{ versions = 5 }} }}\n' for t in settings.tables]
     for r in settings.routes:
         cols = ", ".join(f'"{c}" = {{ field = "{s.field}", encoding = "{s.encoding}" }}' for c, s in r.columns.items())
+        dynamic = ", ".join(f'"{c}" = {{ field = "{d.field}", exclude = {orjson.dumps(d.exclude).decode()} }}'
+                            for c, d in r.dynamic_columns.items())
+        cols = ", ".join(part for part in (cols, dynamic) if part)
         out.append(f'[[routes]]\nname = "{r.name}"\ntopic = "{r.topic}"\ntable = "{r.table}"\n'
                    f'envelope = "{r.envelope}"\nrowkey = "{r.rowkey}"\ncolumns = {{ {cols} }}\n')
     return "\n".join(out)
@@ -176,11 +183,12 @@ def profile_toml(settings: Settings) -> str:
 def expected_tables(settings: Settings, rows: dict[int, Row]) -> dict[str, dict[bytes, dict[bytes, bytes]]]:
     """table -> row -> cells the source rows should be in HBase, by the routes' semantics: a NULL column
     has no cell; no seller-index row for a seller holding the delimiter ``_`` (that route refuses the
-    record); no buyer-index row for a NULL buyer (``null_key = "skip"``). Rowkeys are built by the
+    record); no buyer-index row for a NULL buyer (``null_key = "skip"``); every column but ``updated_at``
+    in the table of every column, a bigint as a long. Rowkeys are built by the
     project's own encoder from each route's design."""
     t = {r.name: r.table for r in settings.routes}
     key = {r.name: compile_rowkey(r.rowkey).build for r in settings.routes}
-    out: dict[str, dict[bytes, dict[bytes, bytes]]] = {t["orders"]: {}, t["by_seller"]: {}, t["by_buyer"]: {}}
+    out: dict[str, dict[bytes, dict[bytes, bytes]]] = {table: {} for table in t.values()}
     for row in rows.values():
         seller, buyer, status = row["seller_id"], row["buyer_id"], row["status"]
         amount = struct.pack(">q", row["amount_cents"])
@@ -189,6 +197,9 @@ def expected_tables(settings: Settings, rows: dict[int, Row]) -> dict[str, dict[
             out[t["by_seller"]][key["by_seller"](row)] = _cells({b"o:b": buyer, b"o:t": status})
         if buyer is not None:
             out[t["by_buyer"]][key["by_buyer"](row)] = {b"o:a": amount}
+        out[t["orders_all"]][key["orders_all"](row)] = _cells({
+            b"o:order_id": struct.pack(">q", row["order_id"]), b"o:seller_id": seller, b"o:buyer_id": buyer,
+            b"o:amount_cents": amount, b"o:status": status})
     # a row whose every cell is null has no cells, and HBase has no row without cells
     return {table: {k: v for k, v in rows_.items() if v} for table, rows_ in out.items()}
 

@@ -43,7 +43,7 @@ from .worker_support import drop_tables
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
-OPERATIONS = 30_000
+OPERATIONS = 24_000
 KEYS = 3_000
 TOPIC = "shop.public.orders"
 SENTINEL = 2_000_000_000  # written last: once it is in HBase, every change before it was captured
