@@ -173,13 +173,15 @@ class _Column:
 
 #: the encoders of dynamic columns' cells (their errors name the column: :meth:`_Dynamic.cells`)
 _ENCODE = {name: e.encoder("") for name, e in ENCODINGS.items()}
+_COLUMNS_KEPT = 4096
 _BY_VALUE = {str: "text", bool: "text", float: "text", int: "long", bytes: "bytes", Decimal: "decimal"}
 
 
 class _Dynamic:
     """One ``family:PREFIX*`` of a route (module docstring, step 3)."""
 
-    __slots__ = ("encoding", "exclude", "flatten", "get", "label", "named", "null", "path", "prefix", "sep", "whole")
+    __slots__ = ("_columns", "encoding", "exclude", "flatten", "get", "label", "named", "null", "path", "prefix", "sep",
+                 "whole")
 
     def __init__(self, column: str, spec: DynamicColumnsSpec, named: frozenset[bytes], debezium: bool) -> None:
         self.label = column
@@ -193,6 +195,9 @@ class _Dynamic:
         self.encoding = None if spec.encoding == "auto" else spec.encoding
         self.null = spec.null or ("delete" if debezium else "skip")
         self.named = named
+        #: flattened field name -> its column, for the names that repeat (a bounded cache: a map's keys
+        #: as fields could be any number)
+        self._columns: dict[str, bytes] = {}
 
     def shape_of(self, shape: Shape | None) -> Shape | None:
         """The part of a record's shape that types this object's fields."""
@@ -218,19 +223,25 @@ class _Dynamic:
              cells: dict[bytes, bytes], gone: dict[bytes, bytes], max_cell: int) -> int:
         size = 0
         top = self.whole and not prefix
+        exclude, declared, fixed, columns = self.exclude, self.named, self.encoding, self._columns
         for name, value in obj.items():
-            if top and name.startswith("$"):
+            if top and name[:1] == "$":
                 continue  # record metadata, not a field of the value
-            flat = prefix + name
-            if flat in self.exclude:
+            flat = prefix + name if prefix else name
+            if exclude and flat in exclude:
                 continue
             sub = shape.get(name) if shape is not None else None
-            if self.flatten and isinstance(value, Mapping):
+            cls = value.__class__
+            if self.flatten and (cls is dict or isinstance(value, Mapping)):
                 size += self._add(route, value, sub if isinstance(sub, Mapping) else None, flat + self.sep,
                                   cells, gone, max_cell)
                 continue
-            column = self.prefix + flat.encode()
-            if column in self.named:
+            column = columns.get(flat)
+            if column is None:
+                column = self.prefix + flat.encode()
+                if len(columns) < _COLUMNS_KEPT:
+                    columns[flat] = column
+            if declared and column in declared:
                 continue
             if value is None:
                 if self.null == "skip":
@@ -239,20 +250,22 @@ class _Dynamic:
                     gone[column] = b""
                     continue
                 raw = b""
+            elif cls is str and fixed is None and (sub is None or sub == "text"):
+                raw = value.encode()  # the common case of text(), without its dispatch
             else:
-                encoding = self.encoding or (sub if sub.__class__ is str else None) or _BY_VALUE.get(
-                    value.__class__, "json")
+                encoding = fixed or (sub if sub.__class__ is str else None) or _BY_VALUE.get(cls, "json")
                 try:
                     raw = _ENCODE[encoding](value)
                 except EventError as exc:
                     raise EventError(exc.reason, f"route {route!r}: dynamic column {column.decode(errors='replace')}"
                                                  f" ({encoding}): {str(exc).removeprefix('field ' + repr('') + ': ')}"
                                      ) from exc
-            if len(raw) > max_cell:
+            n = len(raw)
+            if n > max_cell:
                 raise EventError("value_too_large", f"route {route!r}: column {column.decode(errors='replace')} "
-                                                    f"value is {len(raw)} bytes; the cell limit is {max_cell}")
+                                                    f"value is {n} bytes; the cell limit is {max_cell}")
             cells[column] = raw
-            size += len(column) + len(raw) + 8
+            size += len(column) + n + 8
         return size
 
 
