@@ -134,6 +134,10 @@ class TopicAdmin(Protocol):
     async def partitions(self, topic: str) -> list[int]:
         """The topic's partition ids; :class:`~pipeline.errors.KafkaError` when it does not exist."""
         ...
+    async def missing_topics(self, topics: Collection[str]) -> list[str]:
+        """Those of ``topics`` the cluster does not have, in the order given; a retryable
+        :class:`~pipeline.errors.KafkaError` when Kafka cannot be reached."""
+        ...
 
 
 class OffsetReader(Protocol):

@@ -10,9 +10,13 @@ the raw ``make_*`` constructors are for adapters and tests that inspect Kafka di
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Mapping, Sequence
+import itertools
+import time
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
+import anyio
+import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError as _AioKafkaError
@@ -23,11 +27,16 @@ from connectors.kafka.security import sasl_options, sasl_password, ssl_context, 
 from pipeline.errors import KafkaAuthError, KafkaError, TopicNotCreated
 from pipeline.settings import KafkaSettings
 
-_TOPIC_AUTHORIZATION_FAILED = 29  # Kafka's error codes in a topic's metadata or creation result
+_UNKNOWN_TOPIC_OR_PARTITION = 3  # Kafka's error codes in a topic's metadata or creation result
+_TOPIC_AUTHORIZATION_FAILED = 29
 _TOPIC_ALREADY_EXISTS = 36
+_COORDINATOR_RETRY_S = 0.2  # between look-ups of a group coordinator not available yet
+
+log = structlog.get_logger("hbase_ingest.kafka")
 
 __all__ = [
     "TopicPartition",
+    "close_shielded",
     "common_options",
     "create_topics",
     "delete_topics",
@@ -36,8 +45,10 @@ __all__ = [
     "make_admin",
     "make_consumer",
     "make_producer",
+    "missing_topics",
     "partitions",
     "start_offsets",
+    "wait_for_coordinator",
 ]
 
 
@@ -96,6 +107,14 @@ def make_admin(s: KafkaSettings) -> AIOKafkaAdminClient:
     return AIOKafkaAdminClient(**common_options(s, "-admin"))
 
 
+async def close_shielded(close: Callable[[], Awaitable[None]]) -> None:
+    """Await ``close()`` (an aiokafka client's ``close`` or ``stop``) even when the caller is being
+    cancelled (a stop request at start-up): a client left half open complains about its unclosed
+    connections when it is collected, after the command's output."""
+    with anyio.CancelScope(shield=True):
+        await close()
+
+
 async def create_topics(s: KafkaSettings, topics: Mapping[str, int], replication: int | None = 1) -> list[str]:
     """Create each ``topic -> partition count`` that does not exist yet. Returns the ones created.
     ``replication`` None means min(3, live brokers). Raises :class:`KafkaError` when Kafka cannot be
@@ -123,7 +142,7 @@ async def create_topics(s: KafkaSettings, topics: Mapping[str, int], replication
                 raise error from exc
         return [t.name for t in new]
     finally:
-        await admin.close()
+        await close_shielded(admin.close)
 
 
 def _check_created(s: KafkaSettings, response: Any) -> None:
@@ -166,7 +185,7 @@ async def delete_topics(s: KafkaSettings, topics: Iterable[str]) -> None:
     except _AioKafkaError as exc:
         raise translate(exc, "deleting topics") from exc
     finally:
-        await admin.close()
+        await close_shielded(admin.close)
 
 
 async def partitions(s: KafkaSettings, topic: str) -> list[int]:
@@ -178,7 +197,7 @@ async def partitions(s: KafkaSettings, topic: str) -> list[int]:
     except _AioKafkaError as exc:
         raise translate(exc, f"describing topic {topic!r}") from exc
     finally:
-        await admin.close()
+        await close_shielded(admin.close)
     for entry in described:
         if entry.get("topic") == topic and entry.get("error_code") == _TOPIC_AUTHORIZATION_FAILED:
             raise KafkaAuthError(f"describing topic {topic!r} at {s.bootstrap_servers}: not authorized: Kafka's "
@@ -187,6 +206,63 @@ async def partitions(s: KafkaSettings, topic: str) -> list[int]:
         if entry.get("topic") == topic and not entry.get("error_code"):
             return sorted(int(p["partition"]) for p in entry.get("partitions", []))
     raise KafkaError(f"topic {topic!r} does not exist")
+
+
+async def missing_topics(s: KafkaSettings, topics: Collection[str]) -> list[str]:
+    """Those of ``topics`` that the cluster does not have, in the order given, from one metadata
+    request (a broker that creates topics on demand, ``auto.create.topics.enable``, creates them
+    then, as a consumer subscribing to them would). Raises :class:`KafkaAuthError` naming a topic the
+    user may not describe, :class:`KafkaError` (retryable) when Kafka cannot be reached."""
+    if not topics:
+        return []
+    admin = make_admin(s)
+    try:
+        await start_client(admin.start, s, f"connecting to Kafka at {s.bootstrap_servers}")
+        described = await admin.describe_topics(list(topics))
+    except _AioKafkaError as exc:
+        raise translate(exc, f"describing topics {sorted(topics)}") from exc
+    finally:
+        await close_shielded(admin.close)
+    codes = {entry.get("topic"): entry.get("error_code") for entry in described}
+    for topic in topics:
+        if codes.get(topic) == _TOPIC_AUTHORIZATION_FAILED:
+            raise KafkaAuthError(f"describing topic {topic!r} at {s.bootstrap_servers}: not authorized: Kafka's "
+                                 f"ACLs refuse this user access to topic {topic!r} (TopicAuthorizationFailedError); "
+                                 "grant the user an ACL for it")
+    # a topic being created answers LEADER_NOT_AVAILABLE for a moment: it exists
+    return [t for t in topics if codes.get(t, _UNKNOWN_TOPIC_OR_PARTITION) == _UNKNOWN_TOPIC_OR_PARTITION]
+
+
+async def wait_for_coordinator(s: KafkaSettings, group: str, timeout_s: float) -> None:
+    """Return once a broker names the coordinator of ``group``, or after ``timeout_s``.
+
+    On a cluster just started no broker coordinates a group until the offsets topic exists (the
+    first look-up has it created, which takes a few seconds): a consumer's own look-up logs an
+    ERROR for each of its retries meanwhile. Looking up here first, quietly, spares those lines
+    (a ``group_coordinator_found`` event tells how long it took when the first look-up failed).
+    Best effort: any failure to look up (Kafka unreachable, a refused ACL, a login that fails)
+    returns, and the consumer's start reports it."""
+    admin = make_admin(s)
+    started = time.monotonic()
+    try:
+        with anyio.move_on_after(timeout_s):
+            await admin.start()
+            for attempt in itertools.count(1):
+                try:
+                    await admin.find_coordinator(group)
+                except _AioKafkaError as exc:
+                    if not exc.retriable:
+                        return
+                else:
+                    if attempt > 1:
+                        log.info("group_coordinator_found", group=group, attempts=attempt,
+                                 waited_s=round(time.monotonic() - started, 1))
+                    return
+                await anyio.sleep(_COORDINATOR_RETRY_S)
+    except Exception:  # best effort: the consumer's start that follows reports the failure
+        return
+    finally:
+        await close_shielded(admin.close)
 
 
 async def end_offsets(s: KafkaSettings, topic: str) -> dict[int, int]:
@@ -211,4 +287,4 @@ async def _log_offsets(s: KafkaSettings, topic: str, which: Literal["start", "en
     except _AioKafkaError as exc:
         raise translate(exc, f"reading {which} offsets of {topic!r}") from exc
     finally:
-        await consumer.stop()
+        await close_shielded(consumer.stop)

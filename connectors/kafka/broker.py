@@ -73,6 +73,9 @@ class KafkaBroker:
     async def partitions(self, topic: str) -> list[int]:
         return await admin.partitions(self.settings, topic)
 
+    async def missing_topics(self, topics: Collection[str]) -> list[str]:
+        return await admin.missing_topics(self.settings, topics)
+
     # -- offsets ------------------------------------------------------------------------------------
 
     async def _with(self, group: str | None, fn: Callable[[KafkaSource], Awaitable[T]]) -> T:

@@ -8,12 +8,13 @@ errors (:mod:`connectors.kafka.errors`), from the queueing call or from the awai
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Sequence
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
 
-from connectors.kafka.admin import make_producer
+from connectors.kafka.admin import close_shielded, make_producer
 from connectors.kafka.errors import map_errors
 from connectors.kafka.security import start_client
 from pipeline.settings import KafkaSettings
@@ -31,12 +32,22 @@ class KafkaSink:
         return f"KafkaSink(bootstrap={self.settings.bootstrap_servers!r})"
 
     async def start(self) -> None:
-        await start_client(self._producer.start, self.settings,
-                           f"starting a producer at {self.settings.bootstrap_servers}")
+        """Connect; on failure or cancellation the producer is closed, then the error raised (a
+        producer left open complains when it is collected)."""
+        try:
+            await start_client(self._producer.start, self.settings,
+                               f"starting a producer at {self.settings.bootstrap_servers}")
+        except BaseException:
+            with contextlib.suppress(Exception):  # the start's own error is the one to report
+                await close_shielded(self._producer.stop)
+            raise
         self._started = True
 
     async def stop(self) -> None:
+        """Flush and close; idempotent. A sink never started is closed too (aiokafka's producer
+        complains when it is collected unclosed, started or not)."""
         if not self._started:
+            await close_shielded(self._producer.stop)  # nothing to flush: no error worth reporting
             return
         self._started = False
         with map_errors("stopping a producer"):

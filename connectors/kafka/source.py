@@ -9,17 +9,22 @@ this edge, once per partition of a fetch, never per record) and raises the proje
 Auto-commit is off; the isolation level is ``read_committed`` (aborted transactions are never
 delivered). Assignment changes reach the :class:`~pipeline.ports.AssignmentListener` inside
 :meth:`KafkaSource.fetch`, from aiokafka's rebalance callbacks.
+
+A start that fails or is cancelled closes the consumer before it raises, and :meth:`KafkaSource.stop`
+closes one never started, so nothing is left open (a consumer left open complains when it is
+collected); a source is not started again.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 from aiokafka import TopicPartition as _KTP
 
-from connectors.kafka.admin import make_consumer
+from connectors.kafka.admin import close_shielded, make_consumer, wait_for_coordinator
 from connectors.kafka.errors import map_errors
 from connectors.kafka.records import DECODED_RECORDS
 from connectors.kafka.security import start_client
@@ -58,6 +63,7 @@ class KafkaSource:
         self._consumer: AIOKafkaConsumer = make_consumer(settings, group_id=group_id,
                                                          value_deserializer=DECODED_RECORDS, **overrides)
         self._started = False
+        self._subscribed = False
 
     def __repr__(self) -> str:
         return f"KafkaSource(group={self.group_id!r}, bootstrap={self.settings.bootstrap_servers!r})"
@@ -68,16 +74,30 @@ class KafkaSource:
 
     def subscribe(self, topics: Sequence[str], listener: AssignmentListener) -> None:
         self._consumer.subscribe(list(topics), listener=_Listener(listener))
+        self._subscribed = bool(topics)
 
     def assign(self, partitions: Sequence[TopicPartition]) -> None:
         self._consumer.assign([_theirs(tp) for tp in partitions])
 
     async def start(self) -> None:
-        await start_client(self._consumer.start, self.settings, self._what("starting the consumer"))
+        """Connect, and join the group when subscribed (a group member waits first, quietly, for its
+        group coordinator: see :func:`~connectors.kafka.admin.wait_for_coordinator`). On failure or
+        cancellation the consumer is closed, then the error raised."""
+        try:
+            if self._subscribed and self.group_id is not None:
+                await wait_for_coordinator(self.settings, self.group_id, self.settings.request_timeout_ms / 1000)
+            await start_client(self._consumer.start, self.settings, self._what("starting the consumer"))
+        except BaseException:
+            with contextlib.suppress(Exception):  # the start's own error is the one to report
+                await close_shielded(self._consumer.stop)
+            raise
         self._started = True
 
     async def stop(self) -> None:
+        """Leave the group and close; idempotent. A source never started is closed too (aiokafka's
+        consumer complains when it is collected unclosed, started or not)."""
         if not self._started:
+            await close_shielded(self._consumer.stop)  # nothing to leave: no error worth reporting
             return
         self._started = False
         with map_errors(self._what("stopping the consumer")):

@@ -16,8 +16,8 @@ It behaves like a broker where runtime can tell:
 - fetches return records of assigned, unpaused partitions in offset order, at most ``max_records``,
   and wait up to ``timeout_ms`` for data when there is none;
 - failures on demand: :meth:`MemoryBroker.fail_next` makes the next N calls of one operation
-  (``fetch``, ``commit``, ``send``, ``committed``, ``position``, ``admin``: topic creation) raise the
-  error given.
+  (``fetch``, ``commit``, ``send``, ``committed``, ``position``, ``admin``: topic creation and the
+  look-up of missing topics) raise the error given.
 """
 
 from __future__ import annotations
@@ -192,6 +192,11 @@ class MemoryBroker:
     async def partitions(self, topic: str) -> list[int]:
         await anyio.lowlevel.checkpoint()
         return list(range(len(self._parts(topic))))
+
+    async def missing_topics(self, topics: Collection[str]) -> list[str]:
+        await anyio.lowlevel.checkpoint()
+        self._check("admin")
+        return [t for t in topics if t not in self.topics]
 
     # -- the port: offsets -------------------------------------------------------------------------
 

@@ -15,13 +15,13 @@ from typing import Any
 
 import anyio
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from connectors.hbase import HBaseClient
 from connectors.kafka import KafkaBroker, delete_topics, end_offsets
 from connectors.stack import LocalStack
+from pipeline.cli.console import output_console
 from pipeline.cli.logsetup import configure_logging
 from pipeline.core.examples import EXAMPLES, generate
 from pipeline.core.model import TopicPartition
@@ -48,7 +48,7 @@ def _demo_config() -> Path:
 
 DEMO_CONFIG = _demo_config()
 _BY_TIME_ROUTE = "logs_by_host"  # its key leads with the host: a by-time query walks it host by host
-_console = Console()
+_console = output_console()
 
 
 async def _demo(settings: Settings, count: int, partitions: int) -> None:

@@ -6,7 +6,9 @@ A JSON line holds ``timestamp`` (ISO-8601, UTC), ``level``, ``logger`` (the name
 ``structlog.get_logger``), ``event`` and the event's own key-value fields; an exception is one
 ``exception`` field (a list of its chained exceptions with their frames, never the frames' local
 variables), so no event spans lines. Records of the standard library's loggers (aiokafka, asyncio)
-go to the same stream in the same format, at WARNING and above.
+go to the same stream in the same format, at WARNING and above; but those of aiokafka's that repeat
+what the project reports itself, or that aiokafka retries by itself (:data:`KAFKA_REPEATS`), are
+shown only at the DEBUG level, as DEBUG records.
 
 What the long-running commands tell their operator (a signal received, the closing summary, a
 warning about the input) goes through :func:`tell`: a sentence on stderr in the text format, a log
@@ -27,7 +29,7 @@ from structlog.typing import EventDict, Processor, WrappedLogger
 
 from pipeline.errors import ConfigError
 
-__all__ = ["LOG_FORMATS", "LOG_FORMAT_HELP", "STDERR", "check_log_format", "configure_logging",
+__all__ = ["KAFKA_REPEATS", "LOG_FORMATS", "LOG_FORMAT_HELP", "STDERR", "check_log_format", "configure_logging",
            "quiet_reaped_workers", "sentences", "tell"]
 
 #: ``--log-format`` values (and ``[logging].format``).
@@ -139,10 +141,53 @@ def _install_stdlib_handler(formatter: logging.Formatter, level: int) -> None:
     _installed.append(handler)
 
 
+#: aiokafka's records (logger name, message template) shown only at DEBUG: a missing topic, a broker
+#: that does not answer (aiokafka logs them on every retry; the worker's start-up wait or error names
+#: the topic or the address once), and a group coordinator not available yet (a cluster just started:
+#: aiokafka looks it up again by itself; shown at WARNING and above when the error is not retriable)
+KAFKA_REPEATS: frozenset[tuple[str, str]] = frozenset({
+    ("aiokafka.cluster", "Topic %s not found in cluster metadata"),
+    ("aiokafka", 'Unable connect to "%s:%s": %s'),
+    ("aiokafka", "Unable connect to node with id %s: %s"),
+    ("aiokafka.consumer.group_coordinator", "Group Coordinator Request failed: %s"),
+})
+_RETRIED_BY_AIOKAFKA = frozenset({"Group Coordinator Request failed: %s"})  # repeats only when retriable
+
+
+class _KafkaRepeatsFilter(logging.Filter):
+    """Drops the records of :data:`KAFKA_REPEATS`, or (``show``: the DEBUG level) lowers them to DEBUG."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.show = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if (record.name, record.msg) not in KAFKA_REPEATS:
+            return True
+        if record.msg in _RETRIED_BY_AIOKAFKA and not (
+                isinstance(record.args, tuple) and record.args and getattr(record.args[0], "retriable", False)):
+            return True
+        if not self.show:
+            return False
+        record.levelno, record.levelname = logging.DEBUG, logging.getLevelName(logging.DEBUG)
+        return True
+
+
+_kafka_repeats = _KafkaRepeatsFilter()
+
+
+def _quiet_kafka_repeats(show: bool) -> None:
+    """Install :data:`_kafka_repeats` on the loggers of :data:`KAFKA_REPEATS` (a logger's own filters
+    see the records it logs itself, whatever handlers are installed); idempotent."""
+    _kafka_repeats.show = show
+    for name in sorted({logger for logger, _ in KAFKA_REPEATS}):
+        logging.getLogger(name).addFilter(_kafka_repeats)  # a filter added twice is kept once
+
+
 def configure_logging(level: str = "INFO", fmt: str = "text") -> None:
     """Configure logging at ``level`` (a level name such as ``INFO``; anything else: ValueError) in
     ``fmt`` (one of :data:`LOG_FORMATS`; anything else: ValueError). Standard library loggers
-    log at WARNING and above whatever ``level`` is."""
+    log at WARNING and above whatever ``level`` is, but for :data:`KAFKA_REPEATS` (DEBUG only)."""
     lvl = logging.getLevelName(level.upper())
     if not isinstance(lvl, int):
         raise ValueError(f"unknown log level {level!r}")  # noqa: TRY004 (bad user input, reported as such)
@@ -164,6 +209,7 @@ def configure_logging(level: str = "INFO", fmt: str = "text") -> None:
             else structlog.processors.KeyValueRenderer(key_order=["timestamp", "level", "event"]),
         ]
         _install_stdlib_handler(logging.Formatter(_TEXT_STDLIB_FORMAT), max(lvl, logging.WARNING))
+    _quiet_kafka_repeats(lvl <= logging.DEBUG)
     _format[0] = fmt
     structlog.configure(
         processors=processors,

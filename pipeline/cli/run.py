@@ -32,17 +32,26 @@ from pipeline.settings import Settings, load_settings
 __all__ = ["FAIL_FAST_HELP", "register", "run_worker", "start_metrics", "with_fail_fast"]
 
 
+def _first_signal(worker: Worker) -> Callable[[], str]:
+    """What the first signal does to ``worker``, told when it comes."""
+    def action() -> str:
+        if worker.starting:
+            return "stopping: the worker was still starting, nothing consumed"
+        return "draining, committing, leaving the group (again: stop now)"
+    return action
+
+
 async def run_worker(settings: Settings, *, group: str | None = None,
                      metrics: bool | None = None) -> WorkerSummary | None:
     """Run a worker until SIGTERM/SIGINT; then flush, commit and leave the group. A second signal
     stops at once: what HBase acknowledged is committed, the rest is read again next run; returns
-    None then."""
+    None then. A signal while the worker starts (waits for Kafka, HBase, the registry or a topic;
+    connects; joins the group) stops it at once, with nothing consumed: a summary of nothing."""
     summary: WorkerSummary | None = None
     async with HBaseClient(settings.hbase) as hbase, open_registry(settings) as registry:
         worker = Worker(settings, hbase, KafkaBroker(settings.kafka), group_id=group, registry=registry)
         async with anyio.create_task_group() as tg:
-            tg.start_soon(stop_on_signals, worker, tg.cancel_scope,
-                          "draining, committing, leaving the group (again: stop now)")
+            tg.start_soon(stop_on_signals, worker, tg.cancel_scope, _first_signal(worker))
             if metrics if metrics is not None else settings.metrics.enabled:
                 await start_metrics(tg, serve_metrics, settings, worker)
             summary = await worker.run()
@@ -65,8 +74,9 @@ async def start_metrics(tg: anyio.abc.TaskGroup, serve: Callable[..., Coroutine[
     return port
 
 
-FAIL_FAST_HELP = ("when Kafka or HBase is unreachable at start-up: stop at once (--fail-fast), or wait and retry "
-                  "with backoff (--wait); default: [runtime] fail_fast, else wait")
+FAIL_FAST_HELP = ("when Kafka, HBase or the registry is unreachable at start-up, or a topic read does not exist: "
+                  "stop at once (--fail-fast), or wait and retry with backoff (--wait); default: [runtime] "
+                  "fail_fast, else wait")
 
 
 def with_fail_fast(settings: Settings, fail_fast: bool | None) -> Settings:

@@ -1,13 +1,15 @@
 """How the long-running commands (``run``, ``backfill``) stop on SIGINT/SIGTERM.
 
-The first signal asks for a graceful stop (drain, commit, leave the group); a second one cancels
-``scope`` at once, and the command exits with :data:`EXIT_INTERRUPTED` (only what HBase
-acknowledged is committed; the next run reads the rest again).
+The first signal asks for a graceful stop (drain, commit, leave the group; a worker still starting
+stops at once, as nothing was consumed); a second one cancels ``scope`` at once, and the command
+exits with :data:`EXIT_INTERRUPTED` (only what HBase acknowledged is committed; the next run reads
+the rest again).
 """
 
 from __future__ import annotations
 
 import signal
+from collections.abc import Callable
 from typing import Protocol
 
 import anyio
@@ -27,10 +29,11 @@ class Stoppable(Protocol):
     def request_stop(self) -> None: ...
 
 
-async def stop_on_signals(target: Stoppable, scope: anyio.CancelScope, graceful: str) -> None:
+async def stop_on_signals(target: Stoppable, scope: anyio.CancelScope, graceful: str | Callable[[], str]) -> None:
     """Until cancelled: the first SIGINT/SIGTERM tells ``received <SIG>: <graceful>`` (the event
-    ``signal_received``, :func:`~pipeline.cli.logsetup.tell`) and calls ``target.request_stop()``;
-    the next one tells that it stops now and cancels ``scope``."""
+    ``signal_received``, :func:`~pipeline.cli.logsetup.tell`; ``graceful`` may be a function giving
+    the text when the signal comes) and calls ``target.request_stop()``; the next one tells that it
+    stops now and cancels ``scope``."""
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async for sig in signals:
             name = signal.Signals(sig).name
@@ -38,5 +41,6 @@ async def stop_on_signals(target: Stoppable, scope: anyio.CancelScope, graceful:
                 tell(f"received {name} again: stopping now", "signal_received", signal=name, action="stopping now")
                 scope.cancel()
                 return
-            tell(f"received {name}: {graceful}", "signal_received", signal=name, action=graceful)
+            action = graceful if isinstance(graceful, str) else graceful()
+            tell(f"received {name}: {action}", "signal_received", signal=name, action=action)
             target.request_stop()

@@ -28,6 +28,10 @@ Partition revocation and shutdown take the same path: stop fetching, seal and wr
 wait (bounded by ``shutdown_timeout_s``) for the writes, commit, then forget the partitions / leave
 the group. Cancelling :meth:`Worker.run` (a second signal) skips the wait: it commits what HBase has
 acknowledged so far and returns at once; the rest is read again by the next run.
+
+Start-up (the checks and waits of :mod:`pipeline.runtime.ingest.startup`, connecting the producer,
+joining the group) runs in a cancel scope of its own: a stop request cancels it, and :meth:`Worker.run`
+returns at once with nothing consumed (nothing to drain or commit).
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ from pipeline.core.ingest.regions import RegionMaps
 from pipeline.core.model import Mutation, Origin, TopicPartition
 from pipeline.core.routes.router import Record, Router
 from pipeline.errors import ConfigError
-from pipeline.ports import Broker, HBase, KafkaRecord, RecordSource, SchemaRegistry
+from pipeline.ports import Broker, HBase, KafkaRecord, RecordSink, RecordSource, SchemaRegistry
 from pipeline.runtime.ingest.accounting import footprint_of, settle_written
 from pipeline.runtime.ingest.commits import Committer
 from pipeline.runtime.ingest.deadletter import DeadLetters
@@ -58,7 +62,7 @@ from pipeline.runtime.ingest.ledger import AckLedger
 from pipeline.runtime.ingest.observer import Observer, Observers, WorkerStats
 from pipeline.runtime.ingest.report import EventWarnings, WorkerSummary
 from pipeline.runtime.ingest.schemas import SchemaFetcher
-from pipeline.runtime.ingest.startup import check_tables, ensure_dead_letter_topic, until_reachable
+from pipeline.runtime.ingest.startup import check_tables, ensure_dead_letter_topic, until_reachable, wait_for_topics
 from pipeline.runtime.ingest.timer import flush_timer
 from pipeline.runtime.ingest.writer import BatchWriter
 from pipeline.settings import Settings
@@ -152,6 +156,7 @@ class Worker:
         self._dead_scope: anyio.CancelScope | None = None  # a dead-letter send in progress
         self.ready = False
         self.waiting: str | None = None  # what start-up waits for (Kafka or HBase unreachable), for /readyz
+        self._startup: anyio.CancelScope | None = None  # open while starting: a stop request cancels it
 
     def __repr__(self) -> str:
         return (f"Worker(group={self.group_id!r}, topics={self.topics}, in_flight={self.in_flight}, "
@@ -175,11 +180,20 @@ class Worker:
     def stop_requested(self) -> bool:
         return self._stop.is_set()
 
+    @property
+    def starting(self) -> bool:
+        """:meth:`run` is starting up (checking, waiting for a dependency, joining the group):
+        a stop request now ends it at once."""
+        return self._startup is not None
+
     def request_stop(self) -> None:
-        """Graceful stop: stop fetching, flush, commit, leave the group. A dead-letter send that is
-        still retrying (Kafka refuses it) is abandoned: its record stays unacknowledged, so no
-        commit passes it and the next run reads it again."""
+        """Graceful stop: stop fetching, flush, commit, leave the group. During start-up: cancel it
+        (nothing was consumed). A dead-letter send that is still retrying (Kafka refuses it) is
+        abandoned: its record stays unacknowledged, so no commit passes it and the next run reads it
+        again."""
         self._stop.set()
+        if self._startup is not None:
+            self._startup.cancel()
         self._drained.set()  # a consume loop waiting for the in-flight bytes to drain sees the stop
         if self._dead_scope is not None:
             self._dead_scope.cancel()
@@ -199,19 +213,67 @@ class Worker:
         """Create the dead-letter topic when missing, or fail at start-up naming it."""
         await ensure_dead_letter_topic(self.kafka, self.settings.kafka.dead_letter_topic)
 
+    async def _check_dependencies(self) -> None:
+        """HBase's tables, the dead-letter topic, the topics read and the registry, each waited for
+        (or, with ``fail_fast``, failed on) as :mod:`pipeline.runtime.ingest.startup` says."""
+        fail_fast, where = self.settings.runtime.fail_fast, self.kafka.bootstrap
+        await until_reachable(self.check_tables, "HBase", fail_fast=fail_fast, on_wait=self._waiting)
+        await until_reachable(self.check_dead_letter_topic, f"Kafka at {where}", fail_fast=fail_fast,
+                              on_wait=self._waiting)
+        readers = {t: [r.name for r in self.router.by_topic.get(t, ())] for t in self.topics}
+        await wait_for_topics(self.kafka, readers, where, fail_fast=fail_fast, on_wait=self._waiting)
+        if self.schemas is not None:
+            await until_reachable(self.schemas.registry.check, f"the schema registry at {self.schemas.registry.url}",
+                                  fail_fast=fail_fast, on_wait=self._waiting)
+
     def _waiting(self, why: str | None) -> None:
         self.waiting = why
 
     # -- main ------------------------------------------------------------------------------------
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> WorkerSummary:
-        fail_fast = self.settings.runtime.fail_fast
-        await until_reachable(self.check_tables, "HBase", fail_fast=fail_fast, on_wait=self._waiting)
-        await until_reachable(self.check_dead_letter_topic, f"Kafka at {self.kafka.bootstrap}", fail_fast=fail_fast,
-                              on_wait=self._waiting)
-        if self.schemas is not None:
-            await until_reachable(self.schemas.registry.check, f"the schema registry at {self.schemas.registry.url}",
-                                  fail_fast=fail_fast, on_wait=self._waiting)
+        """Start up, then consume until a stop request (or ``stop_at``); returns the summary.
+        ``task_status.started()`` is called once consuming, or when a stop request ended the
+        start-up (run then returns at once, nothing consumed)."""
+        producer: RecordSink | None = None
+        source: RecordSource | None = None
+        startup = anyio.CancelScope()
+        self._startup = startup
+        if self._stop.is_set():
+            startup.cancel()
+        try:
+            try:
+                with startup:
+                    await self._check_dependencies()
+                    producer, source = self._prepare()
+                    await producer.start()
+                    source.subscribe(self.topics, self)
+                    await source.start()
+            finally:
+                self._startup = None
+            if source is None or startup.cancel_called:
+                log.info("stopped_while_starting", waiting=self.waiting)
+                self.waiting = None
+                task_status.started()
+            else:
+                await self._serve(source, task_status)
+        finally:
+            try:
+                if source is not None:
+                    with anyio.CancelScope(shield=True):
+                        await source.stop()  # leaves the group
+            finally:
+                if producer is not None:
+                    with anyio.CancelScope(shield=True):
+                        await producer.stop()
+        s = self.stats
+        streaming = time.monotonic() - s.first_record_s if s.first_record_s is not None else 0.0
+        return WorkerSummary(s.consumed, s.rows_written, s.batches_written, s.dead_lettered, self.retries,
+                             s.elapsed_s(), dict(s.committed), streaming, dict(s.skipped))
+
+    def _prepare(self) -> tuple[RecordSink, RecordSource]:
+        """The producer and the consumer (not started), and the committer, dead letters and batch
+        writer over them."""
         producer = self.kafka.sink(max_request_size=16 * 1024 * 1024)  # dead letters carry originals
         source = self.kafka.source(self.group_id)
         self._source = source
@@ -221,48 +283,40 @@ class Worker:
         ledger_dir = self.settings.writer.ack_ledger_dir
         self._writer = BatchWriter(self.hbase, self.settings.writer, self.maps, self.observer,
                                    self._dead.send_mutation, AckLedger(ledger_dir) if ledger_dir else None)
-        await producer.start()
+        return producer, source
+
+    async def _serve(self, source: RecordSource, task_status: TaskStatus[None]) -> None:
+        """The writers, the flush timer and the committer around the consume loop, then the drain."""
+        assert self._writer is not None
+        # bounded: a writer per slot; the consume task waits when every writer is busy
+        concurrency = self.settings.writer.concurrency
+        send, receive = anyio.create_memory_object_stream[Batch](concurrency)
+        self._send = send
         try:
-            source.subscribe(self.topics, self)
-            await source.start()
-            try:
-                # bounded: a writer per slot; the consume task waits when every writer is busy
-                concurrency = self.settings.writer.concurrency
-                send, receive = anyio.create_memory_object_stream[Batch](concurrency)
-                self._send = send
-                async with anyio.create_task_group() as tg:
-                    for i in range(concurrency):
-                        tg.start_soon(self._write_loop, receive.clone(), name=f"writer-{i}")
-                    receive.close()
-                    tg.start_soon(flush_timer, self.batcher, self._submit_sealed, self._writer, self._warnings,
-                                  name="flush-timer")
-                    tg.start_soon(self._commit_loop, name="committer")
-                    self.ready = True
-                    task_status.started()
-                    try:
-                        await self._consume_loop(source)
-                    except anyio.get_cancelled_exc_class():
-                        raise  # a second signal: no drain, the writers are being cancelled too
-                    except BaseException:
-                        await self._flush_and_wait(None)  # keep what the writers can still finish
-                        raise
-                    else:
-                        await self._flush_and_wait(None)  # a cancellation (a second signal) cuts this short
-                    finally:
-                        with anyio.CancelScope(shield=True):
-                            await self._shutdown()
-                        tg.cancel_scope.cancel()
-            finally:
-                self.ready = False
-                with anyio.CancelScope(shield=True):
-                    await source.stop()  # leaves the group
+            async with anyio.create_task_group() as tg:
+                for i in range(concurrency):
+                    tg.start_soon(self._write_loop, receive.clone(), name=f"writer-{i}")
+                receive.close()
+                tg.start_soon(flush_timer, self.batcher, self._submit_sealed, self._writer, self._warnings,
+                              name="flush-timer")
+                tg.start_soon(self._commit_loop, name="committer")
+                self.ready = True
+                task_status.started()
+                try:
+                    await self._consume_loop(source)
+                except anyio.get_cancelled_exc_class():
+                    raise  # a second signal: no drain, the writers are being cancelled too
+                except BaseException:
+                    await self._flush_and_wait(None)  # keep what the writers can still finish
+                    raise
+                else:
+                    await self._flush_and_wait(None)  # a cancellation (a second signal) cuts this short
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        await self._shutdown()
+                    tg.cancel_scope.cancel()
         finally:
-            with anyio.CancelScope(shield=True):
-                await producer.stop()
-        s = self.stats
-        streaming = time.monotonic() - s.first_record_s if s.first_record_s is not None else 0.0
-        return WorkerSummary(s.consumed, s.rows_written, s.batches_written, s.dead_lettered, self.retries,
-                             s.elapsed_s(), dict(s.committed), streaming, dict(s.skipped))
+            self.ready = False
 
     # -- consume -----------------------------------------------------------------------------------
 
