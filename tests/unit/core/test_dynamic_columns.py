@@ -147,8 +147,9 @@ def test_avro_floats_are_read_as_their_shortest_text_at_any_depth() -> None:
 
 def test_a_ttl_field_gives_an_expiring_put_or_a_refusal() -> None:
     router = Router([_route({"d:v": "v"}, ttl_field="t.ms")])
-    records = [_Rec(i, orjson.dumps({"id": "a", "v": "x", **extra})) for i, extra in enumerate(
-        [{"t": {"ms": 60_000}}, {}, {"t": {"ms": None}}, {"t": {"ms": 0}}, {"t": {"ms": "60"}}, {"t": {"ms": 1.5}}])]
+    ttls: list[dict[str, Any]] = [{"t": {"ms": 60_000}}, {}, {"t": {"ms": None}}, {"t": {"ms": 0}}, {"t": {"ms": "60"}},
+                                  {"t": {"ms": 1.5}}]
+    records = [_Rec(i, orjson.dumps({"id": "a", "v": "x", **extra})) for i, extra in enumerate(ttls)]
     mutations, _, refused = route_all(router, TP, records)
     assert [(m.__class__.__name__, m.ttl) for m in mutations] == [("ExpiringPut", 60_000), ("Mutation", None),
                                                                    ("Mutation", None)]
