@@ -665,6 +665,32 @@ static void trie_of(Trie *t, PyObject *routes) {
     }
 }
 
+/* The tries of the last few ``routes`` tuples seen, by identity: a Router passes the same tuple for a
+ * topic on every call, so a run of a few records (a worker below saturation) does not rebuild it. An
+ * entry holds a reference to its tuple, whose path tuples own the names the trie borrows. */
+#define TRIE_CACHE 8
+
+static struct {
+    PyObject *routes;
+    Trie trie;
+} trie_cache[TRIE_CACHE];
+static int trie_cache_next = 0;
+
+static const Trie *cached_trie(PyObject *routes) {
+    for (int i = 0; i < TRIE_CACHE; i++) {
+        if (trie_cache[i].routes == routes) {
+            return &trie_cache[i].trie;
+        }
+    }
+    int slot = trie_cache_next;
+    trie_cache_next = (trie_cache_next + 1) % TRIE_CACHE;
+    Py_XDECREF(trie_cache[slot].routes);
+    Py_INCREF(routes);
+    trie_cache[slot].routes = routes;
+    trie_of(&trie_cache[slot].trie, routes);
+    return &trie_cache[slot].trie;
+}
+
 typedef struct {
     const unsigned char *p, *end;
     int depth;
@@ -1289,8 +1315,7 @@ static PyObject *route_run(PyObject *module, PyObject *const *args, Py_ssize_t n
     if (out == NULL) {
         return NULL;
     }
-    Trie trie;
-    trie_of(&trie, routes);
+    const Trie *trie = cached_trie(routes);
     Py_ssize_t i = start;
     for (; i < stop; i++) {
         PyObject *rec = PySequence_GetItem(records, i);
@@ -1303,12 +1328,12 @@ static PyObject *route_run(PyObject *module, PyObject *const *args, Py_ssize_t n
             Py_DECREF(rec);
             goto fail;
         }
-        int rc, sparse_allowed = trie.n > 0;
+        int rc, sparse_allowed = trie->n > 0;
     again:;
         PyObject *event = NULL;
         int sparse = 0;
         if (sparse_allowed && PyBytes_CheckExact(value)) {
-            int src = sparse_event(&trie, PyBytes_AS_STRING(value), PyBytes_GET_SIZE(value), &event);
+            int src = sparse_event(trie, PyBytes_AS_STRING(value), PyBytes_GET_SIZE(value), &event);
             if (src < 0) {
                 Py_DECREF(value);
                 Py_DECREF(rec);
