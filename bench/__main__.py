@@ -14,6 +14,7 @@ BENCHES = [
     ["bench.bench_merge"],
     ["bench.bench_worker"],
     ["bench.bench_cdc"],
+    ["bench.bench_columns"],
     ["bench.bench_reader"],
     ["bench.bench_backfill_rate"],
     ["bench.bench_peer"],
