@@ -89,7 +89,8 @@ def make_consumer(s: KafkaSettings, *, group_id: str | None, topics: Sequence[st
     opts = common_options(s, "-consumer")
     opts.update(group_id=group_id, enable_auto_commit=False,
                 auto_offset_reset=s.auto_offset_reset, max_poll_records=s.max_poll_records,
-                fetch_max_bytes=s.fetch_max_bytes, session_timeout_ms=s.session_timeout_ms,
+                fetch_max_bytes=s.fetch_max_bytes, fetch_min_bytes=s.fetch_min_bytes,
+                fetch_max_wait_ms=s.fetch_max_wait_ms, session_timeout_ms=s.session_timeout_ms,
                 heartbeat_interval_ms=s.heartbeat_interval_ms, isolation_level="read_committed")
     opts.update(overrides)
     return AIOKafkaConsumer(*topics, **opts)
