@@ -4,6 +4,7 @@ and 32-bit floats read as their shortest text, checked against an independent fo
 
 from __future__ import annotations
 
+import base64
 import io
 import struct
 from decimal import Decimal
@@ -13,6 +14,7 @@ import fastavro
 import numpy as np
 import orjson
 import pytest
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, wrappers_pb2
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -157,3 +159,28 @@ def test_a_ttl_field_gives_an_expiring_put_or_a_refusal() -> None:
     assert "ttl field 't.ms' must be an integer number of milliseconds" in str(refused[0][2])
     with pytest.raises(ValueError, match="ttl_field is for puts"):
         _route({}, ttl_field="t", counter={"column": "c:n"})
+
+
+def test_protobuf_floats_and_shapes() -> None:
+    f = descriptor_pb2.FieldDescriptorProto
+    fdp = descriptor_pb2.FileDescriptorProto(name="m.proto", package="p", syntax="proto3",
+                                             dependency=["google/protobuf/wrappers.proto"])
+    m = fdp.message_type.add(name="M")
+    for number, (name, kind) in enumerate([("ratio", f.TYPE_FLOAT), ("wide", f.TYPE_DOUBLE), ("n", f.TYPE_SINT32),
+                                           ("big", f.TYPE_UINT64), ("raw", f.TYPE_BYTES)], start=1):
+        m.field.add(name=name, number=number, type=kind, label=f.LABEL_OPTIONAL)
+    m.field.add(name="boxed", number=6, type=f.TYPE_MESSAGE, type_name=".google.protobuf.FloatValue",
+                label=f.LABEL_OPTIONAL)
+    m.field.add(name="xs", number=7, type=f.TYPE_FLOAT, label=f.LABEL_REPEATED)
+    pool = descriptor_pool.DescriptorPool()
+    pool.AddSerializedFile(wrappers_pb2.DESCRIPTOR.serialized_pb)
+    pool.Add(fdp)
+    cls: Any = message_factory.GetMessageClass(pool.FindMessageTypeByName("p.M"))
+    cache = SchemaCache()
+    compiled = cache.add(RegisteredSchema(4, "PROTOBUF", base64.b64encode(fdp.SerializeToString()).decode()))
+    assert compiled.shape == {"ratio": "text", "wide": "text", "n": "long", "big": "text", "raw": "bytes",
+                              "boxed": "text", "xs": "json"}
+    msg = cls(ratio=0.1, wide=0.1, n=-3, big=2**64 - 1, raw=b"\x00", xs=[1.1, 2.2])
+    msg.boxed.value = 0.3
+    assert registry_decoder("protobuf", cache, "value")(frame(4, msg.SerializeToString(), [0])) == {
+        "ratio": 0.1, "wide": 0.1, "n": -3, "big": 2**64 - 1, "raw": b"\x00", "boxed": 0.3, "xs": [1.1, 2.2]}
