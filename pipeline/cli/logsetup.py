@@ -30,7 +30,7 @@ from structlog.typing import EventDict, Processor, WrappedLogger
 from pipeline.errors import ConfigError
 
 __all__ = ["KAFKA_REPEATS", "LOG_FORMATS", "LOG_FORMAT_HELP", "STDERR", "check_log_format", "configure_logging",
-           "quiet_reaped_workers", "sentences", "tell"]
+           "quiet_kafka_repeats", "quiet_reaped_workers", "sentences", "tell"]
 
 #: ``--log-format`` values (and ``[logging].format``).
 LOG_FORMATS = ("text", "json")
@@ -174,6 +174,12 @@ class _KafkaRepeatsFilter(logging.Filter):
 
 
 _kafka_repeats = _KafkaRepeatsFilter()
+
+
+def quiet_kafka_repeats() -> None:
+    """Keep the records of :data:`KAFKA_REPEATS` out of a command that does not configure logging
+    (``stack up``: its readiness probes wait for a broker that is starting)."""
+    _quiet_kafka_repeats(show=False)
 
 
 def _quiet_kafka_repeats(show: bool) -> None:

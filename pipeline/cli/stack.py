@@ -17,6 +17,7 @@ from connectors.stack.layout import APICURIO_VERSION, DEBEZIUM_VERSION
 from connectors.stack.pgserver import CDC_USER, DATABASE, POSTGRES_MAJOR, captured_tables
 from connectors.stack.secure import GROUP_PREFIX, OTHER_USER, TOPIC_PREFIX, WORKER_USER
 from pipeline.cli.console import output_console
+from pipeline.cli.logsetup import quiet_kafka_repeats
 from pipeline.errors import ConfigError
 from pipeline.settings import StackSettings, load_settings
 
@@ -115,6 +116,7 @@ def up(config: Path | None = ConfigOpt, region_servers: int | None = RegionServe
     With --kerberos: also a KDC and a Kerberized HBase, ready once a ticket is issued from a keytab and
     each of its six Thrift gateways answers a call (SASL and SPNEGO as the client principal)."""
     stack = LocalStack(_settings(config, region_servers, gateways, secure, cdc, hdfs, registry, kerberos))
+    quiet_kafka_repeats()  # the probes retry a broker that is starting: only the outcome is reported
     report = stack.up()
     _print_deaths([d.describe() + "\n  (restarted by this `stack up`)" for d in report.died])
     t = report.timings_s

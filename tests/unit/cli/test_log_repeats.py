@@ -108,3 +108,21 @@ def test_at_debug_the_repeats_show_as_debug_records(configure: _Configure,
     _log_all()
     events = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
     assert [e["level"] for e in events] == ["debug"] * len(_REPEATS) + ["error", "error", "warning"]
+
+
+def test_a_command_without_logging_set_up_keeps_the_repeats_out() -> None:
+    """``stack up`` configures no logging: the probes' retries reach no handler (nor the last resort)."""
+    seen: list[logging.LogRecord] = []
+
+    class _Count(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record)
+    handler, root = _Count(), logging.getLogger()
+    root.addHandler(handler)  # every record reaches the root once (propagation)
+    try:
+        logsetup.quiet_kafka_repeats()
+        for name, level, msg, args in _REPEATS + _KEPT:
+            logging.getLogger(name).log(level, msg, *args)
+    finally:
+        root.removeHandler(handler)
+    assert [(r.name, r.msg) for r in seen] == [(name, msg) for name, _, msg, _ in _KEPT]
