@@ -131,11 +131,12 @@ class KafkaSettings(Section):
     fetch_max_bytes: int = Field(default=16 * 1024 * 1024, ge=1024, le=INT32_MAX,
                                  description="an int32 in Kafka's protocol")
     fetch_min_bytes: int = Field(
-        default=1, ge=1, le=INT32_MAX,
+        default=262_144, ge=1, le=INT32_MAX,
         description="the broker answers a fetch once this many bytes are ready, or after fetch_max_wait_ms: "
-                    "larger values batch at the source (fewer, fuller runs below saturation) for up to "
-                    "fetch_max_wait_ms of added latency")
-    fetch_max_wait_ms: int = Field(default=500, ge=0, le=MAX_MS,
+                    "batching at the source (fewer, fuller runs below saturation) for up to fetch_max_wait_ms "
+                    "of added latency; 1 answers as soon as a byte is there (bench_steady: 0.26 x the CPU per "
+                    "event at 5,000 events/s, 0.44 x at 15,000)")
+    fetch_max_wait_ms: int = Field(default=100, ge=0, le=MAX_MS,
                                    description="how long the broker holds a fetch for fetch_min_bytes")
     session_timeout_ms: int = Field(default=30_000, ge=1000, le=MAX_MS)
     heartbeat_interval_ms: int = Field(default=3_000, ge=100, le=MAX_MS)
