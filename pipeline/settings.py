@@ -131,12 +131,11 @@ class KafkaSettings(Section):
     fetch_max_bytes: int = Field(default=16 * 1024 * 1024, ge=1024, le=INT32_MAX,
                                  description="an int32 in Kafka's protocol")
     fetch_min_bytes: int = Field(
-        default=262_144, ge=1, le=INT32_MAX,
+        default=1_048_576, ge=1, le=INT32_MAX,
         description="the broker answers a fetch once this many bytes are ready, or after fetch_max_wait_ms: "
                     "batching at the source (fewer, fuller runs below saturation) for up to fetch_max_wait_ms "
-                    "of added latency; 1 answers as soon as a byte is there (bench_steady: 0.26 x the CPU per "
-                    "event at 5,000 events/s, 0.44 x at 15,000)")
-    fetch_max_wait_ms: int = Field(default=100, ge=0, le=MAX_MS,
+                    "of added latency; 1 answers as soon as a byte is there (docs/performance.md, bench_steady)")
+    fetch_max_wait_ms: int = Field(default=250, ge=0, le=MAX_MS,
                                    description="how long the broker holds a fetch for fetch_min_bytes")
     session_timeout_ms: int = Field(default=30_000, ge=1000, le=MAX_MS)
     heartbeat_interval_ms: int = Field(default=3_000, ge=100, le=MAX_MS)
@@ -361,6 +360,13 @@ class WriterSettings(Section):
     max_batch_rows: int = Field(default=1000, ge=1, le=1_000_000)
     max_batch_bytes: int = Field(default=2 * 1024 * 1024, ge=1024, le=2**30)
     max_batch_age_ms: int = Field(default=200, ge=1, le=MAX_MS)
+    seal_when_caught_up: Literal["auto", "always", "never"] = Field(
+        default="auto",
+        description="once the worker has routed every record Kafka delivered, seal the open batches at once "
+                    "instead of holding them up to max_batch_age_ms. auto: when the broker batches fetches "
+                    "([kafka] fetch_min_bytes > 1) for at least max_batch_age_ms (fetch_max_wait_ms), as by "
+                    "default: more rows would come only with the next fetch, after the age rule sealed the "
+                    "batch anyway, so holding it adds latency and no rows")
     batch_by: BatchBy = Field(
         default="server",
         description="what one open batch holds: the rows of one region server (batches stay large however "

@@ -111,6 +111,10 @@ def run(config: Path = typer.Option(..., "--config", "-c", help="TOML profile wi
          f"retries {summary.retries}, {summary.elapsed_s:.1f} s", "run_summary",
          consumed=summary.consumed, rows=summary.rows_written, batches=summary.batches_written,
          dead_lettered=summary.dead_lettered, retries=summary.retries, elapsed_s=round(summary.elapsed_s, 1))
+    if summary.latency_p50_ms is not None:
+        p99 = f"{summary.latency_p99_ms} ms" if summary.latency_p99_ms is not None else "over 60 s"
+        tell(f"latency from each record's timestamp to written: p50 <= {summary.latency_p50_ms} ms, p99 <= {p99}",
+             "run_latency", p50_ms=summary.latency_p50_ms, p99_ms=summary.latency_p99_ms)
     skipped = sum(summary.skipped.values())
     if skipped:
         tell(f"warning: {skipped} offsets were never delivered by Kafka (deleted by retention before "

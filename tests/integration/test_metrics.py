@@ -76,6 +76,9 @@ async def test_counters_match_processed_events_and_lag_reaches_zero(hbase: HBase
             assert _total(s, "hbase_ingest_batch_rows_count") == worker.stats.batches_written
             assert _total(s, "hbase_ingest_batch_rows_sum") == 3 * len(good)
             assert _total(s, "hbase_ingest_flush_seconds_count") == worker.stats.batches_written
+            # every record is done (written or dead-lettered), each with a latency from its Kafka timestamp
+            assert _total(s, "hbase_ingest_event_latency_seconds_count") == len(good) + len(bad)
+            assert 0 < _total(s, "hbase_ingest_event_latency_seconds_sum") < 60 * (len(good) + len(bad))
             assert _total(s, "hbase_ingest_committed_offset") == sum(ends.values())
             assert _total(s, "hbase_ingest_log_end_offset") == sum(ends.values())
             by_region = s["hbase_ingest_region_rows_written_total"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from connectors.memory import MemoryBroker, MemoryHBase
@@ -98,6 +99,20 @@ def test_hooks_become_series_and_consumed_counts_processed_records() -> None:
     assert s[("hbase_ingest_region_skew", (("table", "tbl"),))] == 3.0
     clock[0] += 120  # the window slides past every write
     assert metrics.skew("tbl") == 0.0
+
+
+def test_event_latency_is_a_histogram_in_seconds() -> None:
+    worker = _worker()
+    metrics = Metrics(worker)
+    worker.latency.note_run(TP0, 2, [10_000, 10_000, 9_000])
+    worker.latency.settle(lambda tp: 3, 10_020)  # 20, 20 and 1,020 ms
+    s = _samples(metrics)
+    assert s[("hbase_ingest_event_latency_seconds_bucket", (("le", "0.01"),))] == 0
+    assert s[("hbase_ingest_event_latency_seconds_bucket", (("le", "0.025"),))] == 2
+    assert s[("hbase_ingest_event_latency_seconds_bucket", (("le", "1.5"),))] == 3
+    assert s[("hbase_ingest_event_latency_seconds_bucket", (("le", "+Inf"),))] == 3
+    assert s[("hbase_ingest_event_latency_seconds_count", ())] == 3
+    assert s[("hbase_ingest_event_latency_seconds_sum", ())] == pytest.approx(1.06)
 
 
 def test_lag_uses_commits_then_start_offsets_and_never_goes_negative() -> None:

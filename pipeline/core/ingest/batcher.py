@@ -60,6 +60,7 @@ class SealReason(Enum):
     REGION_CHANGED = "region_changed"
     AGE = "age"
     DRAIN = "drain"
+    CAUGHT_UP = "caught_up"
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,9 +297,10 @@ class RegionBatcher:
             return batch.created_ms + self.max_age_ms
         return None
 
-    def drain(self) -> list[Batch]:
-        """Seal and return every open batch, oldest first (shutdown, revocation)."""
-        return [self._seal(key, SealReason.DRAIN) for key in list(self._open)]
+    def drain(self, reason: SealReason = SealReason.DRAIN) -> list[Batch]:
+        """Seal and return every open batch, oldest first (shutdown, revocation; ``CAUGHT_UP``: the
+        worker read everything Kafka delivered so far)."""
+        return [self._seal(key, reason) for key in list(self._open)]
 
     def statistics(self) -> BatcherStatistics:
         oldest = next((b.created_ms for b in self._open.values()), None)

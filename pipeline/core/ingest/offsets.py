@@ -306,6 +306,12 @@ class OffsetTracker:
                 out[tp] = nxt
         return out
 
+    def watermark(self, tp: TopicPartition) -> int | None:
+        """The next offset to commit for ``tp`` (every record before it is done), committed or not;
+        None when nothing of ``tp`` is done or the tracker holds no state for it."""
+        part = self._partitions.get(tp)
+        return None if part is None else part.next_offset
+
     def mark_committed(self, tp: TopicPartition, next_offset: int) -> None:
         """Remember that ``next_offset`` was committed for ``tp`` (Kafka's "next offset to read").
 

@@ -39,6 +39,9 @@ class WorkerSummary:
     committed: dict[TopicPartition, int]
     streaming_s: float = 0.0  # from the first record to the end (excludes start-up and group join)
     skipped: dict[TopicPartition, int] = field(default_factory=dict)  # offsets Kafka never delivered
+    #: upper bounds (ms) of the p50 and p99 latency from a record's timestamp to done (None: no record)
+    latency_p50_ms: int | None = None
+    latency_p99_ms: int | None = None
 
     @property
     def events_per_s(self) -> float:

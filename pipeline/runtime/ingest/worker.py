@@ -36,6 +36,7 @@ returns at once with nothing consumed (nothing to drain or commit).
 
 from __future__ import annotations
 
+import operator
 import time
 from bisect import bisect_left
 from collections import deque
@@ -47,7 +48,8 @@ import structlog
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from pipeline.core.ingest.batcher import Batch, RegionBatcher
+from pipeline.core.ingest.batcher import Batch, RegionBatcher, SealReason
+from pipeline.core.ingest.latency import DoneLatency
 from pipeline.core.ingest.offsets import OffsetTracker
 from pipeline.core.ingest.progress import Progress
 from pipeline.core.ingest.regions import RegionMaps
@@ -63,9 +65,9 @@ from pipeline.runtime.ingest.observer import Observer, Observers, WorkerStats
 from pipeline.runtime.ingest.report import EventWarnings, WorkerSummary
 from pipeline.runtime.ingest.schemas import SchemaFetcher
 from pipeline.runtime.ingest.startup import check_tables, ensure_dead_letter_topic, until_reachable, wait_for_topics
-from pipeline.runtime.ingest.timer import flush_timer
+from pipeline.runtime.ingest.timer import TimerWake, flush_timer
 from pipeline.runtime.ingest.writer import BatchWriter
-from pipeline.settings import Settings
+from pipeline.settings import KafkaSettings, Settings, WriterSettings
 
 __all__ = ["Worker", "WorkerSummary"]  # WorkerSummary: re-exported from pipeline.runtime.ingest.report
 
@@ -90,6 +92,21 @@ def _offsets(records: Sequence[Record], start: int, stop: int) -> Sequence[int]:
 
 def _now_ms() -> int:
     return int(time.monotonic() * 1000)
+
+
+def seals_when_caught_up(writer: WriterSettings, kafka: KafkaSettings) -> bool:
+    """``[writer] seal_when_caught_up`` resolved: ``auto`` seals when the broker batches fetches
+    (``fetch_min_bytes > 1``) for at least ``max_batch_age_ms``."""
+    if writer.seal_when_caught_up != "auto":
+        return writer.seal_when_caught_up == "always"
+    return kafka.fetch_min_bytes > 1 and kafka.fetch_max_wait_ms >= writer.max_batch_age_ms
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+_TIMESTAMP = operator.attrgetter("timestamp")
 
 
 class Worker:
@@ -135,7 +152,11 @@ class Worker:
         self.progress = Progress(w.max_in_flight_bytes, self.stop_at, self.start_offsets)
         self.stats = WorkerStats(committed=self.progress.committed, skipped=self.progress.skipped)
         self.tracker = OffsetTracker()
+        #: each record's latency from its Kafka timestamp to done (written, and every record before it)
+        self.latency = DoneLatency()
         self.batcher = RegionBatcher(w.max_batch_rows, w.max_batch_bytes, w.max_batch_age_ms, w.batch_by)
+        self._wake = TimerWake()  # the flush timer sleeps while no batch is open
+        self._seal_when_caught_up = seals_when_caught_up(w, settings.kafka)
         #: the region maps of the tables written (the writer replaces one after a split or a move)
         self.maps = RegionMaps()
         #: set when the in-flight bytes or the pending records may have gone down (a written batch), when
@@ -269,7 +290,8 @@ class Worker:
         s = self.stats
         streaming = time.monotonic() - s.first_record_s if s.first_record_s is not None else 0.0
         return WorkerSummary(s.consumed, s.rows_written, s.batches_written, s.dead_lettered, self.retries,
-                             s.elapsed_s(), dict(s.committed), streaming, dict(s.skipped))
+                             s.elapsed_s(), dict(s.committed), streaming, dict(s.skipped),
+                             self.latency.histogram.quantile(0.5), self.latency.histogram.quantile(0.99))
 
     def _prepare(self) -> tuple[RecordSink, RecordSource]:
         """The producer and the consumer (not started), and the committer, dead letters and batch
@@ -298,7 +320,7 @@ class Worker:
                     tg.start_soon(self._write_loop, receive.clone(), name=f"writer-{i}")
                 receive.close()
                 tg.start_soon(flush_timer, self.batcher, self._submit_sealed, self._writer, self._warnings,
-                              name="flush-timer")
+                              self._wake, name="flush-timer")
                 tg.start_soon(self._commit_loop, name="committer")
                 self.ready = True
                 task_status.started()
@@ -335,9 +357,15 @@ class Worker:
                 continue
             if progress.may_resume():
                 self._resume(source)
-            fetched = await source.fetch(200, self.settings.kafka.max_poll_records)
+            fetched = await source.fetch(0, self.settings.kafka.max_poll_records)  # what is in hand
             if not fetched:
-                continue
+                if self._seal_when_caught_up and self.batcher.next_deadline() is not None:
+                    # caught up: more records come only with the next fetch, so the open batches go now
+                    self._ready.extend(self.batcher.drain(SealReason.CAUGHT_UP))
+                    await self._submit_ready()
+                fetched = await source.fetch(200, self.settings.kafka.max_poll_records)
+                if not fetched:
+                    continue
             # until the whole fetch is registered, its partitions' fetch position is not progress (a bounded
             # run's final commit goes by position): a stop or an error part way leaves them in hand
             progress.take_in_hand(fetched)
@@ -415,6 +443,7 @@ class Worker:
                     tracker.ack(origin)
             if count:
                 progress.read_up_to(tp, records[count - 1].offset)
+                self.latency.note_run(tp, records[count - 1].offset, map(_TIMESTAMP, records[:count]))
             await self._submit_ready()
             self.observer.consumed(tp, count)
             if self.rate_limit is not None and count:
@@ -428,6 +457,7 @@ class Worker:
         self.stats.mutations += len(mutations)
         self.progress.add_in_flight(footprint_of(mutations))
         sealed = self.batcher.add_many(mutations, self.maps, now)
+        self._wake.opened()
         if sealed:
             self._ready.extend(sealed)
 
@@ -491,6 +521,7 @@ class Worker:
             async for batch in receive:
                 await self._writer.write(batch)
                 settle_written(batch, self.tracker, self.progress, self.stats, self.observer)
+                self.latency.settle(self.tracker.watermark, _wall_ms())
                 self._drained.set()
 
     # -- commit ----------------------------------------------------------------------------------
@@ -531,6 +562,7 @@ class Worker:
         await self._commit()
         for tp in revoked:
             self.tracker.forget(tp)
+            self.latency.forget(tp)
         self.progress.revoke(revoked)
         self.observer.revoked(revoked)
 

@@ -20,6 +20,9 @@ offsets_skipped_total                  counter    topic, partition: offsets Kafk
 batch_rows / batch_bytes               histogram  table
 flush_seconds                          histogram  table, server: one ``write`` round trip
 reader_query_seconds                   histogram  table: the reader calls ``observe_query``
+event_latency_seconds                  histogram  from a record's Kafka timestamp to done: its writes
+                                                  acknowledged and every earlier record of its
+                                                  partition too (:mod:`pipeline.core.ingest.latency`)
 in_flight_bytes                        gauge      bytes consumed but not yet acknowledged
 committed_offset                       gauge      topic, partition: the group's next offset
 log_end_offset                         gauge      topic, partition: refreshed every few seconds
@@ -47,7 +50,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
 
 from pipeline.core.model import TopicPartition
@@ -144,6 +147,7 @@ class Metrics:
         self._seen_consumed = worker.stats.consumed
         r.register(_OffsetsCollector(self))
         r.register(_GatewayCollector(self))
+        r.register(_LatencyCollector(worker))
 
     def __repr__(self) -> str:
         return f"Metrics(group={self.worker.group_id!r}, assigned={len(self.assigned)}, tables={sorted(self.windows)})"
@@ -248,6 +252,27 @@ class Metrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class _LatencyCollector:
+    """Scrape-time: the worker's :class:`~pipeline.core.ingest.latency.LatencyHistogram`, in seconds."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+
+    def collect(self) -> Iterator[Metric]:
+        h = self.worker.latency.histogram
+        family = HistogramMetricFamily(
+            "hbase_ingest_event_latency_seconds",
+            "From a record's Kafka timestamp until it and every earlier record of its partition are written",
+        )
+        buckets = [(_seconds(bound), float(n)) for bound, n in zip(h.bounds, h.cumulative, strict=True)]
+        family.add_metric([], [*buckets, ("+Inf", float(h.count))], h.sum_ms / 1000)
+        yield family
+
+
+def _seconds(ms: int) -> str:
+    return repr(ms / 1000)
 
 
 class _OffsetsCollector:

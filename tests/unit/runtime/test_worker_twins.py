@@ -4,6 +4,7 @@ guarantees against the real servers are in tests/integration/test_worker*.py."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from structlog.testing import capture_logs
 
 from connectors.memory import MemoryBroker, MemoryHBase
 from connectors.memory.kafka import MemorySource
+from pipeline.core.ingest.batcher import SealReason
 from pipeline.core.model import TopicPartition
 from pipeline.errors import (
     ConfigError,
@@ -24,7 +26,7 @@ from pipeline.errors import (
     RegionMapStale,
 )
 from pipeline.runtime.ingest.deadletter import HEADER_PREFIX
-from pipeline.runtime.ingest.worker import Worker, WorkerSummary
+from pipeline.runtime.ingest.worker import Worker, WorkerSummary, seals_when_caught_up
 from pipeline.runtime.ingest.writer import WriteAbandoned
 from pipeline.settings import Settings, load_settings
 
@@ -467,3 +469,33 @@ async def test_a_redrive_writes_what_the_route_refused_and_a_second_refusal_keep
     assert [(h["trace"], h[HEADER_PREFIX + "source.topic"], h[HEADER_PREFIX + "source.offset"],
              HEADER_PREFIX + "route" in h) for h in again] == [(b"t", TOPIC.encode(), b"1", False),
                                                                (b"t", TOPIC.encode(), b"3", False)]
+
+
+@pytest.mark.parametrize(("mode", "min_bytes", "wait_ms", "age_ms", "seals"), [
+    ("auto", 1_048_576, 250, 200, True),
+    ("auto", 1_048_576, 100, 200, False),  # a fetch comes back before the age rule would seal
+    ("auto", 1, 500, 200, False),  # fetches come back with a byte: calls would be tiny
+    ("always", 1, 0, 200, True),
+    ("never", 1_048_576, 250, 200, False),
+])
+def test_seal_when_caught_up_resolves(mode: str, min_bytes: int, wait_ms: int, age_ms: int, seals: bool) -> None:
+    s = load_settings(None, writer={"seal_when_caught_up": mode, "max_batch_age_ms": age_ms},
+                      kafka={"fetch_min_bytes": min_bytes, "fetch_max_wait_ms": wait_ms})
+    assert seals_when_caught_up(s.writer, s.kafka) is seals
+
+
+async def test_caught_up_batches_go_at_once_and_each_record_gets_a_latency() -> None:
+    """Batches that would wait a minute for their age go as soon as the worker has read everything."""
+    broker, hbase = MemoryBroker(), MemoryHBase()
+    broker.create_topic(TOPIC, PARTITIONS)
+    hbase.add_table(TABLE, families=["f"])
+    for i in range(20):
+        broker.produce(TOPIC, orjson.dumps({"id": f"e{i}", "v": i, "ts": 1_000 + i}),
+                       timestamp=time.time_ns() // 1_000_000)
+    worker = Worker(_settings(max_batch_age_ms=60_000, seal_when_caught_up="always"), hbase, broker,
+                    stop_at=_ends(broker))
+    summary = await _run(worker, limit_s=5)
+    _check_rows(hbase, 20)
+    assert worker.batcher.statistics().sealed.get(SealReason.CAUGHT_UP, 0) >= 1
+    assert worker.latency.histogram.count == 20
+    assert summary.latency_p50_ms is not None and summary.latency_p99_ms is not None
