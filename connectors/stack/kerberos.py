@@ -30,11 +30,13 @@ the ports the last ``up --kerberos`` recorded in ``<state>/kerberos/settings.jso
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import secrets
 import shutil
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -209,12 +211,19 @@ def cluster_qop(j: int) -> str:
 
 
 def ensure_kdc_tools() -> None:
-    """Raise :class:`StackError` naming the Debian packages when an MIT Kerberos tool is not on PATH."""
+    """Raise :class:`StackError` naming what to install when an MIT Kerberos tool is not on PATH, or
+    when this Python lacks the ``gssapi`` package that the stack's readiness check (and every client
+    of a Kerberized gateway) needs: before anything starts, not after the servers are up."""
     path = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
     missing = [t for t in KDC_TOOLS if shutil.which(t, path=path) is None]
     if missing:
         raise StackError(f"{', '.join(missing)} not found on PATH: `stack up --kerberos` runs an MIT Kerberos KDC "
                          f"(`{_INSTALL_HINT}`)")
+    if importlib.util.find_spec("gssapi") is None:
+        raise StackError("the Python package gssapi is not installed: `stack up --kerberos` checks its gateways as "
+                         f"a Kerberos client. Install the extra into this Python: `{sys.executable} -m pip install "
+                         "'hbase-ingest[kerberos]'` (it builds against MIT Kerberos: `apt-get install libkrb5-dev`), "
+                         "or run `make kerberos`, which does both")
 
 
 def _tool(name: str) -> str:

@@ -4,6 +4,7 @@ and the realm itself, made with MIT's tools in a temporary folder (no KDC is sta
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import stat
@@ -176,6 +177,14 @@ def test_argv_runs_the_launcher_in_kerberos_mode_with_the_realm(tmp_path: Path) 
 def test_missing_tools_name_the_debian_packages(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(shutil, "which", lambda *a, **k: None)
     with pytest.raises(StackError, match="apt-get install krb5-kdc krb5-admin-server krb5-user"):
+        ensure_kdc_tools()
+
+
+def test_a_missing_gssapi_package_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(shutil, "which", lambda name, **k: f"/usr/sbin/{name}")
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "gssapi" else real(name, *a))
+    with pytest.raises(StackError, match=r"gssapi is not installed.*'hbase-ingest\[kerberos\]'.*libkrb5-dev"):
         ensure_kdc_tools()
 
 
