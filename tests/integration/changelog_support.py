@@ -23,7 +23,7 @@ import orjson
 from pipeline.rowkey import compile_rowkey
 from pipeline.settings import Settings, load_settings
 
-from .worker_support import writer_toml
+from .worker_support import TEST_FETCH, writer_toml
 
 Row = dict[str, Any]
 
@@ -159,14 +159,14 @@ def cdc_settings(unique: str, topic: str | None = None, **writer: Any) -> Settin
     return load_settings(None, topics=[{"name": topic, "key_format": "json"}], routes=routes,
                          tables=[{"name": r["table"], "families": fam} for r in routes], writer=w,
                          kafka={"group_id": f"g-{unique}", "dead_letter_topic": f"dlq-{unique}",
-                                "max_poll_records": 500})
+                                "max_poll_records": 500, **TEST_FETCH})
 
 
 def profile_toml(settings: Settings) -> str:
     """A TOML profile equivalent to ``settings`` from :func:`cdc_settings` (for worker subprocesses)."""
     k, w = settings.kafka, settings.writer
     out = [f'[kafka]\ngroup_id = "{k.group_id}"\ndead_letter_topic = "{k.dead_letter_topic}"\n'
-           f"max_poll_records = {k.max_poll_records}\n",
+           f"max_poll_records = {k.max_poll_records}\nfetch_max_wait_ms = {k.fetch_max_wait_ms}\n",
            writer_toml(w)]
     out += [f'[[topics]]\nname = "{t.name}"\nkey_format = "{t.key_format}"\n' for t in settings.topics]
     out += [f'[[tables]]\nname = "{t.name}"\nfamilies = {{ o = {{ versions = 5 }} }}\n' for t in settings.tables]

@@ -34,7 +34,7 @@ from connectors.stack.launch import HBASE_JDK17
 from connectors.stack.layout import infra_dir
 from pipeline.settings import HBaseSettings, Settings, StackSettings, load_settings
 
-from .worker_support import expected_cells
+from .worker_support import TEST_FETCH, expected_cells
 
 #: clear of the shared stack (9092/9093, 2181, 16000/16020, 9090/9091), test_cluster_stack.py (2281,
 #: 16100/16120+, 9190-9201, Kafka 9192/9193) and test_gateways.py
@@ -83,7 +83,7 @@ def index_settings(unique: str, **writer: Any) -> Settings:
     w.update(writer)
     return load_settings(None, routes=[route], tables=[{"name": route["table"], "families": {"o": {"versions": 5}}}],
                          writer=w, kafka={"group_id": f"g-{unique}", "dead_letter_topic": f"dlq-{unique}",
-                                          "max_poll_records": 2000})
+                                          "max_poll_records": 2000, **TEST_FETCH})
 
 
 # -- workers as subprocesses --------------------------------------------------------------------------
