@@ -18,8 +18,21 @@ Progress: Flink has no "rows written" metric. The sink table sets HBase's
 ``hbase.client.connection.impl`` to the job's ``CountingConnection``, whose BufferedMutator counts
 a row as written once a ``flush()`` after it returns (HBase acknowledged it); the job prints
 ``{"written": N}`` lines like the hbase-ingest child (:func:`bench.peer_ingest.parse_progress`).
-That costs one atomic add per flushed batch and per mutate call, in the sink's own thread. Every
-row is also counted in HBase after the run.
+Every row is also counted in HBase after the run.
+
+Latency (:mod:`bench.bench_steady`): the same wrapper puts each acknowledged Put's milliseconds from
+its event's timestamp (the row key's third field) into a histogram of 1 ms buckets, printed every
+second while it changes as ``{"latency_hist": [[ms, puts], ...], "flushes": F}``. Its cost, in the
+sink's own threads: per Put, the key's digits parsed at ``mutate()`` and one subtraction and array
+increment at the acknowledgement; per mutate() call one lock, per flush three locks and two atomic
+adds.
+
+The sink merges the Puts of one buffer that share a row key (the newest wins) before they reach the
+wrapper. Events of one millisecond, host and log event share ``hostname|log_event|timestamp``, so
+a topic produced at thousands of events a second (each stamped when sent) would lose Puts there;
+``job_sql(..., offset_in_key=True)`` appends ``|<partition>|<offset>`` of the Kafka record, which
+makes every event its own Put (``bench_steady``; the peer benchmark's generated events have
+distinct keys and keep the plain one).
 """
 
 from __future__ import annotations
@@ -123,11 +136,13 @@ def _with(options: Iterable[tuple[str, str | int]]) -> str:
     return ",\n".join(f"  {sql_literal(k)} = {sql_literal(str(v))}" for k, v in options)
 
 
-def job_sql(job: FlinkJob) -> str:
+def job_sql(job: FlinkJob, *, offset_in_key: bool = False) -> str:
     """The job's statements, each ending with ``;`` at the end of a line: ``CREATE TABLE src``
     (Kafka), ``CREATE TABLE sink`` (HBase) and ``INSERT INTO sink SELECT ... FROM src``. The
     source declares the used fields as STRING, so each cell holds the field's JSON text (a
-    number's digits as sent). Raises ValueError on an empty or unsafe name (see :func:`sql_literal`)."""
+    number's digits as sent). With ``offset_in_key``, the row key ends with ``|<partition>|<offset>``
+    of the Kafka record (the source's metadata columns), unique per event (see the module
+    docstring). Raises ValueError on an empty or unsafe name (see :func:`sql_literal`)."""
     source = _with([
         ("connector", "kafka"),
         ("topic", job.topic),
@@ -151,17 +166,20 @@ def job_sql(job: FlinkJob) -> str:
     fam = job.family
     if not fam.isidentifier():
         raise ValueError(f"column family {fam!r} is not a plain SQL identifier")
+    metadata = ("kafka_partition INT METADATA FROM 'partition' VIRTUAL,\n"
+                "  kafka_offset BIGINT METADATA FROM 'offset' VIRTUAL,\n  ") if offset_in_key else ""
+    suffix = ", '|', CAST(kafka_partition AS STRING), '|', CAST(kafka_offset AS STRING)" if offset_in_key else ""
     return (
         "CREATE TABLE src (\n"
         "  hostname STRING,\n  log_event STRING,\n  `timestamp` STRING,\n"
-        "  `level` STRING,\n  `value` STRING,\n  message STRING\n"
+        f"  `level` STRING,\n  `value` STRING,\n  {metadata}message STRING\n"
         f") WITH (\n{source}\n);\n"
         "CREATE TABLE sink (\n"
         f"  rowkey STRING,\n  {fam} ROW<v STRING, lv STRING, m STRING>,\n"
         "  PRIMARY KEY (rowkey) NOT ENFORCED\n"
         f") WITH (\n{sink}\n);\n"
         "INSERT INTO sink\n"
-        "SELECT CONCAT(hostname, '|', log_event, '|', `timestamp`), ROW(`value`, `level`, message)\n"
+        f"SELECT CONCAT(hostname, '|', log_event, '|', `timestamp`{suffix}), ROW(`value`, `level`, message)\n"
         "FROM src;\n"
     )
 

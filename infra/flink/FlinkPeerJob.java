@@ -13,8 +13,19 @@
  * a BufferedMutator that counts the rows passed to mutate() and adds them to the written count
  * only when a later flush() or close() returns (HBase acknowledged every row sent before it; a
  * failed flush throws and counts nothing). The sink deduplicates its buffer by row key before
- * mutate(), so a count is of distinct rows. Stdout carries nothing but the lines
- * {"written": N} (every 20 ms while N changes) for the harness; logs go to stderr.
+ * mutate(), so a count is of distinct rows (of each buffer).
+ *
+ * Latency: on each such acknowledgement the wrapper also puts, for every Put it acknowledges, the
+ * milliseconds from the event's timestamp to now into a histogram of 1 ms buckets (the last one
+ * holds 60 s and more). The timestamp is read from the row key, the digits after its second '|'
+ * (<hostname>|<log_event>|<timestamp>[|...]), once per Put at mutate(); a key without them counts
+ * as written but not in the histogram. Per Put: one parse at mutate(), one subtraction and one
+ * array increment at the acknowledgement.
+ *
+ * Stdout carries nothing but JSON lines for the harness: {"written": N} every 20 ms while N
+ * changes, and every second while it changes {"latency_hist": [[ms, puts], ...], "flushes": F}
+ * (the histogram's non-empty buckets so far; F the flushes that acknowledged at least one Put).
+ * Logs go to stderr.
  *
  * Exit status 1 when a statement fails or the job fails.
  */
@@ -23,6 +34,7 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -48,6 +60,15 @@ import org.apache.hadoop.hbase.security.User;
 public class FlinkPeerJob {
     /** Rows HBase has acknowledged, over every sink task of this JVM. */
     static final AtomicLong WRITTEN = new AtomicLong();
+
+    /** Flushes that acknowledged at least one row. */
+    static final AtomicLong FLUSHES = new AtomicLong();
+
+    /** Latencies at or above this many milliseconds go in the histogram's last bucket. */
+    static final int CAP_MS = 60_000;
+
+    /** Acknowledged Puts by milliseconds from their event's timestamp (guarded by itself). */
+    static final long[] LATENCY = new long[CAP_MS + 1];
 
     /** HBase's own connection class, which the wrapper opens underneath. */
     static final String REAL_CONNECTION = "org.apache.hadoop.hbase.client.ConnectionImplementation";
@@ -91,11 +112,17 @@ public class FlinkPeerJob {
 
     private static void report() {
         long last = -1;
-        while (true) {
+        long lastHist = -1;
+        for (long tick = 1; ; tick++) {
             long n = WRITTEN.get();
             if (n != last) {
                 last = n;
                 System.out.println("{\"written\": " + n + "}");
+                System.out.flush();
+            }
+            if (tick % 50 == 0 && n != lastHist) {
+                lastHist = n;
+                System.out.println(histogramLine());
                 System.out.flush();
             }
             try {
@@ -104,6 +131,43 @@ public class FlinkPeerJob {
                 return;
             }
         }
+    }
+
+    /** {"latency_hist": [[ms, puts], ...], "flushes": F}: the non-empty buckets of LATENCY. */
+    static String histogramLine() {
+        long[] copy;
+        synchronized (LATENCY) {
+            copy = LATENCY.clone();
+        }
+        StringBuilder out = new StringBuilder("{\"latency_hist\": [");
+        String sep = "";
+        for (int ms = 0; ms < copy.length; ms++) {
+            if (copy[ms] != 0) {
+                out.append(sep).append('[').append(ms).append(", ").append(copy[ms]).append(']');
+                sep = ", ";
+            }
+        }
+        return out.append("], \"flushes\": ").append(FLUSHES.get()).append('}').toString();
+    }
+
+    /**
+     * The event timestamp (ms) in a row key {@code <hostname>|<log_event>|<timestamp>[|...]}: the
+     * digits after the second '|'; -1 when there are none.
+     */
+    static long keyTimestamp(byte[] row) {
+        int bars = 0;
+        int i = 0;
+        while (i < row.length && bars < 2) {
+            if (row[i++] == '|') {
+                bars++;
+            }
+        }
+        long ts = 0;
+        int digits = 0;
+        for (; i < row.length && row[i] >= '0' && row[i] <= '9' && digits < 18; i++, digits++) {
+            ts = ts * 10 + (row[i] - '0');
+        }
+        return digits == 0 ? -1 : ts;
     }
 
     /** A Connection that delegates to HBase's own and counts what its BufferedMutators write. */
@@ -139,36 +203,67 @@ public class FlinkPeerJob {
         @Override public boolean isAborted() { return real.isAborted(); }
     }
 
-    /** Counts rows into {@link #WRITTEN} once a flush (or close) after their mutate() returns. */
+    /**
+     * Counts rows into {@link #WRITTEN}, and their latencies into {@link #LATENCY}, once a flush (or
+     * close) after their mutate() returns.
+     */
     public static final class CountingMutator implements BufferedMutator {
         private final BufferedMutator real;
-        private final AtomicLong pending = new AtomicLong();
+        /** Event timestamps of the rows mutated and not yet acknowledged, in mutate() order. */
+        private long[] stamps = new long[4096];
+        private int pending;
 
         CountingMutator(BufferedMutator real) { this.real = real; }
 
-        private void acknowledge(long rows) {
-            pending.addAndGet(-rows);
+        private synchronized void add(List<? extends Mutation> ms) {
+            if (pending + ms.size() > stamps.length) {
+                stamps = Arrays.copyOf(stamps, Math.max(2 * stamps.length, pending + ms.size()));
+            }
+            for (Mutation m : ms) {
+                stamps[pending++] = keyTimestamp(m.getRow());
+            }
+        }
+
+        private synchronized int pendingRows() { return pending; }
+
+        /** The first {@code rows} pending rows are acknowledged (HBase answered a flush after them). */
+        private synchronized void acknowledge(int rows) {
+            if (rows == 0) {
+                return;
+            }
+            long now = System.currentTimeMillis();
+            synchronized (LATENCY) {
+                for (int i = 0; i < rows; i++) {
+                    long ts = stamps[i];
+                    if (ts >= 0) {
+                        LATENCY[(int) Math.min(Math.max(now - ts, 0), CAP_MS)]++;
+                    }
+                }
+            }
+            System.arraycopy(stamps, rows, stamps, 0, pending - rows);
+            pending -= rows;
             WRITTEN.addAndGet(rows);
+            FLUSHES.incrementAndGet();
         }
 
         @Override public TableName getName() { return real.getName(); }
         @Override public org.apache.hadoop.conf.Configuration getConfiguration() { return real.getConfiguration(); }
         @Override public void mutate(Mutation m) throws IOException {
             real.mutate(m);
-            pending.incrementAndGet();
+            add(List.of(m));
         }
         @Override public void mutate(List<? extends Mutation> ms) throws IOException {
             real.mutate(ms);
-            pending.addAndGet(ms.size());
+            add(ms);
         }
         // rows mutated while a flush runs (another thread) are left for the next one: a lower bound
         @Override public void flush() throws IOException {
-            long rows = pending.get();
+            int rows = pendingRows();
             real.flush();
             acknowledge(rows);
         }
         @Override public void close() throws IOException {
-            long rows = pending.get();
+            int rows = pendingRows();
             real.close();
             acknowledge(rows);
         }
