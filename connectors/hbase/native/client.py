@@ -1,0 +1,226 @@
+"""``NativeClient``: writes batches of mutations straight to the region servers over HBase's native
+RPC (no Thrift gateway), and reads rows back with a minimal scan.
+
+Bootstrap: the first master in ``masters`` (``host:port`` of its RPC port, 16000 by default) that
+answers ``ClientMetaService.GetMetaRegionLocations`` names the meta region's server; a table's
+regions come from a meta scan and are kept in a :class:`~connectors.hbase.native.regions.RegionCache`.
+One :class:`~connectors.hbase.native.connection.RpcConnection` per server and service is opened on
+first use and reopened after it closed.
+
+:meth:`NativeClient.write` groups a batch by region, sends one ``Multi`` per region server (all of
+them concurrently; one ``RegionAction`` per region, cells in a cellblock after the protobuf) and
+decodes the answers. Failed actions are retried, and only those: after a relocation
+(``NotServingRegionException``, ``RegionMovedException``, a lost connection, a region without a
+server) the table's regions are re-read from meta first; after a busy answer the client only waits.
+Waits grow from ``backoff_s`` by doubling up to ``max_backoff_s``; after ``retries`` retries, or at
+once for a failure no retry can fix, the call raises (:func:`~connectors.hbase.native.failures.error_for`:
+the error names the table, the region and the Java exception, and carries ``failures``).
+Puts and deletes with explicit timestamps are idempotent, so a retry after a lost answer is safe.
+Increments are not sent (no nonces yet): a batch holding one raises
+:class:`~pipeline.errors.HBaseRequestError` before anything is sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Self
+
+from connectors.hbase.native.connection import CLIENT_SERVICE, META_SERVICE, RpcConnection
+from connectors.hbase.native.failures import CONNECTION_LOST, UNASSIGNED, Failed, error_for
+from connectors.hbase.native.locate import ScannedRow, meta_location, scan_region, table_regions
+from connectors.hbase.native.messages import ServerName, decode_multi_response
+from connectors.hbase.native.multi import Encoded, Group, build_multi, encode_mutation, failures_of
+from connectors.hbase.native.regions import Region, RegionCache
+from pipeline.core.model import Mutation, MutationKind
+from pipeline.errors import (
+    HBaseError,
+    HBaseRequestError,
+    HBaseTimeout,
+    HBaseUnavailable,
+    RegionMapStale,
+)
+
+__all__ = ["NativeClient"]
+
+def _address(spec: str) -> tuple[str, int]:
+    host, _, port = spec.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"expected 'host:port', got {spec!r}")
+    return host, int(port)
+
+
+class NativeClient:
+    """Async native HBase client (module docstring). Use as ``async with NativeClient([...]) as c``."""
+
+    def __init__(self, masters: Sequence[str], *, table_prefix: str = "", timeout_s: float = 30.0,
+                 connect_timeout_s: float = 10.0, retries: int = 5, backoff_s: float = 0.05,
+                 max_backoff_s: float = 2.0) -> None:
+        if not masters:
+            raise ValueError("at least one master 'host:port' is needed")
+        self._masters = [_address(m) for m in masters]
+        self._prefix = table_prefix
+        self._timeout = timeout_s
+        self._connect_timeout = connect_timeout_s
+        self._retries = retries
+        self._backoff = backoff_s
+        self._max_backoff = max_backoff_s
+        self._conns: dict[tuple[str, int, str], RpcConnection] = {}
+        self._conn_lock = asyncio.Lock()
+        self._meta: ServerName | None = None
+        self._cache = RegionCache()
+        self._stats = {"multi_calls": 0, "actions_sent": 0, "actions_failed": 0, "retries": 0, "region_refreshes": 0}
+
+    def __repr__(self) -> str:
+        return f"NativeClient(masters={self._masters!r}, connections={len(self._conns)}, {self._cache!r})"
+
+    def statistics(self) -> dict[str, int]:
+        """A snapshot of counters: ``multi_calls``, ``actions_sent`` (retries count again),
+        ``actions_failed``, ``retries`` (rounds after the first) and ``region_refreshes`` (meta scans)."""
+        return dict(self._stats)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        conns, self._conns = list(self._conns.values()), {}
+        for c in conns:
+            await c.close()
+
+    # -- connections and regions -------------------------------------------------------------------
+
+    async def _connection(self, host: str, port: int, service: str) -> RpcConnection:
+        key = (host, port, service)
+        conn = self._conns.get(key)
+        if conn is not None and not conn.closed:
+            return conn
+        async with self._conn_lock:
+            conn = self._conns.get(key)
+            if conn is None or conn.closed:
+                conn = await RpcConnection.open(host, port, service, timeout_s=self._connect_timeout)
+                self._conns[key] = conn
+            return conn
+
+    async def _meta_server(self) -> ServerName:
+        if self._meta is not None:
+            return self._meta
+        errors: list[HBaseError] = []
+        for host, port in self._masters:
+            try:
+                registry = await self._connection(host, port, META_SERVICE)
+                self._meta = await meta_location(registry, timeout_s=self._timeout)
+            except HBaseError as e:
+                errors.append(e)
+                continue
+            return self._meta
+        raise HBaseUnavailable(f"no master could locate hbase:meta: {errors!r}") from errors[-1]
+
+    async def regions(self, table: str, *, refresh: bool = False) -> list[Region]:
+        """``table``'s online regions sorted by start key (``table`` without the configured prefix),
+        from the cache unless ``refresh`` or unknown. Raises :class:`~pipeline.errors.TableNotFound`."""
+        name = self._prefix + table
+        if not refresh and self._cache.known(name):
+            return self._cache.regions(name)
+        for attempt in (0, 1):
+            meta = await self._meta_server()
+            try:
+                conn = await self._connection(meta.host, meta.port, CLIENT_SERVICE)
+                regions = await table_regions(conn, name, timeout_s=self._timeout)
+            except (HBaseUnavailable, HBaseTimeout, RegionMapStale):
+                self._meta = None  # meta moved, or its server is down: ask the registry again
+                if attempt:
+                    raise
+                continue
+            self._stats["region_refreshes"] += 1
+            self._cache.replace(name, regions)
+            return self._cache.regions(name)
+        raise AssertionError("unreachable")
+
+    # -- writes ------------------------------------------------------------------------------------
+
+    async def write(self, table: str, mutations: Sequence[Mutation]) -> None:
+        """Apply ``mutations`` (PUT, DELETE, DELETE_VERSION; one table). Returns when HBase acknowledged
+        every one; raises per the module docstring otherwise."""
+        incs = [m.row for m in mutations if m.kind is MutationKind.INCREMENT]
+        if incs:
+            raise HBaseRequestError(f"the native client does not send increments ({len(incs)} in the batch, "
+                                    f"first row {incs[0]!r}); route counters through the Thrift client",
+                                    table=table)
+        try:
+            encoded = [encode_mutation(m) for m in mutations]
+        except ValueError as e:
+            raise HBaseRequestError(f"cannot encode a mutation for table {table!r}: {e}", table=table) from e
+        pending = [i for i, e in enumerate(encoded) if e is not None]
+        name = self._prefix + table
+        refresh = False
+        for attempt in range(self._retries + 1):
+            if refresh or not self._cache.known(name):
+                await self.regions(table, refresh=True)
+            failures = await self._send_all(name, pending, encoded)
+            if not failures:
+                return
+            if any(not f.retryable for f in failures) or attempt == self._retries:
+                raise error_for(table, failures, exhausted=attempt == self._retries)
+            refresh = any(f.relocate for f in failures)
+            self._stats["retries"] += 1
+            pending = sorted({f.index for f in failures})
+            await asyncio.sleep(min(self._backoff * 2 ** attempt, self._max_backoff))
+        raise AssertionError("unreachable")
+
+    async def _send_all(self, name: str, pending: Sequence[int], encoded: Sequence[Encoded | None]) -> list[Failed]:
+        by_server: dict[tuple[str, int], dict[bytes, tuple[Region, list[int]]]] = {}
+        failures: list[Failed] = []
+        for i in pending:
+            e = encoded[i]
+            assert e is not None
+            region = self._cache.locate(name, e.row)
+            if region is None or not region.host:
+                failures.append(Failed(i, region.name if region else b"", UNASSIGNED,
+                                       "no online region holds the row"))
+                continue
+            groups = by_server.setdefault((region.host, region.port), {})
+            groups.setdefault(region.name, (region, []))[1].append(i)
+        sent = await asyncio.gather(*(self._send(host, port, list(groups.values()), encoded)
+                                      for (host, port), groups in by_server.items()))
+        for f in sent:
+            failures.extend(f)
+        self._stats["actions_failed"] += len(failures)
+        return failures
+
+    async def _send(self, host: str, port: int, groups: Sequence[Group],
+                    encoded: Sequence[Encoded | None]) -> list[Failed]:
+        """One ``Multi`` to one server; returns its failed actions (a connection-level failure fails all)."""
+        param, cellblock = build_multi(groups, encoded)
+        self._stats["multi_calls"] += 1
+        self._stats["actions_sent"] += sum(len(p) for _, p in groups)
+        try:
+            conn = await self._connection(host, port, CLIENT_SERVICE)
+            reply = await conn.call("Multi", param, cellblock, timeout_s=self._timeout)
+        except (HBaseUnavailable, HBaseTimeout, RegionMapStale, HBaseRequestError) as e:
+            cls = getattr(e, "java_class", CONNECTION_LOST)
+            return [Failed(i, region.name, cls, str(e)) for region, positions in groups for i in positions]
+        try:
+            return failures_of(groups, decode_multi_response(reply.param))
+        except ValueError as e:
+            raise HBaseError(f"undecodable Multi response from {host}:{port}: {e}") from e
+
+    # -- reads -------------------------------------------------------------------------------------
+
+    async def scan(self, table: str, start: bytes = b"", stop: bytes = b"", limit: int = 1000) -> list[ScannedRow]:
+        """At most ``limit`` rows of ``[start, stop)`` (``b""``: open end) in key order, each as
+        ``(row key, cells)`` with every cell of the newest version (one region at a time; not retried)."""
+        out: list[ScannedRow] = []
+        for region in await self.regions(table):
+            if len(out) >= limit:
+                break
+            if (stop and region.start_key >= stop) or (region.end_key and region.end_key <= start):
+                continue
+            conn = await self._connection(region.host, region.port, CLIENT_SERVICE)
+            out += await scan_region(conn, region.name, max(start, region.start_key), stop, (),
+                                     limit - len(out), timeout_s=self._timeout)
+        return out

@@ -1,0 +1,94 @@
+"""The asyncio connection against a scripted in-process server: hello bytes, out-of-order answers,
+remote exceptions, timeouts, and a connection lost with calls pending."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+from connectors.hbase.native.connection import RpcConnection
+from connectors.hbase.native.wire import hello, iter_fields, read_varint
+from pipeline.errors import HBaseRequestError, HBaseTimeout, HBaseUnavailable
+
+Script = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+async def read_request(reader: asyncio.StreamReader) -> tuple[int, bytes]:
+    """(call id, param) of the next request frame."""
+    frame = await reader.readexactly(struct.unpack(">I", await reader.readexactly(4))[0])
+    size, pos = read_varint(frame, 0)
+    call_id = next(v for f, v in iter_fields(frame[pos:pos + size]) if f == 1)
+    psize, ppos = read_varint(frame, pos + size)
+    assert isinstance(call_id, int)
+    return call_id, frame[ppos:ppos + psize]
+
+
+def answer(call_id: int, param: bytes, header_extra: bytes = b"") -> bytes:
+    header = b"\x08" + bytes((call_id,)) + header_extra
+    body = bytes((len(header),)) + header + (bytes((len(param),)) + param if param else b"")
+    return struct.pack(">I", len(body)) + body
+
+
+async def serve(script: Script) -> tuple[asyncio.Server, int, list[bytes]]:
+    greetings: list[bytes] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readexactly(10)
+        greetings.append(head + await reader.readexactly(struct.unpack(">I", head[6:])[0]))
+        await script(reader, writer)
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    return server, server.sockets[0].getsockname()[1], greetings
+
+
+async def test_answers_out_of_order_reach_their_calls() -> None:
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        first, second = await read_request(reader), await read_request(reader)
+        writer.write(answer(second[0], b"re:" + second[1]) + answer(first[0], b"re:" + first[1]))
+        third = await read_request(reader)
+        exc = b"\x0a\x0bjava.lang.X" + b"\x12\x05bad\nz"
+        writer.write(answer(third[0], b"", b"\x12" + bytes((len(exc),)) + exc))
+        await reader.read()
+
+    server, port, greetings = await serve(script)
+    async with server:
+        conn = await RpcConnection.open("127.0.0.1", port, "ClientService", user="u")
+        a, b = await asyncio.gather(conn.call("Get", b"one"), conn.call("Get", b"two"))
+        assert (a.param, b.param, a.call_id, b.call_id) == (b"re:one", b"re:two", 1, 2)
+        with pytest.raises(HBaseRequestError, match=r"java\.lang\.X: bad") as info:
+            await conn.call("Get", b"three")
+        assert info.value.java_class == "java.lang.X"  # type: ignore[attr-defined]
+        await conn.close()
+        assert conn.closed
+    assert greetings == [hello("u", "ClientService")]
+
+
+async def test_a_lost_connection_fails_every_pending_call_and_a_silent_one_times_out() -> None:
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        await read_request(reader)
+        await read_request(reader)
+
+    server, port, _ = await serve(script)
+    async with server:
+        conn = await RpcConnection.open("127.0.0.1", port, "ClientService", user="u")
+        with pytest.raises(HBaseTimeout, match="did not answer"):
+            await conn.call("Get", b"", timeout_s=0.05)
+        results = await asyncio.gather(conn.call("Get", b""), conn.call("Get", b""), return_exceptions=True)
+        assert all(isinstance(r, HBaseUnavailable) and "lost" in str(r) for r in results), results
+        with pytest.raises(HBaseUnavailable, match="closed"):
+            await conn.call("Get", b"")
+        await conn.close()
+
+
+async def test_a_refused_connection_is_unavailable() -> None:
+    server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    server.close()
+    await server.wait_closed()
+    with pytest.raises(HBaseUnavailable, match="cannot connect"):
+        await RpcConnection.open("127.0.0.1", port, "ClientService")
