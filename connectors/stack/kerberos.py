@@ -60,6 +60,7 @@ __all__ = [
     "KerberosPart",
     "KerberosSettings",
     "cluster_qop",
+    "ensure_gssapi",
     "ensure_kdc_tools",
     "ensure_realm",
     "kdc_argv",
@@ -211,14 +212,18 @@ def cluster_qop(j: int) -> str:
 
 
 def ensure_kdc_tools() -> None:
-    """Raise :class:`StackError` naming what to install when an MIT Kerberos tool is not on PATH, or
-    when this Python lacks the ``gssapi`` package that the stack's readiness check (and every client
-    of a Kerberized gateway) needs: before anything starts, not after the servers are up."""
+    """Raise :class:`StackError` naming the Debian packages when an MIT Kerberos tool is not on PATH."""
     path = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
     missing = [t for t in KDC_TOOLS if shutil.which(t, path=path) is None]
     if missing:
         raise StackError(f"{', '.join(missing)} not found on PATH: `stack up --kerberos` runs an MIT Kerberos KDC "
                          f"(`{_INSTALL_HINT}`)")
+
+
+def ensure_gssapi() -> None:
+    """Raise :class:`StackError` naming the extra to install when this Python lacks the ``gssapi``
+    package that the stack's readiness check (and every client of a Kerberized gateway) needs: before
+    anything starts, not after the servers are up."""
     if importlib.util.find_spec("gssapi") is None:
         raise StackError("the Python package gssapi is not installed: `stack up --kerberos` checks its gateways as "
                          f"a Kerberos client. Install the extra into this Python: `{sys.executable} -m pip install "

@@ -59,7 +59,7 @@ from pipeline.settings import StackSettings
 from .cdc import CdcServers
 from .hdfs import hbase_fs_values, hdfs_values
 from .health import START_MARKER, DiedProcess
-from .kerberos import KerberosPart, KerberosSettings, ensure_kdc_tools, ensure_realm, kinit_check
+from .kerberos import KerberosPart, KerberosSettings, ensure_gssapi, ensure_kdc_tools, ensure_realm, kinit_check
 from .krb_cluster import cluster_security, kerberized_rendered
 from .krb_hbase import ensure_krb_hbase
 from .krb_kafka import SsoListener, kafka_jvm_options, render_sso_config, setup_sso_acls, sso_rendered, sso_round_trip
@@ -433,6 +433,7 @@ class LocalStack:
             self.cdc.restart_failed()
         if self.kerberos is not None:
             ensure_kdc_tools()
+            ensure_gssapi()
         t_prov = time.monotonic()
         self._launcher = ensure_launcher(self.layout)
         secure, sso = self.secure, self.sso

@@ -23,6 +23,7 @@ from connectors.stack.kerberos import (
     STRANGER_USER,
     KerberosPart,
     KerberosSettings,
+    ensure_gssapi,
     ensure_kdc_tools,
     ensure_realm,
     kdc_argv,
@@ -181,11 +182,10 @@ def test_missing_tools_name_the_debian_packages(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_a_missing_gssapi_package_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(shutil, "which", lambda name, **k: f"/usr/sbin/{name}")
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "gssapi" else real(name, *a))
     with pytest.raises(StackError, match=r"gssapi is not installed.*'hbase-ingest\[kerberos\]'.*libkrb5-dev"):
-        ensure_kdc_tools()
+        ensure_gssapi()
 
 
 def test_cli_up_offers_kerberos() -> None:
