@@ -13,7 +13,9 @@ differ in the consumer's fetch settings:
 - ``fetch_default``: ``fetch_min_bytes = 1``, ``fetch_max_wait_ms = 500`` (aiokafka's defaults: a
   fetch returns the moment a byte is there);
 - ``fetch_256k_100ms``: ``fetch_min_bytes = 262144``, ``fetch_max_wait_ms = 100`` (the defaults
-  before, with batches sealed at their age).
+  before, with batches sealed at their age);
+- ``native``: the defaults with ``[hbase] client = "native"`` (puts straight to the region server
+  over HBase's RPC, no Thrift gateway in the write path).
 
 hbase-ingest: a worker child process with the settings and 16-region design table of the Flink
 comparison (:func:`bench.peer_ingest.ingest_settings`) in a fresh group; it says it consumes once
@@ -121,10 +123,12 @@ from pipeline.settings import Settings, StackSettings
 __all__ = ["FLINK", "KINDS", "Line", "Progress", "Window", "flink_settings", "latency_summary", "parse_kinds",
            "parse_line", "settings_for", "source_consuming"]
 
-KINDS: dict[str, dict[str, int]] = {
+#: per kind, the settings it changes from the product's defaults: section -> setting -> value
+KINDS: dict[str, dict[str, dict[str, Any]]] = {
     "ingest": {},  # the product's defaults
-    "fetch_default": {"fetch_min_bytes": 1, "fetch_max_wait_ms": 500},
-    "fetch_256k_100ms": {"fetch_min_bytes": 262_144, "fetch_max_wait_ms": 100},
+    "fetch_default": {"kafka": {"fetch_min_bytes": 1, "fetch_max_wait_ms": 500}},
+    "fetch_256k_100ms": {"kafka": {"fetch_min_bytes": 262_144, "fetch_max_wait_ms": 100}},
+    "native": {"hbase": {"client": "native"}},
 }
 FLINK = "flink"
 _CAP_MS = 60_000  # latencies at or above go in the last bucket (as FlinkPeerJob's CAP_MS)
@@ -137,7 +141,8 @@ _ASSIGNED = re.compile(r"^\d+\..*KafkaSourceReader\.topic\..+\.partition\.(\d+)\
 
 def settings_for(kind: str, topic: str, table: str, partitions: int) -> Settings:
     base = ingest_settings(topic, table, f"{topic}-dlq", partitions)
-    return base.model_copy(update={"kafka": base.kafka.model_copy(update=KINDS[kind])})
+    return base.model_copy(update={section: getattr(base, section).model_copy(update=changes)
+                                   for section, changes in KINDS[kind].items()})
 
 
 def parse_kinds(text: str) -> list[str]:

@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     Field,
     SecretStr,
+    StringConstraints,
     ValidationError,
     model_validator,
 )
@@ -313,6 +314,14 @@ class HBaseSettings(Section):
     http_path: str = Field(default="/", pattern=r"^/", description="http mode: the path of the POSTs")
     table_prefix: Annotated[str, name_rule(table_prefix_problem)] = Field(
         default="", description="prepended to every table name (a namespace when it ends in ':', e.g. 'dev:')")
+    client: Literal["thrift", "native"] = Field(
+        default="thrift", description="native: puts and deletes go straight to the region servers over HBase's "
+        "RPC (connectors.hbase.native), located through the masters; table admin, reads and counters still "
+        "go through the gateways")
+    masters: list[Annotated[str, StringConstraints(pattern=r"^[^\s:]+:[0-9]{1,5}$")]] = Field(
+        default_factory=list, max_length=16,
+        description="client = native: the masters' RPC addresses (host:port, port 16000 by default), asked in "
+        "turn where hbase:meta is; empty: <host>:16000")
 
     @model_validator(mode="after")
     def _one_way_to_name_gateways(self) -> HBaseSettings:
@@ -343,6 +352,10 @@ class HBaseSettings(Section):
         if self.tls_key_file is not None and self.tls_cert_file is None:
             raise ValueError("tls_key_file without tls_cert_file: a client certificate needs both")
         return self
+
+    def master_addresses(self) -> list[str]:
+        """``masters``, or ``<host>:16000`` (the master's default RPC port beside the one gateway)."""
+        return list(self.masters) or [f"{self.host}:16000"]
 
     def endpoints(self) -> list[GatewaySpec]:
         """The gateways in order: ``gateways``, or the one of ``host``/``port``/``thrift2_port``."""

@@ -162,7 +162,11 @@ class HBaseClient(GatewayCalls):
         return await self.call(get, table=table, what="describe families", idempotent=True)
 
     async def regions(self, table: str) -> list[RegionInfo]:
-        """The table's regions in key order (from the gateway's region locator)."""
+        """The table's regions in key order (from the gateway's region locator; with ``client = "native"``
+        from ``hbase:meta`` read over HBase's RPC, which the native writes then route by)."""
+        if self._native is not None:
+            return [RegionInfo(table, r.start_key, r.end_key, r.host, r.port, r.region_id, format_key(r.name))
+                    for r in await self._native.regions(table, refresh=True)]
         def get(c: happybase.Connection) -> list[RegionInfo]:
             regs = c.table(self._name(table)).regions()
             if not regs:
@@ -184,7 +188,12 @@ class HBaseClient(GatewayCalls):
         retry re-applies puts/deletes idempotently when they carry timestamps, and puts and deletes
         are retried on another gateway after a connection-level failure; increments are not
         idempotent and are retried elsewhere only when they cannot have been sent. Returns the name
-        of the gateway whose reply acknowledged the puts and deletes (None for increments only)."""
+        of the gateway whose reply acknowledged the puts and deletes (None for increments only).
+
+        With ``client = "native"`` the puts and deletes go in one ``Multi`` per region server instead
+        (:class:`~connectors.hbase.native.NativeClient`: it retries only the failed actions, after
+        re-reading the table's regions when they moved) and None is returned; increments still go
+        through a gateway."""
         name = self._name(table).encode()
         served: list[str] = []
         puts: Sequence[Mutation]
@@ -196,7 +205,9 @@ class HBaseClient(GatewayCalls):
             puts = [m for m in mutations if m.kind is MutationKind.PUT]
             dels = [m for m in mutations if m.kind in _DELETES]
             incs = [m for m in mutations if m.kind is MutationKind.INCREMENT]
-        if puts or dels:
+        if (puts or dels) and self._native is not None:
+            await self._native.write(table, puts if not dels else [*puts, *dels])
+        elif puts or dels:
             def send(c: Any) -> None:
                 idl = load_idl()
                 expiring = [m for m in puts if m.ttl is not None] if self._direct_puts else ()

@@ -18,6 +18,7 @@ import structlog
 
 from connectors.hbase.errors import is_gateway_failure, map_exceptions
 from connectors.hbase.gateways import GatewayBoard
+from connectors.hbase.native import NativeClient
 from connectors.hbase.pool import ConnectionPool
 from connectors.hbase.probe import Prober, probe_gateway
 from connectors.hbase.putwire import direct_puts
@@ -74,6 +75,10 @@ class GatewayCalls:
         self._prober = Prober(self._board, lambda i: probe_gateway(specs[i], s), s.probe_interval_ms / 1000)
         # puts are encoded straight to bytes on the binary protocol (connectors.hbase.putwire)
         self._direct_puts = direct_puts(s)
+        # client = "native": puts, deletes and region lists over HBase's own RPC (connectors.hbase.native)
+        self._native = (NativeClient(s.master_addresses(), table_prefix=s.table_prefix, timeout_s=s.timeout_ms / 1000,
+                                     connect_timeout_s=min(s.timeout_ms / 1000, 10.0))
+                        if s.client == "native" else None)
 
     def __repr__(self) -> str:
         return f"HBaseClient({self._board!r})"
@@ -91,6 +96,8 @@ class GatewayCalls:
         self._prober.close()
         for ep in self._endpoints:
             ep.close()
+        if self._native is not None:
+            await self._native.close()
 
     @property
     def pool_size(self) -> int:
@@ -110,9 +117,11 @@ class GatewayCalls:
                 for k, v in g[pool].items():
                     out[k] = out.get(k, 0) + v
             return out
-        return {"thrift1": total("thrift1"), "thrift2": total("thrift2"), "gateways": gateways,
-                "threads_busy": sum(ep.limit1.borrowed_tokens + ep.limit2.borrowed_tokens
-                                    for ep in self._endpoints)}
+        out = {"thrift1": total("thrift1"), "thrift2": total("thrift2"), "gateways": gateways,
+               "threads_busy": sum(ep.limit1.borrowed_tokens + ep.limit2.borrowed_tokens for ep in self._endpoints)}
+        if self._native is not None:
+            out["native"] = self._native.statistics()
+        return out
 
     def _name(self, table: str) -> str:
         return self._prefix + table

@@ -1,18 +1,25 @@
 """The native RPC client against the real HBase: regions located through the RPC registry and a meta
 scan agree with the Thrift gateway's; puts and deletes written natively read back through Thrift byte
-for byte; a missing column family is refused with the Java exception named."""
+for byte; a missing column family is refused with the Java exception named; the worker on
+``[hbase] client = "native"`` writes every row and dead-letters exactly what a region server refuses."""
 
 from __future__ import annotations
 
+import anyio
+import orjson
 import pytest
 
 from connectors.hbase import HBaseClient
 from connectors.hbase.native import NativeClient, Region
+from connectors.kafka import KafkaBroker
 from connectors.stack import LocalStack
 from pipeline.core.model import Mutation, MutationKind, Origin
 from pipeline.core.model import TopicPartition as TP
 from pipeline.errors import HBaseRequestError
+from pipeline.runtime.ingest.worker import Worker
 from pipeline.settings import FamilySpec, HBaseSettings
+
+from .worker_support import drop_tables, expected_cells, order_event, order_settings, produce, setup, stop_offsets
 
 SPLITS = [b"r0500", b"r1000", b"r1500"]
 ROWS = 2000
@@ -93,3 +100,43 @@ async def test_native_writes_read_back_through_thrift(stack: LocalStack, hbase: 
             assert [f.index for f in info.value.failures] == [0]  # type: ignore[attr-defined]
     finally:
         await hbase.delete_table(table)
+
+
+class _FamilyDroppedAfterCheck(HBaseClient):
+    async def families(self, table: str) -> dict[str, int]:
+        return {"o": 5, **await super().families(table)}
+
+
+async def test_the_worker_writes_natively_and_dead_letters_what_hbase_refuses(
+        stack: LocalStack, hbase: HBaseClient, hbase_settings: HBaseSettings, unique: str) -> None:
+    """The guides' order design through the worker with ``client = "native"``. The index table lacks
+    the route's family, as when an administrator dropped it after the worker's start-up check (the
+    client below answers that check as it stood before), so each of its rows is refused by the region
+    server (a ``Multi`` action failing with ``NoSuchColumnFamilyException``) and dead-lettered, while
+    the same events' rows in the seller and buyer tables land."""
+    settings = order_settings(unique)
+    topic = await setup(settings, hbase)
+    index = settings.routes[2].table
+    await hbase.delete_table(index)
+    await hbase.create_table(index, {"x": FamilySpec()})
+    native = hbase_settings.model_copy(update={"client": "native",
+                                               "masters": [f"localhost:{stack.settings.master_port}"]})
+    try:
+        events = [order_event(i) for i in range(200)]
+        await produce(settings, topic, [orjson.dumps(e) for e in events])
+        async with _FamilyDroppedAfterCheck(native) as client:
+            worker = Worker(settings, client, KafkaBroker(settings.kafka), stop_at=await stop_offsets(settings, topic))
+            with anyio.fail_after(120):
+                summary = await worker.run()
+            stats = client.statistics()["native"]
+        assert summary.consumed == 200 and summary.dead_lettered == 200
+        assert stats["multi_calls"] > 0 and stats["actions_failed"] >= 200
+        assert await hbase.scan_page(index, limit=10) == []
+        for route in settings.routes[:2]:
+            want = {}
+            for e in events:
+                row, cells = expected_cells(settings, e)[route.table]
+                want[row] = cells
+            assert dict(await hbase.scan_page(route.table, limit=300)) == want, route.name
+    finally:
+        await drop_tables(hbase, settings)

@@ -283,3 +283,21 @@ def test_a_route_names_the_families_it_writes_once_each_in_column_order() -> Non
                                       "columns": {"b:x": "x", "a:y": "y", "b:z": "z"},
                                       "counter": {"column": "c:n"}})
     assert route.families == ["b", "a", "c"]
+
+
+def test_the_native_client_names_its_masters(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert load_settings(None).hbase.client == "thrift"
+    monkeypatch.setenv("HBASE_INGEST_HBASE__CLIENT", "native")
+    s = load_settings(None)
+    assert s.hbase.client == "native" and s.hbase.master_addresses() == ["127.0.0.1:16000"]
+    monkeypatch.setenv("HBASE_INGEST_HBASE__MASTERS", '["m1.example:16000", "m2.example:16000"]')
+    assert load_settings(None).hbase.master_addresses() == ["m1.example:16000", "m2.example:16000"]
+    monkeypatch.delenv("HBASE_INGEST_HBASE__MASTERS")
+    f = tmp_path / "c.toml"
+    f.write_text('[hbase]\nclient = "native"\nmasters = ["m1.example"]\n')
+    with pytest.raises(ConfigError, match=r"hbase\.masters"):
+        load_settings(f)
+    monkeypatch.delenv("HBASE_INGEST_HBASE__CLIENT")  # else it overrides the file's
+    f.write_text('[hbase]\nclient = "grpc"\n')
+    with pytest.raises(ConfigError, match=r"hbase\.client"):
+        load_settings(f)

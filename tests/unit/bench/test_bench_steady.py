@@ -22,6 +22,7 @@ from bench.bench_steady import (
     latency_summary,
     parse_kinds,
     parse_line,
+    settings_for,
     source_consuming,
 )
 from bench.peer_flink import FlinkJob, job_sql
@@ -37,7 +38,11 @@ def test_kinds_are_taken_in_order_and_checked() -> None:
     for bad in ("", ",", "flink,flink"):
         with pytest.raises(ValueError, match="each once"):
             parse_kinds(bad)
-    assert set(KINDS) == {"ingest", "fetch_default", "fetch_256k_100ms"}
+    assert set(KINDS) == {"ingest", "fetch_default", "fetch_256k_100ms", "native"}
+    native, ingest = settings_for("native", "t", "tb", 4), settings_for("ingest", "t", "tb", 4)
+    assert native.hbase.client == "native" and ingest.hbase.client == "thrift"
+    assert native.kafka == ingest.kafka
+    assert settings_for("fetch_default", "t", "tb", 4).kafka.fetch_min_bytes == 1
 
 
 def test_latency_percentiles_are_the_first_bucket_reaching_the_share() -> None:
