@@ -23,22 +23,31 @@ demo: install
 test: install kerberos netfilter lint sanitize test-pythons stack-up-cdc $(PROMTOOL)
 	PROMTOOL=$(PROMTOOL) $(BIN)/python -m pytest
 
+# the virtualenvs are made one after the other, then the versions' unit tests run side by side (one
+# process each; their output is shown per version once all have ended)
 test-pythons: install $(PROMTOOL)
-	@for v in $(OTHER_PYTHONS); do \
+	@ran=""; for v in $(OTHER_PYTHONS); do \
 	  py=""; \
 	  for c in $$(ls -d $$HOME/.pyenv/versions/$$v.*/bin/python 2>/dev/null | sort -V | tail -1) $$(command -v python$$v); do \
 	    if $$c --version >/dev/null 2>&1; then py=$$c; break; fi; \
 	  done; \
 	  if [ -z "$$py" ]; then echo "== Python $$v: not on this machine, its unit tests not run"; continue; fi; \
-	  echo "== unit tests under $$($$py --version)"; \
 	  stale=""; for f in pyproject.toml $(COMPILED); do [ $$f -nt .venv-$$v/.installed ] && stale=1; done; \
 	  if [ ! -f .venv-$$v/.installed ] || [ -n "$$stale" ]; then \
 	    $$py -m venv .venv-$$v && .venv-$$v/bin/pip install -q --upgrade pip && \
 	    $(PIP_COMPILED) .venv-$$v/bin/pip install -q -e '.[dev]' && touch .venv-$$v/.installed || exit 1; \
 	  fi; \
-	  PROMTOOL=$(PROMTOOL) .venv-$$v/bin/python -m pytest tests/unit -q -p no:cacheprovider \
-	    --basetemp=.venv-$$v/pytest || exit 1; \
-	done
+	  $$py --version > .venv-$$v/unit.log; \
+	  (PROMTOOL=$(PROMTOOL) .venv-$$v/bin/python -m pytest tests/unit -q -p no:cacheprovider \
+	    --basetemp=.venv-$$v/pytest >> .venv-$$v/unit.log 2>&1; echo $$? > .venv-$$v/unit.rc) & \
+	  ran="$$ran $$v"; \
+	done; \
+	wait; failed=0; \
+	for v in $$ran; do \
+	  echo "== unit tests under $$(head -1 .venv-$$v/unit.log)"; tail -n +2 .venv-$$v/unit.log; \
+	  [ "$$(cat .venv-$$v/unit.rc)" = 0 ] || failed=1; \
+	done; \
+	exit $$failed
 
 install: $(VENV)/.installed
 

@@ -321,7 +321,12 @@ class HBaseSettings(Section):
     masters: list[Annotated[str, StringConstraints(pattern=r"^[^\s:]+:[0-9]{1,5}$")]] = Field(
         default_factory=list, max_length=16,
         description="client = native: the masters' RPC addresses (host:port, port 16000 by default), asked in "
-        "turn where hbase:meta is; empty: <host>:16000")
+        "turn where hbase:meta is; empty with no zookeeper_quorum: <host>:16000")
+    zookeeper_quorum: list[Annotated[str, StringConstraints(pattern=r"^[^\s:]+(:[0-9]{1,5})?$")]] = Field(
+        default_factory=list, max_length=16,
+        description="client = native: hbase.zookeeper.quorum (host or host:port, 2181 by default), read when no "
+        "master answers")
+    zookeeper_parent: str = Field(default="/hbase", pattern=r"^/\S*$", description="zookeeper.znode.parent")
 
     @model_validator(mode="after")
     def _one_way_to_name_gateways(self) -> HBaseSettings:
@@ -351,11 +356,15 @@ class HBaseSettings(Section):
             raise ValueError("kerberos_keytab without kerberos_principal: name the principal whose keys it holds")
         if self.tls_key_file is not None and self.tls_cert_file is None:
             raise ValueError("tls_key_file without tls_cert_file: a client certificate needs both")
+        if self.client == "native" and (self.auth == "kerberos" or any(g.auth == "kerberos" for g in self.gateways)):
+            raise ValueError('client = "native" does not speak SASL to the region servers yet, and a cluster with '
+                             'Kerberized gateways requires it: use client = "thrift" (its default)')
         return self
 
     def master_addresses(self) -> list[str]:
-        """``masters``, or ``<host>:16000`` (the master's default RPC port beside the one gateway)."""
-        return list(self.masters) or [f"{self.host}:16000"]
+        """``masters``; when neither it nor ``zookeeper_quorum`` is given, ``<host>:16000`` (the master's
+        default RPC port beside the one gateway)."""
+        return list(self.masters) or ([] if self.zookeeper_quorum else [f"{self.host}:16000"])
 
     def endpoints(self) -> list[GatewaySpec]:
         """The gateways in order: ``gateways``, or the one of ``host``/``port``/``thrift2_port``."""

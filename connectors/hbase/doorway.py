@@ -76,7 +76,9 @@ class GatewayCalls:
         # puts are encoded straight to bytes on the binary protocol (connectors.hbase.putwire)
         self._direct_puts = direct_puts(s)
         # client = "native": puts, deletes and region lists over HBase's own RPC (connectors.hbase.native)
-        self._native = (NativeClient(s.master_addresses(), table_prefix=s.table_prefix, timeout_s=s.timeout_ms / 1000,
+        self._native = (NativeClient(s.master_addresses(), zookeeper_quorum=s.zookeeper_quorum,
+                                     zookeeper_parent=s.zookeeper_parent, table_prefix=s.table_prefix,
+                                     timeout_s=s.timeout_ms / 1000,
                                      connect_timeout_s=min(s.timeout_ms / 1000, 10.0))
                         if s.client == "native" else None)
 
@@ -87,10 +89,14 @@ class GatewayCalls:
         # the Thrift2 IDL is needed by every write: a missing one is a setup error, raised here
         # (ConfigError) rather than at the first write, where it would look like an outage
         await anyio.to_thread.run_sync(load_idl)
+        if self._native is not None:
+            await self._native.__aenter__()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+        if self._native is not None:
+            await self._native.__aexit__(None, None, None)
 
     async def aclose(self) -> None:
         self._prober.close()

@@ -1,7 +1,8 @@
 """The native RPC client against the real HBase: regions located through the RPC registry and a meta
-scan agree with the Thrift gateway's; puts and deletes written natively read back through Thrift byte
-for byte; a missing column family is refused with the Java exception named; the worker on
-``[hbase] client = "native"`` writes every row and dead-letters exactly what a region server refuses."""
+scan agree with the Thrift gateway's, and so do those located through ZooKeeper when no master
+answers; puts and deletes written natively read back through Thrift byte for byte; a missing column
+family is refused with the Java exception named; the worker on ``[hbase] client = "native"`` writes
+every row and dead-letters exactly what a region server refuses."""
 
 from __future__ import annotations
 
@@ -69,6 +70,10 @@ async def test_native_writes_read_back_through_thrift(stack: LocalStack, hbase: 
             assert len(located) == 4
             assert ([(r.start_key, r.end_key, r.region_id, r.port) for r in located]
                     == [(r.start_key, r.end_key, r.region_id, r.port) for r in thrift_regions])
+            # no master answers (nothing listens on port 1): the meta-region-server znode names meta's server
+            async with NativeClient(["localhost:1"], zookeeper_quorum=[f"localhost:{stack.settings.zookeeper_port}"],
+                                    connect_timeout_s=5.0, table_prefix=hbase_settings.table_prefix) as via_zk:
+                assert await via_zk.regions(table) == located
 
             puts, deletes, expected = batches(table)
             await native.write(table, puts[:1000])

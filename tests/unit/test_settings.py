@@ -301,3 +301,6 @@ def test_the_native_client_names_its_masters(tmp_path: Path, monkeypatch: pytest
     f.write_text('[hbase]\nclient = "grpc"\n')
     with pytest.raises(ConfigError, match=r"hbase\.client"):
         load_settings(f)
+    f.write_text('[hbase]\nclient = "native"\nauth = "kerberos"\n')
+    with pytest.raises(ConfigError, match="does not speak SASL"):
+        load_settings(f)

@@ -1,4 +1,4 @@
-"""A native HBase RPC client (asyncio): protobuf + KeyValue cellblocks straight to the region servers,
+"""A native HBase RPC client (anyio): protobuf + KeyValue cellblocks straight to the region servers,
 no Thrift gateway. Pure modules (``wire``, ``messages``, ``cells``, ``regions``, ``multi``,
 ``failures``) hold the byte layouts and decisions; ``connection``, ``locate`` and ``client`` do the I/O."""
 

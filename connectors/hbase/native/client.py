@@ -2,7 +2,9 @@
 RPC (no Thrift gateway), and reads rows back with a minimal scan.
 
 Bootstrap: the first master in ``masters`` (``host:port`` of its RPC port, 16000 by default) that
-answers ``ClientMetaService.GetMetaRegionLocations`` names the meta region's server; a table's
+answers ``ClientMetaService.GetMetaRegionLocations`` names the meta region's server; when none does
+(or none is given), the ``meta-region-server`` znode read from ``zookeeper_quorum``
+(:mod:`connectors.hbase.native.zookeeper`) names it. A table's
 regions come from a meta scan and are kept in a :class:`~connectors.hbase.native.regions.RegionCache`.
 One :class:`~connectors.hbase.native.connection.RpcConnection` per server and service is opened on
 first use and reopened after it closed.
@@ -22,10 +24,13 @@ Increments are not sent (no nonces yet): a batch holding one raises
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 from collections.abc import Sequence
 from types import TracebackType
 from typing import Self
+
+import anyio
+import anyio.abc
 
 from connectors.hbase.native.connection import CLIENT_SERVICE, META_SERVICE, RpcConnection
 from connectors.hbase.native.failures import CONNECTION_LOST, UNASSIGNED, Failed, error_for
@@ -33,6 +38,7 @@ from connectors.hbase.native.locate import ScannedRow, meta_location, scan_regio
 from connectors.hbase.native.messages import ServerName, decode_multi_response
 from connectors.hbase.native.multi import Encoded, Group, build_multi, encode_mutation, failures_of
 from connectors.hbase.native.regions import Region, RegionCache
+from connectors.hbase.native.zookeeper import meta_from_zookeeper
 from pipeline.core.model import Mutation, MutationKind
 from pipeline.errors import (
     HBaseError,
@@ -54,12 +60,15 @@ def _address(spec: str) -> tuple[str, int]:
 class NativeClient:
     """Async native HBase client (module docstring). Use as ``async with NativeClient([...]) as c``."""
 
-    def __init__(self, masters: Sequence[str], *, table_prefix: str = "", timeout_s: float = 30.0,
+    def __init__(self, masters: Sequence[str], *, zookeeper_quorum: Sequence[str] = (),
+                 zookeeper_parent: str = "/hbase", table_prefix: str = "", timeout_s: float = 30.0,
                  connect_timeout_s: float = 10.0, retries: int = 5, backoff_s: float = 0.05,
                  max_backoff_s: float = 2.0) -> None:
-        if not masters:
-            raise ValueError("at least one master 'host:port' is needed")
+        if not masters and not zookeeper_quorum:
+            raise ValueError("at least one master 'host:port' or ZooKeeper quorum member is needed")
         self._masters = [_address(m) for m in masters]
+        self._quorum = list(zookeeper_quorum)
+        self._zk_parent = zookeeper_parent
         self._prefix = table_prefix
         self._timeout = timeout_s
         self._connect_timeout = connect_timeout_s
@@ -67,13 +76,16 @@ class NativeClient:
         self._backoff = backoff_s
         self._max_backoff = max_backoff_s
         self._conns: dict[tuple[str, int, str], RpcConnection] = {}
-        self._conn_lock = asyncio.Lock()
+        self._conn_lock = anyio.Lock()
+        self._exit = contextlib.AsyncExitStack()
+        self._tg: anyio.abc.TaskGroup | None = None  # the connections' readers run in it, inside ``async with``
         self._meta: ServerName | None = None
         self._cache = RegionCache()
         self._stats = {"multi_calls": 0, "actions_sent": 0, "actions_failed": 0, "retries": 0, "region_refreshes": 0}
 
     def __repr__(self) -> str:
-        return f"NativeClient(masters={self._masters!r}, connections={len(self._conns)}, {self._cache!r})"
+        return (f"NativeClient(masters={self._masters!r}, zookeeper={self._quorum!r}, "
+                f"connections={len(self._conns)}, {self._cache!r})")
 
     def statistics(self) -> dict[str, int]:
         """A snapshot of counters: ``multi_calls``, ``actions_sent`` (retries count again),
@@ -81,13 +93,17 @@ class NativeClient:
         return dict(self._stats)
 
     async def __aenter__(self) -> Self:
+        self._tg = await self._exit.enter_async_context(anyio.create_task_group())
         return self
 
     async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None,
                         tb: TracebackType | None) -> None:
         await self.close()
+        self._tg = None
+        await self._exit.aclose()  # the readers end as their connections close
 
     async def close(self) -> None:
+        """Close every connection (the client stays usable inside ``async with``: they reopen on use)."""
         conns, self._conns = list(self._conns.values()), {}
         for c in conns:
             await c.close()
@@ -99,10 +115,12 @@ class NativeClient:
         conn = self._conns.get(key)
         if conn is not None and not conn.closed:
             return conn
+        if self._tg is None:
+            raise RuntimeError("NativeClient is used outside `async with NativeClient(...)`")
         async with self._conn_lock:
             conn = self._conns.get(key)
             if conn is None or conn.closed:
-                conn = await RpcConnection.open(host, port, service, timeout_s=self._connect_timeout)
+                conn = await RpcConnection.open(host, port, service, self._tg, timeout_s=self._connect_timeout)
                 self._conns[key] = conn
             return conn
 
@@ -118,7 +136,15 @@ class NativeClient:
                 errors.append(e)
                 continue
             return self._meta
-        raise HBaseUnavailable(f"no master could locate hbase:meta: {errors!r}") from errors[-1]
+        if self._quorum:
+            try:
+                self._meta = await meta_from_zookeeper(self._quorum, self._zk_parent, timeout_s=self._connect_timeout)
+            except HBaseUnavailable as e:
+                errors.append(e)
+            else:
+                return self._meta
+        raise HBaseUnavailable(f"neither the masters nor ZooKeeper could locate hbase:meta: "
+                               f"{'; '.join(map(str, errors))}") from errors[-1]
 
     async def regions(self, table: str, *, refresh: bool = False) -> list[Region]:
         """``table``'s online regions sorted by start key (``table`` without the configured prefix),
@@ -169,7 +195,7 @@ class NativeClient:
             refresh = any(f.relocate for f in failures)
             self._stats["retries"] += 1
             pending = sorted({f.index for f in failures})
-            await asyncio.sleep(min(self._backoff * 2 ** attempt, self._max_backoff))
+            await anyio.sleep(min(self._backoff * 2 ** attempt, self._max_backoff))
         raise AssertionError("unreachable")
 
     async def _send_all(self, name: str, pending: Sequence[int], encoded: Sequence[Encoded | None]) -> list[Failed]:
@@ -185,12 +211,25 @@ class NativeClient:
                 continue
             groups = by_server.setdefault((region.host, region.port), {})
             groups.setdefault(region.name, (region, []))[1].append(i)
-        sent = await asyncio.gather(*(self._send(host, port, list(groups.values()), encoded)
-                                      for (host, port), groups in by_server.items()))
-        for f in sent:
-            failures.extend(f)
+        if len(by_server) == 1:  # a batch of one region server, as the writer makes them
+            [((host, port), groups)] = by_server.items()
+            failures += await self._send(host, port, list(groups.values()), encoded)
+        else:
+            try:
+                async with anyio.create_task_group() as tg:
+                    for (host, port), groups in by_server.items():
+                        tg.start_soon(self._send_into, failures, host, port, list(groups.values()), encoded)
+            except BaseExceptionGroup as group:  # undecodable answers: HBaseError, not a group, for the caller
+                errors = [e for e in group.exceptions if isinstance(e, HBaseError)]
+                if len(errors) == len(group.exceptions):
+                    raise errors[0] from group
+                raise
         self._stats["actions_failed"] += len(failures)
         return failures
+
+    async def _send_into(self, failures: list[Failed], host: str, port: int, groups: Sequence[Group],
+                         encoded: Sequence[Encoded | None]) -> None:
+        failures += await self._send(host, port, groups, encoded)
 
     async def _send(self, host: str, port: int, groups: Sequence[Group],
                     encoded: Sequence[Encoded | None]) -> list[Failed]:

@@ -1,7 +1,8 @@
-"""One asyncio connection to an HBase server (region server or master), speaking one service.
+"""One connection to an HBase server (region server or master), speaking one service (anyio).
 
 :meth:`RpcConnection.open` connects, sends the preamble and ConnectionHeader (SIMPLE auth, the
-KeyValue cellblock codec) and starts a reader task. :meth:`RpcConnection.call` sends a request frame
+KeyValue cellblock codec) and starts its reader in the task group the owner passes (the owner's
+lifetime bounds the reader's: nothing outlives the client). :meth:`RpcConnection.call` sends a request frame
 with the next call id (monotonic, from 1, wrapping below 2**31) and awaits the response the reader
 matches by call id, so that several calls share the connection and may be answered out of order.
 Every call has a timeout; a call that times out is forgotten (its late answer is dropped). When the
@@ -15,10 +16,13 @@ Frame layouts: :mod:`connectors.hbase.native.wire`.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import getpass
 import struct
+from dataclasses import dataclass, field
+
+import anyio
+import anyio.abc
+from anyio.streams.buffered import BufferedByteReceiveStream
 
 from connectors.hbase.native.failures import BACK_OFF, RELOCATE
 from connectors.hbase.native.wire import Response, WireError, decode_response, hello, request_frame
@@ -30,6 +34,9 @@ CLIENT_SERVICE = "ClientService"
 META_SERVICE = "ClientMetaService"
 _U32 = struct.Struct(">I")
 _MAX_FRAME = 256 << 20  # the server's own default hbase.ipc.max.request.size
+#: what a broken or closed socket raises while it is read or written
+_LOST = (OSError, EOFError, anyio.EndOfStream, anyio.IncompleteRead, anyio.ClosedResourceError,
+         anyio.BrokenResourceError, WireError)
 
 
 def _user() -> str:
@@ -62,20 +69,29 @@ def _frame_size(prefix: bytes) -> int:
     return size
 
 
+@dataclass(slots=True)
+class _Pending:
+    """One call awaiting its answer: set once, with a response or the error that ended the connection."""
+
+    done: anyio.Event = field(default_factory=anyio.Event)
+    response: Response | None = None
+    error: HBaseError | None = None
+
+
 class RpcConnection:
     """A connection to ``host:port`` for ``service`` (``ClientService`` or ``ClientMetaService``)."""
 
-    def __init__(self, host: str, port: int, service: str, reader: asyncio.StreamReader,
-                 writer: asyncio.StreamWriter) -> None:
+    def __init__(self, host: str, port: int, service: str, stream: anyio.abc.ByteStream) -> None:
         self.host = host
         self.port = port
         self.service = service
-        self._reader = reader
-        self._writer = writer
+        self._stream = stream
+        self._reader = BufferedByteReceiveStream(stream)
+        self._send_lock = anyio.Lock()
         self._next_id = 0
-        self._pending: dict[int, asyncio.Future[Response]] = {}
+        self._pending: dict[int, _Pending] = {}
         self._closed: BaseException | None = None
-        self._task = asyncio.create_task(self._read_loop(), name=f"hbase-rpc-reader {self.address}")
+        self._reader_scope = anyio.CancelScope()
 
     @property
     def address(self) -> str:
@@ -90,21 +106,23 @@ class RpcConnection:
         return f"RpcConnection({self.address}, {self.service}, {state})"
 
     @classmethod
-    async def open(cls, host: str, port: int, service: str, *, timeout_s: float = 10.0,
-                   user: str | None = None) -> RpcConnection:
-        """Connect and say hello. Raises :class:`~pipeline.errors.HBaseUnavailable` when the server cannot
-        be reached within ``timeout_s``."""
+    async def open(cls, host: str, port: int, service: str, task_group: anyio.abc.TaskGroup, *,
+                   timeout_s: float = 10.0, user: str | None = None) -> RpcConnection:
+        """Connect, say hello, and start the reader in ``task_group``. Raises
+        :class:`~pipeline.errors.HBaseUnavailable` when the server cannot be reached within ``timeout_s``."""
         try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
+            with anyio.fail_after(timeout_s):
+                stream = await anyio.connect_tcp(host, port)
         except (OSError, TimeoutError) as e:
             raise HBaseUnavailable(f"cannot connect to HBase at {host}:{port}: {e!r}") from e
-        writer.write(hello(user or _user(), service))
-        conn = cls(host, port, service, reader, writer)
+        conn = cls(host, port, service, stream)
         try:
-            await writer.drain()
-        except OSError as e:
+            with anyio.fail_after(timeout_s):
+                await stream.send(hello(user or _user(), service))
+        except (*_LOST, TimeoutError) as e:
             await conn.close()
             raise HBaseUnavailable(f"connection to HBase at {host}:{port} failed: {e!r}") from e
+        task_group.start_soon(conn._read_loop, name=f"hbase-rpc-reader {conn.address}")
         return conn
 
     async def call(self, method: str, param: bytes, cellblock: bytes = b"", *, timeout_s: float = 30.0) -> Response:
@@ -116,52 +134,63 @@ class RpcConnection:
             raise HBaseUnavailable(f"connection to {self.address} is closed: {self._closed!r}")
         self._next_id = self._next_id % 0x7FFFFFFF + 1
         call_id = self._next_id
-        future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
-        self._pending[call_id] = future
+        pending = self._pending[call_id] = _Pending()
+        frame = request_frame(call_id, method, param, cellblock, int(timeout_s * 1000))
         try:
-            self._writer.write(request_frame(call_id, method, param, cellblock, int(timeout_s * 1000)))
-            await self._writer.drain()
-            response = await asyncio.wait_for(asyncio.shield(future), timeout_s)
-        except TimeoutError as e:
-            raise HBaseTimeout(f"{method} on {self.address} did not answer within {timeout_s:g} s") from e
-        except OSError as e:
-            self._fail_all(e)
-            raise HBaseUnavailable(f"{method} on {self.address} failed: {e!r}") from e
+            with anyio.move_on_after(timeout_s) as scope:
+                async with self._send_lock:
+                    try:
+                        await self._stream.send(frame)
+                    except _LOST as e:
+                        self._fail_all(e)
+                        raise HBaseUnavailable(f"{method} on {self.address} failed: {e!r}") from e
+                    except BaseException:  # cancelled mid-send: part of the frame may be out, the stream is lost
+                        self._fail_all(ConnectionAbortedError(f"{method} was cut off while being sent"))
+                        raise
+                await pending.done.wait()
         finally:
             self._pending.pop(call_id, None)
+        if scope.cancelled_caught:
+            raise HBaseTimeout(f"{method} on {self.address} did not answer within {timeout_s:g} s")
+        if pending.error is not None:
+            raise pending.error
+        response = pending.response
+        assert response is not None
         if response.exception is not None:
             raise remote_error(response, self.address, method)
         return response
 
     async def _read_loop(self) -> None:
         try:
-            while True:
-                size = _frame_size(await self._reader.readexactly(4))
-                response = decode_response(await self._reader.readexactly(size))
-                future = self._pending.get(response.call_id)
-                if future is not None and not future.done():  # else: a late answer to a call that timed out
-                    future.set_result(response)
-        except asyncio.CancelledError:
-            self._fail_all(ConnectionAbortedError("closed by the client"))
-            raise
-        except (OSError, EOFError, asyncio.IncompleteReadError, WireError) as e:
+            with self._reader_scope:
+                while True:
+                    size = _frame_size(await self._reader.receive_exactly(4))
+                    response = decode_response(await self._reader.receive_exactly(size))
+                    pending = self._pending.get(response.call_id)
+                    if pending is not None and not pending.done.is_set():  # else: late, its call timed out
+                        pending.response = response
+                        pending.done.set()
+        except _LOST as e:
             self._fail_all(e)
+        finally:
+            self._fail_all(ConnectionAbortedError("closed by the client"))
+            with anyio.CancelScope(shield=True):
+                await self._stream.aclose()
 
     def _fail_all(self, cause: BaseException) -> None:
+        """Close the connection for good: fail every pending call and stop the reader (it closes the socket)."""
         if self._closed is None:
             self._closed = cause
-        for call_id, future in list(self._pending.items()):
-            if not future.done():
+        self._reader_scope.cancel()
+        for call_id, pending in list(self._pending.items()):
+            if not pending.done.is_set():
                 err = HBaseUnavailable(f"connection to {self.address} lost (call {call_id}): {cause!r}")
                 err.__cause__ = cause
-                future.set_exception(err)
-        self._writer.close()
+                pending.error = err
+                pending.done.set()
 
     async def close(self) -> None:
-        """Fail pending calls, stop the reader, close the socket. Idempotent."""
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
+        """Fail pending calls and close the socket (the reader then ends). Idempotent."""
         self._fail_all(ConnectionAbortedError("closed by the client"))
-        with contextlib.suppress(OSError):
-            await self._writer.wait_closed()
+        with anyio.CancelScope(shield=True):
+            await self._stream.aclose()

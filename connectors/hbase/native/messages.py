@@ -56,6 +56,7 @@ __all__ = [
     "decode_multi_response",
     "decode_region_info",
     "decode_scan_response",
+    "decode_server_name",
     "multi_request",
     "mutation_proto",
     "region_action",
@@ -335,7 +336,8 @@ def decode_region_info(buf: bytes) -> RegionInfo:
     return RegionInfo(rid, table, start, end, offline, split, replica)
 
 
-def _server_name(buf: bytes) -> ServerName:
+def decode_server_name(buf: bytes) -> ServerName:
+    """Decode a ``ServerName`` message (host 1, port 2, start code 3)."""
     host, port, code = "", 0, 0
     for f, v in iter_fields(buf):
         if f == 1:
@@ -359,7 +361,7 @@ def decode_meta_locations(buf: bytes) -> list[RegionLocation]:
             if g == 1 and isinstance(w, bytes):
                 info = decode_region_info(w)
             elif g == 2 and isinstance(w, bytes):
-                server = _server_name(w)
+                server = decode_server_name(w)
         if info is not None:
             out.append(RegionLocation(info, server))
     return out

@@ -1,5 +1,5 @@
-"""The asyncio connection against a scripted in-process server: hello bytes, out-of-order answers,
-remote exceptions, timeouts, and a connection lost with calls pending."""
+"""The connection against a scripted in-process server: hello bytes, out-of-order answers, remote
+exceptions, timeouts, a connection lost with calls pending, and a call cut off while being sent."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import asyncio
 import struct
 from collections.abc import Awaitable, Callable
 
+import anyio
 import pytest
 
 from connectors.hbase.native.connection import RpcConnection
@@ -55,8 +56,8 @@ async def test_answers_out_of_order_reach_their_calls() -> None:
         await reader.read()
 
     server, port, greetings = await serve(script)
-    async with server:
-        conn = await RpcConnection.open("127.0.0.1", port, "ClientService", user="u")
+    async with server, anyio.create_task_group() as tg:
+        conn = await RpcConnection.open("127.0.0.1", port, "ClientService", tg, user="u")
         a, b = await asyncio.gather(conn.call("Get", b"one"), conn.call("Get", b"two"))
         assert (a.param, b.param, a.call_id, b.call_id) == (b"re:one", b"re:two", 1, 2)
         with pytest.raises(HBaseRequestError, match=r"java\.lang\.X: bad") as info:
@@ -74,8 +75,8 @@ async def test_a_lost_connection_fails_every_pending_call_and_a_silent_one_times
         await read_request(reader)
 
     server, port, _ = await serve(script)
-    async with server:
-        conn = await RpcConnection.open("127.0.0.1", port, "ClientService", user="u")
+    async with server, anyio.create_task_group() as tg:
+        conn = await RpcConnection.open("127.0.0.1", port, "ClientService", tg, user="u")
         with pytest.raises(HBaseTimeout, match="did not answer"):
             await conn.call("Get", b"", timeout_s=0.05)
         results = await asyncio.gather(conn.call("Get", b""), conn.call("Get", b""), return_exceptions=True)
@@ -90,5 +91,26 @@ async def test_a_refused_connection_is_unavailable() -> None:
     port = server.sockets[0].getsockname()[1]
     server.close()
     await server.wait_closed()
-    with pytest.raises(HBaseUnavailable, match="cannot connect"):
-        await RpcConnection.open("127.0.0.1", port, "ClientService")
+    async with anyio.create_task_group() as tg:
+        with pytest.raises(HBaseUnavailable, match="cannot connect"):
+            await RpcConnection.open("127.0.0.1", port, "ClientService", tg)
+
+
+async def test_a_call_cut_off_while_sending_closes_the_connection() -> None:
+    """A server that stops reading: the request's frame cannot all be sent before the timeout, and
+    what went out is part of a frame, so the connection is given up, not reused."""
+    release = asyncio.Event()
+
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await release.wait()  # reads nothing until the test ends
+
+    server, port, _ = await serve(script)
+    async with server, anyio.create_task_group() as tg:
+        conn = await RpcConnection.open("127.0.0.1", port, "ClientService", tg, user="u")
+        with pytest.raises(HBaseTimeout):
+            await conn.call("Multi", bytes(64 << 20), timeout_s=0.2)
+        assert conn.closed
+        with pytest.raises(HBaseUnavailable, match="cut off"):
+            await conn.call("Get", b"")
+        await conn.close()
+        release.set()
