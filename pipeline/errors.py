@@ -187,7 +187,15 @@ class TableNotFound(HBaseError):
 
 
 class HBaseRequestError(HBaseError):
-    """HBase rejected the request itself (bad family, bad argument). Retrying will not help."""
+    """HBase rejected the request itself (bad family, bad argument). Retrying will not help.
+
+    ``unapplied``: when the sink knows which mutations of the batch written were not applied (HBase's
+    native ``Multi`` answers per action), their positions in it, in order; the others were applied.
+    None: not known, any of them may not have been."""
+
+    def __init__(self, message: str, *, table: str | None = None, unapplied: tuple[int, ...] | None = None) -> None:
+        super().__init__(message, table=table)
+        self.unapplied = unapplied
 
 
 class HBaseAuthError(HBaseError):

@@ -16,7 +16,8 @@ It behaves like the gateway where runtime can tell:
   ``stop``), limits and column selection, and return cells with ``value`` and ``timestamp``;
   ``scan_in_process`` applies the page transform in this process (same contract, no pickling);
 - failures on demand: :meth:`MemoryHBase.fail_writes` (the next N writes raise an error of your
-  choice), ``fail_scan`` / ``hang_scan`` predicates on ``(start, stop, reverse)``;
+  choice), a family the table lacks refused for the whole batch or (``per_action``) per mutation,
+  ``fail_scan`` / ``hang_scan`` predicates on ``(start, stop, reverse)``;
 - it counts calls and concurrent calls, so tests can check fan-out and bounds.
 
 Every call yields to the event loop once, so concurrency is real (tasks interleave), as with threads.
@@ -99,6 +100,10 @@ class MemoryHBase:
         self.clock = clock or (lambda: 0)
         self._tables: dict[str, _Table] = {}
         self._write_failures: list[HBaseError] = []
+        #: refusals per action, as HBase's native Multi answers: the batch's other mutations are applied
+        #: and the error names the unapplied ones (``HBaseRequestError.unapplied``); False: as a gateway's
+        #: ``putMultiple``, a refused batch writes nothing
+        self.per_action = False
         self.calls = 0
         self.writes = 0
         self.in_flight = 0
@@ -214,12 +219,16 @@ class MemoryHBase:
             if self._write_failures:
                 raise self._write_failures.pop(0)
             t = self._table(table)
-            for m in mutations:  # checked first: a refused batch writes nothing
-                for column in m.cells:
-                    family = column.partition(b":")[0].decode()
-                    if family not in t.families:
-                        raise HBaseRequestError(f"NoSuchColumnFamilyException: {family} in {table}", table=table)
-            for m in mutations:
+            missing = [i for i, m in enumerate(mutations)
+                       if any(c.partition(b":")[0].decode() not in t.families for c in m.cells)]
+            if missing and not self.per_action:  # checked first: a refused batch writes nothing
+                family = next(c.partition(b":")[0].decode() for c in mutations[missing[0]].cells
+                              if c.partition(b":")[0].decode() not in t.families)
+                raise HBaseRequestError(f"NoSuchColumnFamilyException: {family} in {table}", table=table)
+            refused = set(missing)
+            for i, m in enumerate(mutations):
+                if i in refused:
+                    continue
                 ts = m.timestamp if m.timestamp is not None else self.clock()
                 if m.kind is MutationKind.DELETE or m.kind is MutationKind.DELETE_VERSION:
                     t.delete(m, ts)
@@ -230,6 +239,9 @@ class MemoryHBase:
                     self.put(table, m.row, {column: (total + m.amount).to_bytes(8, "big", signed=True)}, ts)
                 else:
                     self.put(table, m.row, {c: v for c, v in m.cells.items() if not t.masked(m.row, c, ts)}, ts)
+            if missing:  # per_action: the others were applied, as a native Multi applies them
+                raise HBaseRequestError(f"NoSuchColumnFamilyException: {len(missing)} action(s) in {table}",
+                                        table=table, unapplied=tuple(missing))
             return None
         finally:
             self.in_flight -= 1

@@ -90,8 +90,10 @@ def error_for(table: str, failures: Sequence[Failed], *, exhausted: bool = False
     what = (f"{len(failures)} action(s) failed on table {table!r}; first: region {region!r}: "
             f"{first.java_class}: {first.message}")
     err: HBaseError
-    if fatal:
-        err = (TableNotFound if first.java_class in _TABLE_GONE else HBaseRequestError)(what, table=table)
+    if fatal and first.java_class in _TABLE_GONE:
+        err = TableNotFound(what, table=table)
+    elif fatal:  # the actions not in ``failures`` were applied
+        err = HBaseRequestError(what, table=table, unapplied=tuple(sorted({f.index for f in failures})))
     elif any(f.relocate for f in failures):
         err = RegionMapStale(("retries exhausted: " if exhausted else "") + what, table=table)
     else:

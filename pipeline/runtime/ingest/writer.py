@@ -134,7 +134,7 @@ class BatchWriter:
             except HBaseRequestError as exc:
                 if self.ledger is not None:
                     self.ledger.failed(batch, sent_ms, attempt, str(exc), refused=True)
-                await self._isolate(batch, exc)
+                await self._isolate(batch, exc, sent_ms, attempt, time.monotonic() - t0)
                 return
             except HBaseError as exc:
                 if self.ledger is not None:
@@ -165,19 +165,38 @@ class BatchWriter:
                                             time.monotonic() - t0)
                 return
 
-    async def _isolate(self, batch: Batch, exc: HBaseRequestError) -> None:
-        """HBase refused the batch: write its mutations one by one; refused ones go to ``reject``."""
+    async def _isolate(self, batch: Batch, exc: HBaseRequestError, sent_ms: int, attempt: int,
+                       elapsed_s: float) -> None:
+        """HBase refused the batch: write its mutations one by one; refused ones go to ``reject``. When
+        the sink says which were applied (``exc.unapplied``), those count as written and only the others
+        are written again."""
         log.warning("batch_refused", table=batch.table, server=batch.server, regions=len(batch.regions),
-                    rows=batch.rows, error=str(exc))
-        if batch.rows == 1:
+                    rows=batch.rows, unapplied=batch.rows if exc.unapplied is None else len(exc.unapplied),
+                    error=str(exc))
+        if batch.rows == 1 and exc.unapplied != ():
             await self.reject(batch.mutations[0], str(exc))
             return
         rmap = self.maps.get(batch.table)
-        for m in batch.mutations:
-            region = rmap.locate(m.row).name if rmap is not None else "?"
-            single = Batch(batch.id, batch.table, batch.server, [m], m.size, batch.created_ms, batch.reason,
-                           len(m.cells), {region: 1}, batch.group)
-            await self._write_with_retry(single)
+
+        def part(ms: list[Mutation]) -> Batch:  # a batch of some of the batch's mutations
+            regions: dict[str, int] = {}
+            for m in ms:
+                name = rmap.locate(m.row).name if rmap is not None else "?"
+                regions[name] = regions.get(name, 0) + 1
+            return Batch(batch.id, batch.table, batch.server, ms, sum(m.size for m in ms), batch.created_ms,
+                         batch.reason, sum(len(m.cells) for m in ms), regions, batch.group)
+        again = list(batch.mutations)
+        if exc.unapplied is not None:
+            unapplied = set(exc.unapplied)
+            applied = part([m for i, m in enumerate(batch.mutations) if i not in unapplied])
+            if applied.rows:
+                if self.ledger is not None:
+                    self.ledger.acknowledged(applied, sent_ms, None, attempt)
+                self.observer.batch_written(batch.table, applied.regions, batch.server, applied.rows, applied.size,
+                                            elapsed_s)
+            again = [batch.mutations[i] for i in exc.unapplied]
+        for m in again:
+            await self._write_with_retry(part([m]))
 
 
 def _regions(batch: Batch) -> str:

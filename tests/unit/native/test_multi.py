@@ -106,5 +106,6 @@ def test_errors_name_the_table_region_and_exception() -> None:
     assert isinstance(err, HBaseRequestError)
     assert "NoSuchColumnFamilyException" in str(err) and "nope" in str(err) and "t,,1.abc." in str(err)
     assert err.failures == [nsre, refused]  # type: ignore[attr-defined]
+    assert err.unapplied == (0, 1)  # the refused action and the one to relocate; the batch's others were applied
     stale = error_for("t", [nsre], exhausted=True)
     assert isinstance(stale, RegionMapStale) and stale.retryable and "retries exhausted" in str(stale)
