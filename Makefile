@@ -60,7 +60,8 @@ install: $(VENV)/.installed
 # are not leaks of ours. --capture=sys leaves the process's stderr alone, so that a sanitizer's report, which
 # ends the process, is not lost in pytest's capture; the tests run about 4 times slower than without the
 # sanitizers, hence the longer timeout, the slowest named, and a third of their examples (TEST_EXAMPLES_SCALE).
-SANITIZE_TESTS := tests/unit/core/test_routerun.py tests/unit/core/test_route_forms.py tests/unit/test_thrift2_putwire.py
+SANITIZE_TESTS := tests/unit/core/test_routerun.py tests/unit/core/test_route_forms.py tests/unit/test_thrift2_putwire.py \
+	tests/unit/native/test_multiwire.py
 SANITIZE_ENV := ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 PYTHONMALLOC=malloc \
 	TEST_EXAMPLES_SCALE=0.3
 SANITIZE_PYTEST := -p tests.unit.sanitized -p no:cacheprovider --capture=sys --timeout=900 --durations=3
@@ -82,7 +83,7 @@ $(PROMTOOL):
 
 # the package's build compiles COMPILED (hatch_build.py); here a failed compile stops the set-up, where a
 # user's install would go on with the pure-Python form
-COMPILED := hatch_build.py connectors/hbase/_putwire.c pipeline/core/routes/_routerun.c
+COMPILED := hatch_build.py connectors/hbase/_putwire.c pipeline/core/routes/_routerun.c connectors/hbase/native/_multiwire.c
 PIP_COMPILED := HBASE_INGEST_REQUIRE_COMPILED=1
 
 $(VENV)/.installed: pyproject.toml $(COMPILED)

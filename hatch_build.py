@@ -36,6 +36,7 @@ from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 EXTENSIONS = {
     "connectors/hbase/_putwire.c": "connectors/hbase/_putwire",  # the putMultiple encoder
     "pipeline/core/routes/_routerun.c": "pipeline/core/routes/_routerun",  # the plain-topic routing loop
+    "connectors/hbase/native/_multiwire.c": "connectors/hbase/native/_multiwire",  # the native Multi encoder
 }
 
 #: the warnings of a user's build: never fatal

@@ -190,10 +190,13 @@ class HBaseClient(GatewayCalls):
         idempotent and are retried elsewhere only when they cannot have been sent. Returns the name
         of the gateway whose reply acknowledged the puts and deletes (None for increments only).
 
-        With ``client = "native"`` the puts and deletes go in one ``Multi`` per region server instead
+        With ``client = "native"`` every mutation goes in one ``Multi`` per region server instead
         (:class:`~connectors.hbase.native.NativeClient`: it retries only the failed actions, after
-        re-reading the table's regions when they moved) and None is returned; increments still go
-        through a gateway."""
+        re-reading the table's regions when they moved; increments carry nonces, so a retry does not
+        count twice) and None is returned."""
+        if self._native is not None:
+            await self._native.write(table, mutations)
+            return None
         name = self._name(table).encode()
         served: list[str] = []
         puts: Sequence[Mutation]
@@ -205,9 +208,7 @@ class HBaseClient(GatewayCalls):
             puts = [m for m in mutations if m.kind is MutationKind.PUT]
             dels = [m for m in mutations if m.kind in _DELETES]
             incs = [m for m in mutations if m.kind is MutationKind.INCREMENT]
-        if (puts or dels) and self._native is not None:
-            await self._native.write(table, puts if not dels else [*puts, *dels])
-        elif puts or dels:
+        if puts or dels:
             def send(c: Any) -> None:
                 idl = load_idl()
                 expiring = [m for m in puts if m.ttl is not None] if self._direct_puts else ()

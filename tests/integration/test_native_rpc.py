@@ -27,6 +27,7 @@ ROWS = 2000
 T0 = 1_700_000_000_000
 ORIGIN = Origin(TP("native", 0), 0)
 PUT, DELETE, DELETE_VERSION = MutationKind.PUT, MutationKind.DELETE, MutationKind.DELETE_VERSION
+INCREMENT = MutationKind.INCREMENT
 
 Expected = dict[bytes, dict[bytes, tuple[bytes, int]]]
 
@@ -98,6 +99,18 @@ async def test_native_writes_read_back_through_thrift(stack: LocalStack, hbase: 
                     for k, cells in scanned} == expected
             across = await native.scan(table, b"r0498", b"r0503", limit=3)  # crosses the r0500 split
             assert [k for k, _ in across] == [b"r0498", b"r0499", b"r0500"]
+
+            # increments carry nonces: the same batch sent again by the same client (a retry after a lost
+            # answer) counts once; two events counting into one cell count twice; a new client counts again
+            incs = [Mutation(table, b"counter", INCREMENT, {b"d:n": b""}, None, Origin(TP("native", 0), i), amount=5)
+                    for i in range(2)]
+            await native.write(table, incs)
+            await native.write(table, incs)
+            assert await hbase.counter(table, b"counter", b"d:n") == 10
+            async with NativeClient([f"localhost:{stack.settings.master_port}"],
+                                    table_prefix=hbase_settings.table_prefix) as another:
+                await another.write(table, incs[:1])
+            assert await hbase.counter(table, b"counter", b"d:n") == 15
 
             with pytest.raises(HBaseRequestError, match="NoSuchColumnFamilyException") as info:
                 await native.write(table, [Mutation(table, b"r0001", PUT, {b"nope:q": b"x"}, T0, ORIGIN)])

@@ -1,7 +1,7 @@
 """The compiled parts (``hatch_build.py``, :mod:`pipeline.compiled`): built wherever there is a C
 compiler, in use, told apart from a build of another source, and turned off on request. What each
 computes is checked against its pure-Python form by its own property tests
-(``test_thrift2_putwire.py``, ``core/test_routerun.py``)."""
+(``test_thrift2_putwire.py``, ``core/test_routerun.py``, ``native/test_multiwire.py``)."""
 
 from __future__ import annotations
 
@@ -16,12 +16,14 @@ from pathlib import Path
 import pytest
 
 from connectors.hbase import putwire
+from connectors.hbase.native import multi
 from pipeline import compiled
 from pipeline.core.routes import router as routing
 
 ROOT = Path(__file__).resolve().parents[2]
 PARTS = {"connectors.hbase._putwire": ROOT / "connectors/hbase/_putwire.c",
-         "pipeline.core.routes._routerun": ROOT / "pipeline/core/routes/_routerun.c"}
+         "pipeline.core.routes._routerun": ROOT / "pipeline/core/routes/_routerun.c",
+         "connectors.hbase.native._multiwire": ROOT / "connectors/hbase/native/_multiwire.c"}
 
 
 def test_every_compiled_part_is_built_from_its_current_source_and_in_use() -> None:
@@ -34,7 +36,7 @@ def test_every_compiled_part_is_built_from_its_current_source_and_in_use() -> No
     assert {src.relative_to(ROOT).as_posix() for src in PARTS.values()} == set(hatch_build.EXTENSIONS)
     for module, source in PARTS.items():
         assert compiled.load(module, source) is not None, f"{module} is not built from the current {source.name}"
-    assert putwire.COMPILED and routing._ROUTERUN is not None
+    assert putwire.COMPILED and routing._ROUTERUN is not None and multi.COMPILED
 
 
 def test_a_build_of_another_source_is_not_used(tmp_path: Path) -> None:

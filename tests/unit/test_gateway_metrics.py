@@ -42,3 +42,19 @@ def test_gateway_state_calls_and_errors_are_read_when_scraped() -> None:
     hbase.gateways["h:9190"] |= {"state": "up", "calls": 4}
     got = _samples(metrics)
     assert got[("hbase_ingest_gateway_up", "h:9190")] == 1 and got[("hbase_ingest_gateway_calls_total", "h:9190")] == 4
+
+
+def test_the_native_clients_counters_are_read_when_scraped() -> None:
+    settings = load_settings(None, routes=[{"name": "r", "topic": "t", "table": "tbl", "rowkey": "[id]",
+                                            "columns": {"d:v": "v"}}])
+    hbase = _GatewayHBase()
+    metrics = Metrics(Worker(settings, hbase, MemoryBroker()))
+
+    def native() -> dict[str, float]:
+        return {s.name: float(s.value) for family in text_string_to_metric_families(metrics.render().decode())
+                for s in family.samples if s.name.startswith("hbase_ingest_native_")}
+    assert native() == {}
+    hbase.statistics = lambda: {"native": {"multi_calls": 12, "actions_sent": 900, "actions_failed": 3,  # type: ignore[method-assign]
+                                           "retries": 1, "region_refreshes": 2}}
+    assert native() == {"hbase_ingest_native_multi_calls_total": 12, "hbase_ingest_native_actions_failed_total": 3,
+                        "hbase_ingest_native_retries_total": 1, "hbase_ingest_native_region_refreshes_total": 2}

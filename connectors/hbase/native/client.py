@@ -18,14 +18,19 @@ Waits grow from ``backoff_s`` by doubling up to ``max_backoff_s``; after ``retri
 once for a failure no retry can fix, the call raises (:func:`~connectors.hbase.native.failures.error_for`:
 the error names the table, the region and the Java exception, and carries ``failures``).
 Puts and deletes with explicit timestamps are idempotent, so a retry after a lost answer is safe.
-Increments are not sent (no nonces yet): a batch holding one raises
-:class:`~pipeline.errors.HBaseRequestError` before anything is sent.
+Increments carry nonces (:func:`increment_nonce`) in the client's nonce group (random, drawn when the
+client is made): the server applies an increment once however often it is sent with the same pair, so
+retries inside :meth:`NativeClient.write` and a caller's retry of the same batch with the same client
+never count twice. A new client (a restarted worker) has a new group: a replay counts again.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+import hashlib
+import secrets
+import struct
+from collections.abc import Iterator, Sequence
 from types import TracebackType
 from typing import Self
 
@@ -36,7 +41,14 @@ from connectors.hbase.native.connection import CLIENT_SERVICE, META_SERVICE, Rpc
 from connectors.hbase.native.failures import CONNECTION_LOST, UNASSIGNED, Failed, error_for
 from connectors.hbase.native.locate import ScannedRow, meta_location, scan_region, table_regions
 from connectors.hbase.native.messages import ServerName, decode_multi_response
-from connectors.hbase.native.multi import Encoded, Group, build_multi, encode_mutation, failures_of
+from connectors.hbase.native.multi import (
+    Encoded,
+    Group,
+    build_multi,
+    encode_batch,
+    encode_plain_puts,
+    failures_of,
+)
 from connectors.hbase.native.regions import Region, RegionCache
 from connectors.hbase.native.zookeeper import meta_from_zookeeper
 from pipeline.core.model import Mutation, MutationKind
@@ -48,13 +60,75 @@ from pipeline.errors import (
     RegionMapStale,
 )
 
-__all__ = ["NativeClient"]
+__all__ = ["NativeClient", "increment_nonce"]
+
+
+def increment_nonce(m: Mutation, occurrence: int = 0) -> int:
+    """An increment's nonce (1 .. 2**63 - 1): a hash of where it came from (topic, partition, offset),
+    its table, row, column and amount, and ``occurrence``, its rank among the increments of the same
+    batch that agree on all of those (two routes counting one event into one cell). The same mutation
+    in a batch sent again has the same nonce. Written again alone (a refused batch isolated row by row)
+    such a twin's rank is 0 again, and the server takes it for its first: that corner is not covered."""
+    o = m.origin
+    key = b"\0".join((o.tp.topic.encode(), b"%d" % o.tp.partition, b"%d" % o.offset, m.table.encode(), m.row,
+                      next(iter(m.cells), b""), b"%d" % m.amount, b"%d" % occurrence))
+    return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big") % ((1 << 63) - 1) + 1
+
+
+def _occurrences(mutations: Sequence[Mutation]) -> Iterator[int | None]:
+    """Per mutation, None for other than an increment, else its rank among the batch's increments of the
+    same origin, table, row, column and amount (0 for the first)."""
+    seen: dict[tuple[object, ...], int] = {}
+    for m in mutations:
+        if m.kind is not MutationKind.INCREMENT:
+            yield None
+            continue
+        key = (m.origin, m.table, m.row, next(iter(m.cells), b""), m.amount)
+        seen[key] = rank = seen.get(key, -1) + 1
+        yield rank
 
 def _address(spec: str) -> tuple[str, int]:
     host, _, port = spec.rpartition(":")
     if not host or not port.isdigit():
         raise ValueError(f"expected 'host:port', got {spec!r}")
     return host, int(port)
+
+
+class _Batch:
+    """One :meth:`NativeClient.write`'s mutations, and how each round's requests are encoded: a batch of
+    plain puts straight from the mutations (:func:`~connectors.hbase.native.multi.encode_plain_puts`),
+    anything else from encodings made once (:func:`~connectors.hbase.native.multi.encode_batch`, nonces
+    included), so that a retry sends the same bytes."""
+
+    __slots__ = ("_encoded", "mutations", "table")
+
+    def __init__(self, table: str, mutations: Sequence[Mutation]) -> None:
+        self.table = table
+        self.mutations = mutations
+        self._encoded: list[Encoded | None] | None = None
+
+    def encoded(self) -> list[Encoded | None]:
+        if self._encoded is None:
+            nonces = [increment_nonce(m, k) if k is not None else None
+                      for m, k in zip(self.mutations, _occurrences(self.mutations), strict=True)]
+            try:
+                self._encoded = encode_batch(self.mutations, nonces)
+            except (ValueError, struct.error) as e:
+                raise HBaseRequestError(f"cannot encode a mutation for table {self.table!r}: {e}",
+                                        table=self.table) from e
+        return self._encoded
+
+    def request(self, groups: list[Group], nonce_group: int) -> tuple[list[Group], bytes, bytes]:
+        """``(groups sent, MultiRequest, cellblock)`` for one server's ``groups``; positions whose mutation
+        has nothing to send (a put without cells) are left out, and so are regions left with none."""
+        if self._encoded is None:
+            plain = encode_plain_puts(groups, self.mutations)
+            if plain is not None:
+                return groups, *plain
+        encoded = self.encoded()
+        sent: list[Group] = [(region, kept) for region, positions in groups
+                             if (kept := [i for i in positions if encoded[i] is not None])]
+        return (sent, *build_multi(sent, encoded, nonce_group))
 
 
 class NativeClient:
@@ -81,6 +155,7 @@ class NativeClient:
         self._tg: anyio.abc.TaskGroup | None = None  # the connections' readers run in it, inside ``async with``
         self._meta: ServerName | None = None
         self._cache = RegionCache()
+        self._nonce_group = secrets.randbits(63) + 1
         self._stats = {"multi_calls": 0, "actions_sent": 0, "actions_failed": 0, "retries": 0, "region_refreshes": 0}
 
     def __repr__(self) -> str:
@@ -170,24 +245,17 @@ class NativeClient:
     # -- writes ------------------------------------------------------------------------------------
 
     async def write(self, table: str, mutations: Sequence[Mutation]) -> None:
-        """Apply ``mutations`` (PUT, DELETE, DELETE_VERSION; one table). Returns when HBase acknowledged
-        every one; raises per the module docstring otherwise."""
-        incs = [m.row for m in mutations if m.kind is MutationKind.INCREMENT]
-        if incs:
-            raise HBaseRequestError(f"the native client does not send increments ({len(incs)} in the batch, "
-                                    f"first row {incs[0]!r}); route counters through the Thrift client",
-                                    table=table)
-        try:
-            encoded = [encode_mutation(m) for m in mutations]
-        except ValueError as e:
-            raise HBaseRequestError(f"cannot encode a mutation for table {table!r}: {e}", table=table) from e
-        pending = [i for i, e in enumerate(encoded) if e is not None]
+        """Apply ``mutations`` (one table). Returns when HBase acknowledged every one; raises per the
+        module docstring otherwise (a mutation that cannot be encoded raises
+        :class:`~pipeline.errors.HBaseRequestError` before anything is sent)."""
+        batch = _Batch(table, mutations)
+        pending = list(range(len(mutations)))
         name = self._prefix + table
         refresh = False
         for attempt in range(self._retries + 1):
             if refresh or not self._cache.known(name):
                 await self.regions(table, refresh=True)
-            failures = await self._send_all(name, pending, encoded)
+            failures = await self._send_all(name, pending, batch)
             if not failures:
                 return
             if any(not f.retryable for f in failures) or attempt == self._retries:
@@ -198,27 +266,29 @@ class NativeClient:
             await anyio.sleep(min(self._backoff * 2 ** attempt, self._max_backoff))
         raise AssertionError("unreachable")
 
-    async def _send_all(self, name: str, pending: Sequence[int], encoded: Sequence[Encoded | None]) -> list[Failed]:
+    async def _send_all(self, name: str, pending: Sequence[int], batch: _Batch) -> list[Failed]:
+        """One round: ``pending`` located, one request per server encoded (all before any is sent), sent
+        side by side; the failed actions."""
         by_server: dict[tuple[str, int], dict[bytes, tuple[Region, list[int]]]] = {}
         failures: list[Failed] = []
+        mutations = batch.mutations
         for i in pending:
-            e = encoded[i]
-            assert e is not None
-            region = self._cache.locate(name, e.row)
+            region = self._cache.locate(name, mutations[i].row)
             if region is None or not region.host:
                 failures.append(Failed(i, region.name if region else b"", UNASSIGNED,
                                        "no online region holds the row"))
                 continue
             groups = by_server.setdefault((region.host, region.port), {})
             groups.setdefault(region.name, (region, []))[1].append(i)
-        if len(by_server) == 1:  # a batch of one region server, as the writer makes them
-            [((host, port), groups)] = by_server.items()
-            failures += await self._send(host, port, list(groups.values()), encoded)
+        requests = [(host, port, *batch.request(list(groups.values()), self._nonce_group))
+                    for (host, port), groups in by_server.items()]
+        if len(requests) == 1:  # a batch of one region server, as the writer makes them
+            failures += await self._send(*requests[0])
         else:
             try:
                 async with anyio.create_task_group() as tg:
-                    for (host, port), groups in by_server.items():
-                        tg.start_soon(self._send_into, failures, host, port, list(groups.values()), encoded)
+                    for request in requests:
+                        tg.start_soon(self._send_into, failures, *request)
             except BaseExceptionGroup as group:  # undecodable answers: HBaseError, not a group, for the caller
                 errors = [e for e in group.exceptions if isinstance(e, HBaseError)]
                 if len(errors) == len(group.exceptions):
@@ -228,15 +298,16 @@ class NativeClient:
         return failures
 
     async def _send_into(self, failures: list[Failed], host: str, port: int, groups: Sequence[Group],
-                         encoded: Sequence[Encoded | None]) -> None:
-        failures += await self._send(host, port, groups, encoded)
+                         param: bytes, cellblock: bytes) -> None:
+        failures += await self._send(host, port, groups, param, cellblock)
 
-    async def _send(self, host: str, port: int, groups: Sequence[Group],
-                    encoded: Sequence[Encoded | None]) -> list[Failed]:
+    async def _send(self, host: str, port: int, groups: Sequence[Group], param: bytes,
+                    cellblock: bytes) -> list[Failed]:
         """One ``Multi`` to one server; returns its failed actions (a connection-level failure fails all)."""
-        param, cellblock = build_multi(groups, encoded)
         self._stats["multi_calls"] += 1
         self._stats["actions_sent"] += sum(len(p) for _, p in groups)
+        if not groups:
+            return []
         try:
             conn = await self._connection(host, port, CLIENT_SERVICE)
             reply = await conn.call("Multi", param, cellblock, timeout_s=self._timeout)

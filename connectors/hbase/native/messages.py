@@ -40,10 +40,20 @@ import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from connectors.hbase.native.wire import WireError, iter_fields, pb_bool, pb_bytes, pb_str, pb_uint, signed32
+from connectors.hbase.native.wire import (
+    WireError,
+    iter_fields,
+    pb_bool,
+    pb_bytes,
+    pb_str,
+    pb_uint,
+    read_varint,
+    signed32,
+)
 
 __all__ = [
     "MUTATE_DELETE",
+    "MUTATE_INCREMENT",
     "MUTATE_PUT",
     "ActionFailure",
     "RegionActionResult",
@@ -66,7 +76,7 @@ __all__ = [
     "scan_open",
 ]
 
-MUTATE_PUT, MUTATE_DELETE = 2, 3
+MUTATE_INCREMENT, MUTATE_PUT, MUTATE_DELETE = 1, 2, 3
 _REGION_NAME = 1
 _TTL = struct.Struct(">q")
 
@@ -84,17 +94,19 @@ def region_specifier(region_name: bytes) -> bytes:
 
 
 def mutation_proto(row: bytes, mutate_type: int, cell_count: int, timestamp: int | None = None,
-                   ttl_ms: int | None = None) -> bytes:
-    """``MutationProto{row, mutate_type, timestamp?, attribute{"_ttl": i64 BE}?, associated_cell_count}``:
-    a placeholder whose ``cell_count`` cells follow in the request's cellblock. ``associated_cell_count``
-    is always written, also as 0 (a whole-row delete: the server then deletes every family up to
-    ``timestamp``)."""
+                   ttl_ms: int | None = None, nonce: int | None = None) -> bytes:
+    """``MutationProto{row, mutate_type, timestamp?, attribute{"_ttl": i64 BE}?, associated_cell_count,
+    nonce?}``: a placeholder whose ``cell_count`` cells follow in the request's cellblock.
+    ``associated_cell_count`` is always written, also as 0 (a whole-row delete: the server then deletes
+    every family up to ``timestamp``). ``nonce`` (an increment's, not 0): with the request's nonce
+    group, the server applies the mutation once however often it is sent."""
     out = pb_bytes(1, row) + pb_uint(2, mutate_type)
     if timestamp is not None:
         out += pb_uint(4, timestamp)
     if ttl_ms is not None:
         out += pb_bytes(5, pb_str(1, "_ttl") + pb_bytes(2, _TTL.pack(ttl_ms)))
-    return out + pb_uint(8, cell_count)
+    out += pb_uint(8, cell_count)
+    return out + pb_uint(9, nonce) if nonce is not None else out
 
 
 def action(index: int, mutation: bytes) -> bytes:
@@ -107,10 +119,11 @@ def region_action(region_name: bytes, actions: Iterable[bytes]) -> bytes:
     return pb_bytes(1, region_specifier(region_name)) + b"".join(pb_bytes(3, a) for a in actions)
 
 
-def multi_request(region_actions: Iterable[bytes]) -> bytes:
-    """``MultiRequest{regionAction...}``. The cellblock's cells must follow the actions' order across
-    all region actions: the server peels ``associated_cell_count`` cells per mutation in turn."""
-    return b"".join(pb_bytes(1, ra) for ra in region_actions)
+def multi_request(region_actions: Iterable[bytes], nonce_group: int | None = None) -> bytes:
+    """``MultiRequest{regionAction..., nonceGroup?}``. The cellblock's cells must follow the actions' order
+    across all region actions: the server peels ``associated_cell_count`` cells per mutation in turn."""
+    out = b"".join(pb_bytes(1, ra) for ra in region_actions)
+    return out + pb_uint(2, nonce_group) if nonce_group is not None else out
 
 
 def _scan(start: bytes, stop: bytes, families: Sequence[bytes], caching: int, reversed_: bool) -> bytes:
@@ -188,24 +201,76 @@ def decode_multi_response(buf: bytes) -> list[RegionActionResult]:
     for f, v in iter_fields(buf):
         if f != 1 or not isinstance(v, bytes):
             continue
-        rar = RegionActionResult()
-        for g, w in iter_fields(v):
-            if g == 1 and isinstance(w, bytes):
-                index: int | None = None
-                failure: ActionFailure | None = None
-                for h, x in iter_fields(w):
-                    if h == 1 and isinstance(x, int):
-                        index = x
-                    elif h == 3 and isinstance(x, bytes):
-                        failure = _name_bytes_pair(x, None)
-                if failure is not None:
-                    rar.failures.append(ActionFailure(index, failure.java_class, failure.message))
-                elif index is not None:
-                    rar.ok.append(index)
-            elif g == 2 and isinstance(w, bytes):
-                rar.failures.append(_name_bytes_pair(w, None))
-        out.append(rar)
+        out.append(_region_action_result(v))
     return out
+
+
+def _region_action_result(v: bytes) -> RegionActionResult:
+    """One ``RegionActionResult{resultOrException 1 (repeated), exception 2}``. Each
+    ``ResultOrException{index 1, result 2, exception 3, ...}`` of a put or delete is a few bytes
+    (``08 <index> 12 00``, a stats field at most) and a batch holds thousands, so both levels are read
+    inline here, without a slice or a generator per action (the decoding :func:`iter_fields` does)."""
+    rar = RegionActionResult()
+    ok, failures = rar.ok, rar.failures
+    pos, end = 0, len(v)
+    while pos < end:
+        key = v[pos]
+        pos += 1
+        if key >= 0x80 or key & 7 not in (0, 2):
+            raise WireError(f"unexpected field key {key} in a RegionActionResult")
+        if pos < end and v[pos] < 0x80:
+            size = v[pos]
+            pos += 1
+        else:
+            size, pos = read_varint(v, pos)
+        if key & 7 == 0:  # a varint (processed, of an atomic action): nothing to read
+            continue
+        stop = pos + size
+        if stop > end:
+            raise WireError(f"field {key >> 3} runs past the end of its message")
+        if key == 0x12:  # the whole region action failed
+            failures.append(_name_bytes_pair(v[pos:stop], None))
+        elif key == 0x0a:
+            index: int | None = None
+            failure: ActionFailure | None = None
+            while pos < stop:
+                k = v[pos]
+                pos += 1
+                wire_type = k & 7
+                if k >= 0x80 or wire_type not in (0, 2):  # not a put's or delete's answer: the general reader
+                    index, failure = _roe_slow(v[stop - size:stop])
+                    break
+                if pos < stop and v[pos] < 0x80:
+                    n = v[pos]
+                    pos += 1
+                else:
+                    n, pos = read_varint(v, pos)
+                if wire_type == 0:
+                    if k == 0x08:
+                        index = n
+                    continue
+                if pos + n > stop:
+                    raise WireError(f"field {k >> 3} runs past the end of its message")
+                if k == 0x1a:
+                    failure = _name_bytes_pair(v[pos:pos + n], None)
+                pos += n
+            if failure is not None:
+                failures.append(ActionFailure(index, failure.java_class, failure.message))
+            elif index is not None:
+                ok.append(index)
+        pos = stop
+    return rar
+
+
+def _roe_slow(w: bytes) -> tuple[int | None, ActionFailure | None]:
+    index: int | None = None
+    failure: ActionFailure | None = None
+    for h, x in iter_fields(w):
+        if h == 1 and isinstance(x, int):
+            index = x
+        elif h == 3 and isinstance(x, bytes):
+            failure = _name_bytes_pair(x, None)
+    return index, failure
 
 
 # -- ScanResponse ------------------------------------------------------------------------------------

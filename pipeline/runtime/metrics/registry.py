@@ -343,15 +343,30 @@ class _OffsetsCollector:
         yield GaugeMetricFamily(p + "ready", "1 when /readyz would answer 200", value=1 if m.ready()[0] else 0)
 
 
+#: ``statistics()["native"]`` counters (``client = "native"``) -> (metric name, help)
+_NATIVE = {
+    "multi_calls": ("native_multi_calls", "Multi requests sent to region servers over HBase's RPC"),
+    "actions_failed": ("native_actions_failed", "Mutations a region server failed or refused (retried ones too)"),
+    "retries": ("native_retries", "Rounds of a native write after its first (failed actions only)"),
+    "region_refreshes": ("native_region_refreshes", "Reads of a table's regions from hbase:meta"),
+}
+
+
 class _GatewayCollector:
-    """Scrape-time series per HBase gateway, from the client's ``statistics()["gateways"]``."""
+    """Scrape-time series per HBase gateway, from the client's ``statistics()["gateways"]``, and the
+    native client's counters (``statistics()["native"]``) when it writes."""
 
     def __init__(self, metrics: Metrics) -> None:
         self.m = metrics
 
     def collect(self) -> Iterator[Metric]:
         p = "hbase_ingest_"
-        gateways = self.m.worker.hbase.statistics().get("gateways", {})
+        stats = self.m.worker.hbase.statistics()
+        for key, value in sorted(stats.get("native", {}).items()):
+            if key in _NATIVE:
+                name, text = _NATIVE[key]
+                yield CounterMetricFamily(p + name, text, value=value)
+        gateways = stats.get("gateways", {})
         up = GaugeMetricFamily(p + "gateway_up", "1 while the HBase gateway is in use, 0 while taken out",
                                labels=["gateway"])
         calls = CounterMetricFamily(p + "gateway_calls", "HBase calls started on the gateway", labels=["gateway"])
