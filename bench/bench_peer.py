@@ -7,9 +7,10 @@ HBase 2.2 connector, parallelism 2, checkpoints every 5 s: :mod:`bench.peer_flin
 (KafkaSource -> memory channel -> HBase2Sink with the regex serializer, native HBase client),
 hbase-ingest (``bench_worker``'s settings and design, through the Thrift2 gateway) and a Java
 BufferedMutator loader writing the design's prebuilt rows; ``--systems`` picks some of them
-(hbase-ingest and at least one peer). Each reads or writes under a fresh consumer group into a
-freshly created 16-region table, and every table's rows are counted in HBase afterwards: a run
-missing a row fails the benchmark.
+(hbase-ingest and at least one peer). With ``HBASE_INGEST_HBASE__CLIENT=native`` in the environment
+hbase-ingest writes over HBase's native RPC instead of the gateway. Each reads or writes under a
+fresh consumer group into a freshly created 16-region table, and every table's rows are counted in
+HBase afterwards: a run missing a row fails the benchmark.
 
 Per pipeline run: events/s from the first acknowledged write to the last and from process start to
 all written, seconds to the first write, seconds until the group's committed offsets reach the
@@ -406,7 +407,9 @@ def _setup(args: argparse.Namespace, systems: tuple[str, ...]) -> dict[str, Any]
         "flume": {**{k: v for k, v in FlumeAgent("", "", "", "", "").__dict__.items() if isinstance(v, int)},
                   "serializer": "RegexHBase2EventSerializer", "heap": "JVM default (a quarter of RAM)",
                   "row_key": "regex group: hostname through timestamp of the JSON text", "splits": sample},
-        "hbase_ingest": "bench_worker's settings and design, Thrift2 gateway in the HBase JVM",
+        "hbase_ingest": "bench_worker's settings and design, " + (
+            "native RPC straight to the region server ([hbase] client = \"native\")"
+            if load_settings(None).hbase.client == "native" else "Thrift2 gateway in the HBase JVM"),
         "loader": {"write_buffer_mb": 8, "rows": "the design's keys and cells, prebuilt"},
     }
     return {k: v for k, v in setup.items() if k.replace("_", "-") in systems}
