@@ -225,8 +225,10 @@ def test_probe_event_is_recognised_by_its_token() -> None:
 
 
 def test_stop_sends_the_servers_own_signal(tmp_path: Path) -> None:
-    # ignores SIGTERM: only the configured SIGINT ends it before the SIGKILL grace period
-    code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(60)"
+    # ignores SIGTERM: only the configured SIGINT ends it before the SIGKILL grace period (its SIGINT
+    # handler set here: a process started in the background by a shell inherits SIGINT ignored)
+    code = ("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+            "signal.signal(signal.SIGINT, signal.default_int_handler); print('up', flush=True); time.sleep(60)")
     proc = OwnedProcess("pg", tmp_path / "p.pid", tmp_path / "p.log", stop_signal=signal.SIGINT, forks=True)
     proc.start([sys.executable, "-c", code])
     deadline = time.monotonic() + 10
