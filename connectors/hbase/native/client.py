@@ -304,10 +304,10 @@ class NativeClient:
     async def _send(self, host: str, port: int, groups: Sequence[Group], param: bytes,
                     cellblock: bytes) -> list[Failed]:
         """One ``Multi`` to one server; returns its failed actions (a connection-level failure fails all)."""
+        if not groups:  # nothing of this server's part of the batch had anything to send
+            return []
         self._stats["multi_calls"] += 1
         self._stats["actions_sent"] += sum(len(p) for _, p in groups)
-        if not groups:
-            return []
         try:
             conn = await self._connection(host, port, CLIENT_SERVICE)
             reply = await conn.call("Multi", param, cellblock, timeout_s=self._timeout)
