@@ -21,7 +21,7 @@ demo: install
 # the tests need the CDC part too (PostgreSQL 15 from the distribution, Kafka Connect with Debezium), the
 # schema registry (Apicurio Registry) and the Kerberos part (an MIT KDC, a Kerberized HBase)
 test: install kerberos netfilter lint sanitize test-pythons stack-up-cdc $(PROMTOOL)
-	PROMTOOL=$(PROMTOOL) $(BIN)/python -m pytest
+	PROMTOOL=$(PROMTOOL) $(BIN)/python -m pytest --durations=40
 
 # the virtualenvs are made one after the other, then the versions' unit tests run side by side (one
 # process each; their output is shown per version once all have ended)

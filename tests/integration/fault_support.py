@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import re
 import signal
@@ -279,8 +280,13 @@ def up_until_ok(stack: LocalStack, limit_s: float = 300) -> tuple[float, list[st
     t0 = time.monotonic()
     restarted: list[str] = []
     while True:
+        # found down before this attempt: an attempt that fails after starting a server still counts it
+        for name, proc in stack.procs.items():
+            if name not in restarted and (died := proc.died()) is not None:
+                restarted.append(name)
+                logging.getLogger(__name__).warning("%s died: %s", name, died.headline())
         try:
-            restarted += [d.name for d in stack.up().died]
+            stack.up()
             return time.monotonic() - t0, restarted
         except Exception as exc:
             if time.monotonic() - t0 >= limit_s:
