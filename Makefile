@@ -24,7 +24,9 @@ test: install kerberos netfilter lint sanitize test-pythons stack-up-cdc $(PROMT
 	PROMTOOL=$(PROMTOOL) $(BIN)/python -m pytest --durations=40
 
 # the virtualenvs are made one after the other, then the versions' unit tests run side by side (one
-# process each; their output is shown per version once all have ended)
+# process each; their output is shown per version once all have ended). They check that every part
+# runs under each version: the property tests of the compiled parts take a quarter of their examples
+# there (tests/budget.py), the main run under $(PYTHON) takes them all
 test-pythons: install $(PROMTOOL)
 	@ran=""; for v in $(OTHER_PYTHONS); do \
 	  py=""; \
@@ -38,7 +40,7 @@ test-pythons: install $(PROMTOOL)
 	    $(PIP_COMPILED) .venv-$$v/bin/pip install -q -e '.[dev]' && touch .venv-$$v/.installed || exit 1; \
 	  fi; \
 	  $$py --version > .venv-$$v/unit.log; \
-	  (PROMTOOL=$(PROMTOOL) .venv-$$v/bin/python -m pytest tests/unit -q -p no:cacheprovider \
+	  (PROMTOOL=$(PROMTOOL) TEST_EXAMPLES_SCALE=0.25 .venv-$$v/bin/python -m pytest tests/unit -q -p no:cacheprovider \
 	    --basetemp=.venv-$$v/pytest >> .venv-$$v/unit.log 2>&1; echo $$? > .venv-$$v/unit.rc) & \
 	  ran="$$ran $$v"; \
 	done; \
