@@ -45,7 +45,7 @@ import structlog
 from connectors.hbase.doorway import GatewayCalls, _Endpoint, _Sent
 from connectors.hbase.putwire import put_multiple, split_column, tputs
 from connectors.hbase.scanprocs import PageTransform, scan_page_in_process, warm_worker
-from connectors.hbase.scanrows import SMALL_PAGE_ROWS, CellRow, scan_rows, scan_rows2, tscan
+from connectors.hbase.scanrows import SMALL_PAGE_ROWS, CellRow, scan_cell, scan_rows, scan_rows2, tscan
 from connectors.hbase.thrift2 import load_idl
 from pipeline.core.model import Mutation, MutationKind
 from pipeline.errors import HBaseRequestError, TableNotFound
@@ -290,10 +290,17 @@ class HBaseClient(GatewayCalls):
         """:meth:`scan_page` with each row's cells as :class:`~connectors.hbase.scanrows.Cell` objects
         (``value``, ``timestamp``) straight from the Thrift reply: the reader's path, which skips
         building a second dict per row. A page of at most ``SMALL_PAGE_ROWS`` rows is one Thrift2
-        call, a bigger one goes through Thrift1 (:mod:`connectors.hbase.scanrows`)."""
+        call, a bigger one goes through Thrift1 (:mod:`connectors.hbase.scanrows`). With ``client =
+        "native"`` a scan without a ``filter`` goes over HBase's RPC instead
+        (:meth:`~connectors.hbase.native.NativeClient.scan`)."""
         if limit <= 0:
             return []
         scan = tscan(start, stop, prefix, limit, reverse, columns, filter)
+        if self._native is not None and filter is None:
+            rows = await self._native.scan(table, start=scan.startRow or b"", stop=scan.stopRow or b"", limit=limit,
+                                           reverse=reverse, columns=columns or ())
+            return [(key, {c.family + b":" + c.qualifier: scan_cell(c.value, c.timestamp) for c in cells})
+                    for key, cells in rows]
         name = self._name(table).encode()
         if limit <= SMALL_PAGE_ROWS:
             idl = load_idl()

@@ -29,7 +29,7 @@ from thriftpy2.thrift import TClient, TType
 
 from pipeline.rowkey.codecs import prefix_successor
 
-__all__ = ["SMALL_PAGE_ROWS", "Cell", "CellRow", "scan_rows", "scan_rows2", "tscan"]
+__all__ = ["SMALL_PAGE_ROWS", "Cell", "CellRow", "scan_cell", "scan_rows", "scan_rows2", "tscan"]
 
 #: Pages of at most this many rows are read with one Thrift2 ``getScannerResults`` call (the
 #: gateway opens, reads and closes the scanner in one round trip) instead of three or four Thrift1
@@ -49,6 +49,13 @@ class Cell:
 
     def __repr__(self) -> str:
         return f"Cell({self.value!r}, ts={self.timestamp})"
+
+
+def scan_cell(value: bytes, timestamp: int) -> Cell:
+    """A :class:`Cell` made here rather than decoded (the native client's scans)."""
+    cell = Cell.__new__(Cell)
+    cell.value, cell.timestamp = value, timestamp
+    return cell
 
 
 class _LeanRow:

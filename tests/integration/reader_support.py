@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Literal
 
 import anyio
 import orjson
@@ -40,9 +41,10 @@ DESIGNS = {
 }
 
 
-def settings_of(stack: LocalStack) -> HBaseSettings:
+def settings_of(stack: LocalStack, client: Literal["thrift", "native"] = "thrift") -> HBaseSettings:
+    """The stack's HBase settings; with ``client="native"`` writes and scans go over HBase's RPC."""
     return HBaseSettings(port=stack.settings.thrift_port, thrift2_port=stack.settings.thrift2_port,
-                         timeout_ms=20_000)
+                         timeout_ms=20_000, client=client, masters=[f"localhost:{stack.settings.master_port}"])
 
 
 def route_of(name: str, table: str, spec: str) -> RouteSpec:

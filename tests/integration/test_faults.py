@@ -1,6 +1,7 @@
 """The fault suite with real processes (issue 24, item 7): a region server killed, regions split and
-moved, all of HBase stopped for a minute, the Kafka broker killed, workers killed while HBase is down,
-and three workers killed at random over 200,000 events. Workers run as ``python -m pipeline run``
+moved, all of HBase stopped for a minute (these three with the workers writing over HBase's RPC,
+``client = "native"``), the Kafka broker killed, workers killed while HBase is down, and three workers
+killed at random over 200,000 events (these through the Thrift gateway). Workers run as ``python -m pipeline run``
 subprocesses against a cluster of this module's own (two region servers, one gateway, its own Kafka:
 :mod:`.fault_support`). Each test ends with every event's row checked byte for byte, one version per
 cell, and writes its recovery times (failover and resume seconds) to the terminal and to the test's
@@ -13,7 +14,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import pytest
@@ -188,8 +189,15 @@ async def _stop_all(*ws: WorkerProcess) -> None:
     assert codes == [0] * len(ws), [w.output()[-3000:] for w in ws]
 
 
-def _settings(whole: LocalStack, unique: str, **writer: Any) -> Settings:
-    return with_cluster(order_settings(unique, **writer), whole)
+def _settings(whole: LocalStack, unique: str, client: Literal["thrift", "native"] = "thrift",
+              **writer: Any) -> Settings:
+    """The order design on the cluster; ``client="native"``: the workers write over HBase's RPC."""
+    settings = with_cluster(order_settings(unique, **writer), whole)
+    if client == "thrift":
+        return settings
+    master = f"localhost:{whole.settings.master_port}"
+    native = settings.hbase.model_copy(update={"client": client, "masters": [master]})
+    return settings.model_copy(update={"hbase": native})
 
 
 def _started(workers: MakeWorker, tmp_path: Path, settings: Settings, *names: str) -> list[WorkerProcess]:
@@ -214,7 +222,7 @@ async def _writing(*crew: WorkerProcess, ready: bool = False) -> float:
 async def test_a_killed_region_server_s_regions_are_reassigned_and_nothing_is_lost(
         whole: LocalStack, hbase: HBaseClient, workers: MakeWorker, tmp_path: Path, unique: str,
         report: Report) -> None:
-    settings = _settings(whole, unique, max_batch_rows=100, concurrency=2)
+    settings = _settings(whole, unique, "native", max_batch_rows=100, concurrency=2)
     partitions, total = 4, 24_000
     topic = await setup(settings, hbase, partitions=partitions)
     tables = [r.table for r in settings.routes]
@@ -242,7 +250,7 @@ async def test_a_killed_region_server_s_regions_are_reassigned_and_nothing_is_lo
 async def test_regions_split_and_moved_while_writing_lose_nothing_and_the_map_follows(
         whole: LocalStack, hbase: HBaseClient, workers: MakeWorker, tmp_path: Path, unique: str,
         report: Report) -> None:
-    settings = _settings(whole, unique, max_batch_rows=100, concurrency=2)
+    settings = _settings(whole, unique, "native", max_batch_rows=100, concurrency=2)
     partitions, total = 4, 60_000
     topic = await setup(settings, hbase, partitions=partitions)
     seller, buyer, index = (r.table for r in settings.routes)
@@ -251,6 +259,9 @@ async def test_regions_split_and_moved_while_writing_lose_nothing_and_the_map_fo
     async with anyio.create_task_group() as tg:
         tg.start_soon(produce_to_partitions, settings, topic, events, 0, partitions, 1500.0)
         await _writing(w)
+        # counted before the split: the worker may follow while the moves are still under way
+        lines = {t: f"event='region_map_refreshed' table='{t}' regions=2" for t in (seller, buyer, index)}
+        before = {t: w.output().count(line) for t, line in lines.items()}
         t0 = time.monotonic()
         # each table split in two (the index table ahead of the writes: both daughters get rows), then
         # every region moved to the other region server
@@ -259,8 +270,6 @@ async def test_regions_split_and_moved_while_writing_lose_nothing_and_the_map_fo
             f"move:{index}", f"move:{seller}", f"move:{buyer}"))
         admin_s = time.monotonic() - t0
         assert [o["regions"] for o in ops] == [2] * 6
-        lines = {t: f"event='region_map_refreshed' table='{t}' regions=2" for t in (seller, buyer, index)}
-        before = {t: w.output().count(line) for t, line in lines.items()}
 
         async def followed() -> bool:
             out = w.output()
@@ -277,8 +286,8 @@ async def test_regions_split_and_moved_while_writing_lose_nothing_and_the_map_fo
 async def test_hbase_stopped_for_a_minute_then_started(
         whole: LocalStack, hbase: HBaseClient, workers: MakeWorker, tmp_path: Path, unique: str,
         report: Report) -> None:
-    settings = _settings(whole, unique, max_batch_rows=200, concurrency=2, max_in_flight_bytes=4 * 1024 * 1024,
-                         retry_max_ms=2000)
+    settings = _settings(whole, unique, "native", max_batch_rows=200, concurrency=2,
+                         max_in_flight_bytes=4 * 1024 * 1024, retry_max_ms=2000)
     partitions, total, rate = 4, 60_000, 500.0
     topic = await setup(settings, hbase, partitions=partitions)
     events = [order_event(i) for i in range(total)]

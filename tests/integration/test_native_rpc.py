@@ -97,8 +97,18 @@ async def test_native_writes_read_back_through_thrift(stack: LocalStack, hbase: 
             scanned = await native.scan(table, limit=ROWS + 10)
             assert {k: {c.family + b":" + c.qualifier: (c.value, c.timestamp) for c in cells}
                     for k, cells in scanned} == expected
-            across = await native.scan(table, b"r0498", b"r0503", limit=3)  # crosses the r0500 split
+            across = await native.scan(table, start=b"r0498", stop=b"r0503", limit=3)  # crosses the r0500 split
             assert [k for k, _ in across] == [b"r0498", b"r0499", b"r0500"]
+            # reversed (start is the inclusive upper bound, stop the exclusive lower one) and column-bounded
+            # scans read what the gateway reads, across every split
+            for query in ({"reverse": True, "limit": ROWS + 10}, {"reverse": True, "start": b"r1001", "stop": b"r0498"},
+                          {"reverse": True, "start": b"r1000", "limit": 7}, {"columns": [b"d:a", b"e"]},
+                          {"start": b"r0400", "stop": b"r1600", "columns": [b"d"], "limit": 1150}):
+                ours = await native.scan(table, **query)
+                theirs = await hbase.scan_cells(table, **query)
+                assert [(k, {c.family + b":" + c.qualifier: (c.value, c.timestamp) for c in cells})
+                        for k, cells in ours] \
+                    == [(k, {col: (c.value, c.timestamp) for col, c in cells.items()}) for k, cells in theirs], query
 
             # increments carry nonces: the same batch sent again by the same client (a retry after a lost
             # answer) counts once; two events counting into one cell count twice; a new client counts again

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import orjson
@@ -63,9 +63,12 @@ async def run_query(hb: HBaseClient, route: Any, page_size: int, processes: int,
 @settings(max_examples=20, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=st.sets(st.tuples(st.sampled_from(HOSTS), st.integers(0, 40)), max_size=30),
-       query=queries)
+       query=queries, client=st.sampled_from(["thrift", "native"]))
 def test_reader_equals_brute_force(stack: LocalStack, reader_tables: dict[str, str], design: str,
-                                   rows: set[tuple[str, int]], query: dict[str, Any]) -> None:
+                                   rows: set[tuple[str, int]], query: dict[str, Any],
+                                   client: Literal["thrift", "native"]) -> None:
+    """Over the Thrift gateways and over HBase's RPC (``client = "native"``: writes and the reader's
+    scans), drawn per example."""
     d = DESIGNS[design]
     table = reader_tables[design]
     rowkey = compile_rowkey(d.spec)
@@ -74,7 +77,7 @@ def test_reader_equals_brute_force(stack: LocalStack, reader_tables: dict[str, s
     newest, limit, trange = query["newest_first"], query["limit"], query["time_range"]
 
     async def run() -> None:
-        async with HBaseClient(settings_of(stack)) as hb:
+        async with HBaseClient(settings_of(stack, client)) as hb:
             everything = await write_and_list(hb, table, rowkey, rows)
             want = brute_force(rowkey, everything, where, trange, newest and not d.time_desc,
                                limit, d.per_region and not where and limit is None)

@@ -112,12 +112,16 @@ def writer_toml(writer: WriterSettings) -> str:
 
 
 def write_config(path: Path, settings: Settings) -> Path:
-    """A TOML file equivalent to ``settings`` (for worker subprocesses)."""
+    """A TOML file equivalent to ``settings`` (for worker subprocesses; of ``[hbase]`` only ``client`` and
+    ``masters``, when native)."""
     lines = []
     k, w = settings.kafka, settings.writer
     lines.append(f'[kafka]\ngroup_id = "{k.group_id}"\ndead_letter_topic = "{k.dead_letter_topic}"\n'
                  f"max_poll_records = {k.max_poll_records}\nfetch_max_wait_ms = {k.fetch_max_wait_ms}\n")
     lines.append(writer_toml(w))
+    if settings.hbase.client == "native":  # the gateway's address comes from the worker's environment
+        masters = ", ".join(f'"{m}"' for m in settings.hbase.masters)
+        lines.append(f'[hbase]\nclient = "native"\nmasters = [{masters}]\n')
     for t in settings.tables:
         lines.append(f'[[tables]]\nname = "{t.name}"\nfamilies = {{ o = {{ versions = 5 }} }}\n')
     for r in settings.routes:

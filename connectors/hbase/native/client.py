@@ -1,5 +1,5 @@
 """``NativeClient``: writes batches of mutations straight to the region servers over HBase's native
-RPC (no Thrift gateway), and reads rows back with a minimal scan.
+RPC (no Thrift gateway), and scans rows (forward or reversed, bounded to columns; :meth:`NativeClient.scan`).
 
 Bootstrap: the first master in ``masters`` (``host:port`` of its RPC port, 16000 by default) that
 answers ``ClientMetaService.GetMetaRegionLocations`` names the meta region's server; when none does
@@ -38,10 +38,11 @@ import anyio
 import anyio.abc
 
 from connectors.hbase.native.connection import CLIENT_SERVICE, META_SERVICE, RpcConnection
-from connectors.hbase.native.failures import CONNECTION_LOST, UNASSIGNED, Failed, error_for
+from connectors.hbase.native.failures import CONNECTION_LOST, META_UNREADABLE, UNASSIGNED, Failed, error_for
 from connectors.hbase.native.locate import ScannedRow, meta_location, scan_region, table_regions
 from connectors.hbase.native.messages import ServerName, decode_multi_response
 from connectors.hbase.native.multi import (
+    COMPILED,
     Encoded,
     Group,
     build_multi,
@@ -49,7 +50,7 @@ from connectors.hbase.native.multi import (
     encode_plain_puts,
     failures_of,
 )
-from connectors.hbase.native.regions import Region, RegionCache
+from connectors.hbase.native.regions import META_REGION, Region, RegionCache
 from connectors.hbase.native.zookeeper import meta_from_zookeeper
 from pipeline.core.model import Mutation, MutationKind
 from pipeline.errors import (
@@ -61,6 +62,14 @@ from pipeline.errors import (
 )
 
 __all__ = ["NativeClient", "increment_nonce"]
+
+#: a scanner the server no longer knows (its lease expired, its region closed, a call out of order):
+#: the scan reopens one after the last row read
+_SCANNER_LOST = frozenset({
+    "org.apache.hadoop.hbase.UnknownScannerException",
+    "org.apache.hadoop.hbase.exceptions.OutOfOrderScannerNextException",
+    "org.apache.hadoop.hbase.exceptions.ScannerResetException",
+})
 
 
 def increment_nonce(m: Mutation, occurrence: int = 0) -> int:
@@ -87,6 +96,13 @@ def _occurrences(mutations: Sequence[Mutation]) -> Iterator[int | None]:
         seen[key] = rank = seen.get(key, -1) + 1
         yield rank
 
+def _scan_goes_on(region: Region, stop: bytes, reverse: bool) -> bool:
+    """Whether a scan that read ``region`` to its end has rows to read beyond it before ``stop``."""
+    if reverse:
+        return bool(region.start_key) and (not stop or region.start_key > stop)
+    return bool(region.end_key) and (not stop or region.end_key < stop)
+
+
 def _address(spec: str) -> tuple[str, int]:
     host, _, port = spec.rpartition(":")
     if not host or not port.isdigit():
@@ -96,7 +112,8 @@ def _address(spec: str) -> tuple[str, int]:
 
 class _Batch:
     """One :meth:`NativeClient.write`'s mutations, and how each round's requests are encoded: a batch of
-    plain puts straight from the mutations (:func:`~connectors.hbase.native.multi.encode_plain_puts`),
+    plain puts straight from the mutations by the compiled encoder
+    (:func:`~connectors.hbase.native.multi.encode_plain_puts`),
     anything else from encodings made once (:func:`~connectors.hbase.native.multi.encode_batch`, nonces
     included), so that a retry sends the same bytes."""
 
@@ -121,7 +138,7 @@ class _Batch:
     def request(self, groups: list[Group], nonce_group: int) -> tuple[list[Group], bytes, bytes]:
         """``(groups sent, MultiRequest, cellblock)`` for one server's ``groups``; positions whose mutation
         has nothing to send (a put without cells) are left out, and so are regions left with none."""
-        if self._encoded is None:
+        if self._encoded is None and COMPILED:  # else the encodings made once serve every round
             plain = encode_plain_puts(groups, self.mutations)
             if plain is not None:
                 return groups, *plain
@@ -253,9 +270,17 @@ class NativeClient:
         name = self._prefix + table
         refresh = False
         for attempt in range(self._retries + 1):
+            failures: list[Failed] = []
             if refresh or not self._cache.known(name):
-                await self.regions(table, refresh=True)
-            failures = await self._send_all(name, pending, batch)
+                try:
+                    await self.regions(table, refresh=True)
+                except (HBaseUnavailable, HBaseTimeout, RegionMapStale) as e:
+                    # meta cannot be read for now (its server busy, moving, unreachable): a failed round,
+                    # waited out like the others, and the re-read tried again in the next one
+                    failures = [Failed(i, META_REGION, META_UNREADABLE, f"the regions of {table!r} could not be "
+                                       f"re-read: {e}") for i in pending]
+            if not failures:
+                failures = await self._send_all(name, pending, batch)
             if not failures:
                 return
             if any(not f.retryable for f in failures) or attempt == self._retries:
@@ -313,7 +338,8 @@ class NativeClient:
             reply = await conn.call("Multi", param, cellblock, timeout_s=self._timeout)
         except (HBaseUnavailable, HBaseTimeout, RegionMapStale, HBaseRequestError) as e:
             cls = getattr(e, "java_class", CONNECTION_LOST)
-            return [Failed(i, region.name, cls, str(e)) for region, positions in groups for i in positions]
+            why = getattr(e, "detail", str(e))  # a Java exception's class is the failure's own field
+            return [Failed(i, region.name, cls, why) for region, positions in groups for i in positions]
         try:
             return failures_of(groups, decode_multi_response(reply.param))
         except ValueError as e:
@@ -321,16 +347,61 @@ class NativeClient:
 
     # -- reads -------------------------------------------------------------------------------------
 
-    async def scan(self, table: str, start: bytes = b"", stop: bytes = b"", limit: int = 1000) -> list[ScannedRow]:
-        """At most ``limit`` rows of ``[start, stop)`` (``b""``: open end) in key order, each as
-        ``(row key, cells)`` with every cell of the newest version (one region at a time; not retried)."""
+    async def scan(self, table: str, *, start: bytes = b"", stop: bytes = b"", limit: int = 1000,
+                   reverse: bool = False, columns: Sequence[bytes] = ()) -> list[ScannedRow]:
+        """At most ``limit`` rows of ``table`` as ``(row key, cells)``, every asked column's newest
+        version: ``[start, stop)`` in ascending key order (``b""``: an open end), or with ``reverse``
+        from ``start`` (inclusive; ``b""``: the last row) down to ``stop`` (exclusive), descending, as
+        HBase's reversed scans go. ``columns``: ``b"family"`` or ``b"family:qualifier"`` names (none:
+        every column).
+
+        One region at a time, each through a scanner the server closes at the region's end or at the
+        limit. A region that moved, a lost connection, a busy server or a lost scanner resumes the
+        scan after the last row already read (after a meta re-read when the region may have moved), with
+        the writes' backoff and ``retries`` per region; a row is never returned twice."""
+        name = self._prefix + table
         out: list[ScannedRow] = []
-        for region in await self.regions(table):
-            if len(out) >= limit:
-                break
-            if (stop and region.start_key >= stop) or (region.end_key and region.end_key <= start):
+        key, inclusive = start, True  # where the next region's scanner starts
+        failed = 0
+        while len(out) < limit:
+            try:
+                region = await self._scan_region_of(table, name, key, inclusive, reverse)
+                conn = await self._connection(region.host, region.port, CLIENT_SERVICE)
+                rows = await scan_region(conn, region.name, key, stop, columns, limit - len(out),
+                                         reversed_=reverse, include_start=inclusive, timeout_s=self._timeout)
+            except HBaseError as e:
+                cls = getattr(e, "java_class", CONNECTION_LOST)
+                if not isinstance(e, (HBaseUnavailable, HBaseTimeout, RegionMapStale)) and cls not in _SCANNER_LOST:
+                    raise
+                if failed == self._retries:
+                    raise type(e)(f"scan of table {table!r} from {key!r}: retries exhausted: {e}", table=table) from e
+                failed += 1
+                self._stats["retries"] += 1
+                if isinstance(e, RegionMapStale) or cls == CONNECTION_LOST:
+                    self._cache.forget(name)
+                await anyio.sleep(min(self._backoff * 2 ** (failed - 1), self._max_backoff))
                 continue
-            conn = await self._connection(region.host, region.port, CLIENT_SERVICE)
-            out += await scan_region(conn, region.name, max(start, region.start_key), stop, (),
-                                     limit - len(out), timeout_s=self._timeout)
-        return out
+            failed = 0
+            out += rows
+            if len(out) >= limit or not _scan_goes_on(region, stop, reverse):
+                break
+            # the region is exhausted: the next one starts at its boundary
+            key, inclusive = (region.start_key, False) if reverse else (region.end_key, True)
+        return out[:limit]
+
+    async def _scan_region_of(self, table: str, name: str, key: bytes, inclusive: bool, reverse: bool) -> Region:
+        """The region a scan from ``key`` reads next, with its server; meta is re-read when the cache has
+        none there. Raises :class:`~pipeline.errors.RegionMapStale` when meta has none either (a region
+        in transition: the caller's retry waits for it)."""
+        for refresh in (False, True):
+            if refresh or not self._cache.known(name):
+                await self.regions(table, refresh=True)
+            if not reverse:
+                region = self._cache.locate(name, key)
+            elif inclusive:
+                region = self._cache.locate(name, key) if key else self._cache.last(name)
+            else:
+                region = self._cache.before(name, key)
+            if region is not None and region.host:
+                return region
+        raise RegionMapStale(f"no online region of table {table!r} holds the rows at {key!r}", table=table)

@@ -50,7 +50,8 @@ def remote_error(response: Response, address: str, method: str) -> HBaseError:
     """The project error for a call-level ``ExceptionResponse`` (``response.exception`` is set)."""
     exc = response.exception
     assert exc is not None
-    what = f"{method} on {address} failed: {exc.class_name}: {exc.message}"
+    detail = exc.message.removeprefix(f"{exc.class_name}: ").removeprefix(exc.class_name)  # the trace names it
+    what = f"{method} on {address} failed: {exc.class_name}" + (f": {detail}" if detail else "")
     err: HBaseError
     if exc.class_name in RELOCATE:
         err = RegionMapStale(what)
@@ -58,7 +59,8 @@ def remote_error(response: Response, address: str, method: str) -> HBaseError:
         err = HBaseUnavailable(what)
     else:
         err = HBaseRequestError(what)
-    vars(err)["java_class"] = exc.class_name  # an extra field (pickled with the error), not a new error class
+    vars(err)["java_class"] = exc.class_name  # extra fields (pickled with the error), not a new error class
+    vars(err)["detail"] = f"{method} on {address}" + (f": {detail}" if detail else "")
     return err
 
 

@@ -25,11 +25,15 @@ from pipeline.errors import (
     TableNotFound,
 )
 
-__all__ = ["BACK_OFF", "CONNECTION_LOST", "RELOCATE", "UNASSIGNED", "Failed", "error_for", "short_name"]
+__all__ = [
+    "BACK_OFF", "CONNECTION_LOST", "META_UNREADABLE", "RELOCATE", "UNASSIGNED", "Failed", "error_for", "short_name",
+]
 
 CONNECTION_LOST = "connection-lost"
 #: no online region holds the row (a hole in meta while a region is in transition)
 UNASSIGNED = "region-unassigned"
+#: the table's regions could not be re-read from hbase:meta (its server busy, moving or unreachable)
+META_UNREADABLE = "meta-unreadable"
 RELOCATE = frozenset({
     "org.apache.hadoop.hbase.NotServingRegionException",
     "org.apache.hadoop.hbase.exceptions.RegionMovedException",
@@ -38,10 +42,12 @@ RELOCATE = frozenset({
     "org.apache.hadoop.hbase.ipc.ServerNotRunningYetException",
     CONNECTION_LOST,
     UNASSIGNED,
+    META_UNREADABLE,
 })
 BACK_OFF = frozenset({
     "org.apache.hadoop.hbase.RegionTooBusyException",
     "org.apache.hadoop.hbase.CallQueueTooBigException",
+    "org.apache.hadoop.hbase.ipc.ServerTooBusyException",
     "org.apache.hadoop.hbase.exceptions.RegionOpeningException",
     "org.apache.hadoop.hbase.quotas.RpcThrottlingException",
     "org.apache.hadoop.hbase.RetryImmediatelyException",

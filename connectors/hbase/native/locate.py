@@ -13,6 +13,7 @@ regions (a forward meta scan), and the scan loop both use.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 
 from connectors.hbase.native.cells import Cell, decode_cells
 from connectors.hbase.native.connection import RpcConnection
@@ -44,14 +45,17 @@ async def meta_location(registry: RpcConnection, *, timeout_s: float = 10.0) -> 
 
 
 async def scan_region(conn: RpcConnection, region_name: bytes, start: bytes = b"", stop: bytes = b"",
-                      families: tuple[bytes, ...] = (), limit: int = 0, *,
-                      timeout_s: float = 30.0) -> list[ScannedRow]:
-    """The rows of ``[start, stop)`` (``b""``: open end) inside one region, at most ``limit`` (0: all).
+                      columns: Sequence[bytes] = (), limit: int = 0, *, reversed_: bool = False,
+                      include_start: bool = True, timeout_s: float = 30.0) -> list[ScannedRow]:
+    """The rows of ``[start, stop)`` (``b""``: open end) inside one region, at most ``limit`` (0: all);
+    ``reversed_``: from ``start`` down to ``stop`` (exclusive), in descending key order. ``columns``
+    and ``include_start`` as :func:`~connectors.hbase.native.messages.scan_open` takes them.
     Raises what :meth:`RpcConnection.call` raises, and :class:`~pipeline.errors.HBaseError` when the
     server sends cells as protobuf instead of a cellblock (it does not, once the codec is set)."""
     rows: list[ScannedRow] = []
     page = min(limit, _PAGE_ROWS) if limit > 0 else _PAGE_ROWS
-    reply = await conn.call("Scan", scan_open(region_name, start, stop, families, page, limit=limit),
+    reply = await conn.call("Scan", scan_open(region_name, start, stop, columns, page, limit=limit,
+                                              reversed_=reversed_, include_start=include_start),
                             timeout_s=timeout_s)
     while True:
         resp = decode_scan_response(reply.param)

@@ -25,7 +25,7 @@ Field numbers::
       RegionActionResult 1 resultOrException (repeated)  2 exception (whole-region failure)
       MultiResponse     1 regionActionResult (repeated, in RegionAction order)  2 processed
       Scan              1 column (repeated)  3 start_row  4 stop_row  7 max_versions  15 reversed
-                        17 caching
+                        17 caching  21 include_start_row (default true)
       ScanRequest       1 region  2 scan  3 scanner_id  4 number_of_rows  5 close_scanner  11 limit_of_rows
       ScanResponse      1 cells_per_result (repeated uint32)  2 scanner_id  3 more_results  5 results
                         7 partial_flag_per_result  8 more_results_in_region
@@ -72,6 +72,7 @@ __all__ = [
     "region_action",
     "region_specifier",
     "scan_close",
+    "scan_columns",
     "scan_next",
     "scan_open",
 ]
@@ -126,24 +127,46 @@ def multi_request(region_actions: Iterable[bytes], nonce_group: int | None = Non
     return out + pb_uint(2, nonce_group) if nonce_group is not None else out
 
 
-def _scan(start: bytes, stop: bytes, families: Sequence[bytes], caching: int, reversed_: bool) -> bytes:
-    out = b"".join(pb_bytes(1, pb_bytes(1, f)) for f in families)
+def scan_columns(columns: Sequence[bytes]) -> bytes:
+    """``Column{1 family, 2 qualifier*}`` fields (field 1 of ``Scan``), one per family in first-seen
+    order: ``b"f"`` asks for the whole family (and then wins over columns of it), ``b"f:q"`` for one
+    column (``b"f:"`` is the empty qualifier), as the Thrift gateway reads its column names."""
+    wanted: dict[bytes, list[bytes] | None] = {}
+    for column in columns:
+        family, sep, qualifier = column.partition(b":")
+        if not sep:
+            wanted[family] = None
+        elif family not in wanted:
+            wanted[family] = [qualifier]
+        elif (quals := wanted[family]) is not None:
+            quals.append(qualifier)
+    return b"".join(pb_bytes(1, pb_bytes(1, f) + b"".join(pb_bytes(2, q) for q in quals or ()))
+                    for f, quals in wanted.items())
+
+
+def _scan(start: bytes, stop: bytes, columns: Sequence[bytes], caching: int, reversed_: bool,
+          include_start: bool) -> bytes:
+    out = scan_columns(columns)
     if start:
         out += pb_bytes(3, start)
     if stop:
         out += pb_bytes(4, stop)
     if reversed_:
         out += pb_bool(15, True)
-    return out + pb_uint(17, caching)
+    out += pb_uint(17, caching)
+    return out if include_start else out + pb_bool(21, False)
 
 
-def scan_open(region_name: bytes, start: bytes, stop: bytes, families: Sequence[bytes] = (), rows: int = 1000,
-              *, limit: int = 0, reversed_: bool = False) -> bytes:
-    """``ScanRequest{region, scan{column*, start_row, stop_row, reversed?, caching}, number_of_rows,
-    limit_of_rows?}`` opening a scanner over ``[start, stop)`` (``b""``: open end) of one region. With a
-    positive ``limit`` the server closes the scanner after that many rows."""
-    out = (pb_bytes(1, region_specifier(region_name)) + pb_bytes(2, _scan(start, stop, families, rows, reversed_))
-           + pb_uint(4, rows))
+def scan_open(region_name: bytes, start: bytes, stop: bytes, columns: Sequence[bytes] = (), rows: int = 1000,
+              *, limit: int = 0, reversed_: bool = False, include_start: bool = True) -> bytes:
+    """``ScanRequest{region, scan{column*, start_row, stop_row, reversed?, caching, include_start_row?},
+    number_of_rows, limit_of_rows?}`` opening a scanner on one region from ``start`` (``b""``: the
+    region's first row, or its last when ``reversed_``) towards ``stop`` (exclusive; ``b""``: no
+    bound). ``columns`` as :func:`scan_columns` takes them (none: every column). ``include_start``
+    False leaves the ``start`` row out (a scan resumed after it). With a positive ``limit`` the
+    server closes the scanner after that many rows."""
+    out = (pb_bytes(1, region_specifier(region_name))
+           + pb_bytes(2, _scan(start, stop, columns, rows, reversed_, include_start)) + pb_uint(4, rows))
     if limit > 0:
         out += pb_uint(11, limit)
     return out

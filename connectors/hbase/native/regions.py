@@ -139,3 +139,21 @@ class RegionCache:
             return None
         region = self._regions[table][i]
         return region if region.holds(row) else None
+
+    def last(self, table: str) -> Region | None:
+        """The cached region with the open end (where a reversed scan from the end starts), or None."""
+        regions = self._regions.get(table)
+        return regions[-1] if regions and not regions[-1].end_key else None
+
+    def before(self, table: str, key: bytes) -> Region | None:
+        """The cached region holding the greatest row below ``key`` (not empty): where a reversed scan
+        goes on once it read down to ``key``. None when the table has no row below ``key`` or the
+        cache has a hole there."""
+        starts = self._starts.get(table)
+        if not starts:
+            return None
+        i = bisect.bisect_left(starts, key) - 1
+        if i < 0:
+            return None
+        region = self._regions[table][i]
+        return region if not region.end_key or region.end_key >= key else None

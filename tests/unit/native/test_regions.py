@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from connectors.hbase.native.cells import PUT, Cell
-from connectors.hbase.native.messages import decode_meta_locations, decode_scan_response
+from connectors.hbase.native.messages import decode_meta_locations, decode_scan_response, scan_columns, scan_open
 from connectors.hbase.native.regions import Region, RegionCache, meta_scan_range, parse_meta_row
+from connectors.hbase.native.wire import iter_fields
 
 # RegionInfo{1 region_id 7, 2 table_name{1 "default", 2 "t"}, 3 start "b", 4 end "m"}
 REGION_INFO = b"\x08\x07" + b"\x12\x0c\x0a\x07default\x12\x01t" + b"\x1a\x01b" + b"\x22\x01m"
@@ -61,3 +62,32 @@ def test_registry_and_scan_answers() -> None:
     assert (page.cells_per_result, page.scanner_id, page.more_results, page.more_results_in_region) == (
         [3, 2], 42, True, False)
     assert decode_scan_response(b"\x08\x01\x08\x04").more_results  # unpacked counts; absent more_results: True
+
+
+def test_where_reversed_scans_go_on() -> None:
+    cache = RegionCache()
+    cache.replace("t", [region(b"", b"g"), region(b"g", b"p"), region(b"p", b"")])
+    assert cache.last("t") == region(b"p", b"")
+    assert cache.before("t", b"p") == region(b"g", b"p")  # rows below "p": the region ending there
+    assert cache.before("t", b"h") == region(b"g", b"p")
+    assert cache.before("t", b"g\x00") == region(b"g", b"p")
+    assert cache.before("t", b"g") == region(b"", b"g")
+    assert cache.before("other", b"g") is None and cache.last("other") is None
+    cache.forget("t")
+    cache.replace("t", [region(b"", b"g"), region(b"p", b"")])  # a hole while [g, p) is in transition
+    assert cache.before("t", b"p") is None and cache.before("t", b"h") is None
+    assert cache.before("t", b"g") == region(b"", b"g")
+    cache.forget("t")
+    cache.replace("t", [region(b"", b"g")])
+    assert cache.last("t") is None  # the region with the open end is not known
+
+
+def test_scan_requests() -> None:
+    # Column{family "d", qualifiers "a", ""}, Column{family "e"}: a family wins over its columns
+    assert scan_columns([b"d:a", b"e", b"d:", b"e:x"]) == b"\x0a\x08\x0a\x01d\x12\x01a\x12\x00" + b"\x0a\x03\x0a\x01e"
+    fields = dict(iter_fields(scan_open(b"t,,1.", b"m", b"c", [b"d"], 10, limit=3, reversed_=True,
+                                        include_start=False)))
+    scan = dict(iter_fields(fields[2]))  # type: ignore[arg-type]
+    assert (scan[3], scan[4], scan[15], scan[17], scan[21]) == (b"m", b"c", 1, 10, 0)
+    assert (fields[4], fields[11]) == (10, 3)
+    assert 21 not in dict(iter_fields(dict(iter_fields(scan_open(b"t,,1.", b"", b"")))[2]))  # type: ignore[arg-type]
