@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 from connectors.hbase.native.cells import Cell, decode_cells
 from connectors.hbase.native.connection import RpcConnection
+from connectors.hbase.native.failures import BACK_OFF
 from connectors.hbase.native.messages import (
     ServerName,
     decode_meta_locations,
@@ -78,7 +79,13 @@ async def scan_region(conn: RpcConnection, region_name: bytes, start: bytes = b"
                 await conn.call("Scan", scan_close(resp.scanner_id), timeout_s=timeout_s)
             return rows[:limit]
         want = min(limit - len(rows), _PAGE_ROWS) if limit > 0 else _PAGE_ROWS
-        reply = await conn.call("Scan", scan_next(resp.scanner_id, want), timeout_s=timeout_s)
+        try:
+            reply = await conn.call("Scan", scan_next(resp.scanner_id, want), timeout_s=timeout_s)
+        except HBaseError as e:
+            if getattr(e, "java_class", None) in BACK_OFF:  # busy: the caller reopens; let this scanner go now
+                with contextlib.suppress(HBaseError):
+                    await conn.call("Scan", scan_close(resp.scanner_id), timeout_s=timeout_s)
+            raise
 
 
 async def table_regions(meta: RpcConnection, table: str, *, timeout_s: float = 30.0) -> list[Region]:

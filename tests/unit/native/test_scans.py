@@ -451,6 +451,7 @@ async def test_a_busy_server_is_waited_out_without_a_meta_re_read(cluster: FakeC
     async with native(cluster) as client:
         assert await scan_as_rows(client, cluster) == oracle(cluster, TABLE)
         assert_stats(client, retries=1, region_refreshes=1)
+        assert cluster.open_scanners() == []  # a scanner whose next page was refused is closed, not left to expire
     assert fault.used == 1 and [c.exception for c in user_scans(cluster) if c.exception] == [java_class]
 
 
