@@ -64,7 +64,7 @@ from pipeline.errors import (
 __all__ = ["NativeClient", "increment_nonce"]
 
 #: a scanner the server no longer knows (its lease expired, its region closed, a call out of order):
-#: the scan reopens one after the last row read
+#: the scan opens a new one on the region
 _SCANNER_LOST = frozenset({
     "org.apache.hadoop.hbase.UnknownScannerException",
     "org.apache.hadoop.hbase.exceptions.OutOfOrderScannerNextException",
@@ -356,9 +356,10 @@ class NativeClient:
         every column).
 
         One region at a time, each through a scanner the server closes at the region's end or at the
-        limit. A region that moved, a lost connection, a busy server or a lost scanner resumes the
-        scan after the last row already read (after a meta re-read when the region may have moved), with
-        the writes' backoff and ``retries`` per region; a row is never returned twice."""
+        limit. A region that moved, a lost connection, a busy server or a lost scanner has that region
+        read again from where its scan began (after a meta re-read when the region may have moved), with
+        the writes' backoff and ``retries`` per region. A region's rows are kept once its scan completed,
+        so a row is never returned twice."""
         name = self._prefix + table
         out: list[ScannedRow] = []
         key, inclusive = start, True  # where the next region's scanner starts
