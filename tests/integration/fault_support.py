@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import orjson
@@ -69,10 +69,14 @@ def hbase_settings(stack: LocalStack) -> HBaseSettings:
     return HBaseSettings(host=gw.host, port=gw.thrift_port, thrift2_port=gw.thrift2_port, timeout_ms=20_000)
 
 
-def with_cluster(settings: Settings, stack: LocalStack) -> Settings:
-    """``settings`` pointed at the cluster's Kafka and gateway."""
+def with_cluster(settings: Settings, stack: LocalStack, client: Literal["thrift", "native"] = "thrift") -> Settings:
+    """``settings`` pointed at the cluster's Kafka and gateway; ``client="native"``: writes go over HBase's
+    RPC, located through the cluster's master."""
     kafka = settings.kafka.model_copy(update={"bootstrap_servers": stack.bootstrap})
-    return settings.model_copy(update={"kafka": kafka, "hbase": hbase_settings(stack)})
+    hbase = hbase_settings(stack)
+    if client == "native":
+        hbase = hbase.model_copy(update={"client": client, "masters": [f"localhost:{stack.settings.master_port}"]})
+    return settings.model_copy(update={"kafka": kafka, "hbase": hbase})
 
 
 def index_settings(unique: str, **writer: Any) -> Settings:

@@ -192,12 +192,7 @@ async def _stop_all(*ws: WorkerProcess) -> None:
 def _settings(whole: LocalStack, unique: str, client: Literal["thrift", "native"] = "thrift",
               **writer: Any) -> Settings:
     """The order design on the cluster; ``client="native"``: the workers write over HBase's RPC."""
-    settings = with_cluster(order_settings(unique, **writer), whole)
-    if client == "thrift":
-        return settings
-    master = f"localhost:{whole.settings.master_port}"
-    native = settings.hbase.model_copy(update={"client": client, "masters": [master]})
-    return settings.model_copy(update={"hbase": native})
+    return with_cluster(order_settings(unique, **writer), whole, client)
 
 
 def _started(workers: MakeWorker, tmp_path: Path, settings: Settings, *names: str) -> list[WorkerProcess]:

@@ -5,14 +5,18 @@ subprocess (:class:`.fault_support.WorkerProcess`) on the guides' transaction de
 arrive at a steady rate, lands one fault mid-write, waits until every offset is committed, stops the
 worker (exit 0) and checks every row byte for byte. The faults:
 
-- the HBase master killed (SIGKILL) and started again 10 s later;
+- the HBase master killed (SIGKILL) and started again 10 s later (native);
 - ZooKeeper killed (SIGKILL) and started again at once;
 - a DataNode killed (SIGKILL) and started again 20 s later;
 - a region server frozen (SIGSTOP) for 30 s, past its ZooKeeper session: HBase declares it dead and
-  reassigns its regions; on SIGCONT it learns it is dead and aborts, and ``up`` starts it again;
+  reassigns its regions; on SIGCONT it learns it is dead and aborts, and ``up`` starts it again (native);
 - a region server cut off by a network partition for 60 s (every packet to and from its ports and its
   connections dropped on loopback, :func:`.fault_support.partitioned`): the gateway and the master
-  hear nothing from it, writes to its regions wait, and resume when the partition heals.
+  hear nothing from it, writes to its regions wait, and resume when the partition heals (native: the
+  worker's own connections to the region server are cut too).
+
+(native): the worker writes over HBase's RPC (``client = "native"``), straight to the region servers;
+the others go through the Thrift gateway, so each transport meets HDFS's faults.
 
 Each writes its figures (worker runs, rows checked, rows lost, the longest stall of one table's
 writes after the fault and when it ended, seconds from the fault until every offset was committed;
@@ -29,6 +33,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Literal
 
 import anyio
 import pytest
@@ -69,6 +74,7 @@ PARTITIONS, TOTAL, RATE = 4, 15_000, 500.0  # 30 s of events; the fault lands af
 ROWS = "hbase_ingest_rows_written_total"
 Report = Callable[..., None]
 Fault = Callable[[LocalStack, list[str]], Awaitable[None]]
+Client = Literal["thrift", "native"]
 
 
 def _ports_in_use() -> list[int]:
@@ -147,13 +153,14 @@ def _lost(stack: LocalStack, settings: Settings) -> int:
 
 
 async def _run_fault(stack: LocalStack, tmp_path: Path, unique: str, report: Report, fault: Fault,
-                     servers: list[str], patterns: list[str]) -> None:
+                     servers: list[str], patterns: list[str], transport: Client = "thrift") -> None:
     """The worker, the events at RATE, ``fault`` once 3,000 rows are written (it appends what it saw to
     the notes), then every offset committed, the worker stopped and every row checked. Until then, each
     table's rows are sampled every 0.2 s: the longest time one table's count stood still after the fault
     short of its TOTAL rows is the stall, and its end is when the writes resumed (0: none over 1 s).
-    ``servers`` and ``patterns``: whose log lines (from the fault on) go with the figures."""
-    settings = with_cluster(order_settings(unique, max_batch_rows=100, concurrency=2), stack)
+    ``servers`` and ``patterns``: whose log lines (from the fault on) go with the figures; ``transport``: the
+    worker's transport (the reads that check the rows go through the gateway either way)."""
+    settings = with_cluster(order_settings(unique, max_batch_rows=100, concurrency=2), stack, transport)
     async with HBaseClient(hbase_settings(stack)) as client:
         topic = await setup(settings, client, partitions=PARTITIONS)
     tables = [r.table for r in settings.routes]
@@ -211,7 +218,8 @@ async def _run_fault(stack: LocalStack, tmp_path: Path, unique: str, report: Rep
     assert checked == 3 * TOTAL
     assert len(w.runs) == 1  # the worker never died
     logs = {n: stack.procs[n].log_file for n in servers}
-    report([*notes, *evidence(logs, fault_ms - 1000, patterns, limit=12)], runs=float(len(w.runs)),
+    report([f"client: {transport}", *notes, *evidence(logs, fault_ms - 1000, patterns, limit=12)],
+           runs=float(len(w.runs)),
            rows_checked=float(checked), lost=float(lost), stall_s=stall["s"], resumed_after_s=stall["resumed_s"],
            committed_after_s=committed_s)
 
@@ -230,7 +238,8 @@ async def test_master_killed_mid_write_and_started_10_s_later(
 
     # the master is off the write path: the gateway and region servers go on writing without it
     await _run_fault(whole, tmp_path, unique, report, fault, ["master", "gateway-1"],
-                     [r"ConnectionLoss|Master.*(?:initializ|active|registered)", "ABORTING", r"ServerCrashProcedure"])
+                     [r"ConnectionLoss|Master.*(?:initializ|active|registered)", "ABORTING", r"ServerCrashProcedure"],
+                     "native")
 
 
 async def test_zookeeper_killed_mid_write_and_started_again(
@@ -305,7 +314,7 @@ async def test_a_region_server_frozen_past_its_session_aborts_and_comes_back(
     tables_of.extend(r.table for r in settings.routes)
     await _run_fault(whole, tmp_path, unique, report, fault, ["master", "regionserver-1", "regionserver-2"],
                      [r"expired|ServerCrashProcedure.*(?:start|finish)|[Ss]plit.*WAL|YouAreDeadException",
-                      "ABORTING region server", r"[Rr]ecover.*lease"])
+                      "ABORTING region server", r"[Rr]ecover.*lease"], "native")
 
 
 @pytest.mark.timeout(600)
@@ -332,4 +341,4 @@ async def test_a_region_server_cut_off_by_a_network_partition_for_60_s(
     await _run_fault(whole, tmp_path, unique, report, fault, ["master", "regionserver-1", "regionserver-2",
                                                                "gateway-1"],
                      [r"expired|ServerCrashProcedure.*(?:start|finish)|YouAreDeadException|ABORTING",
-                      r"[Tt]imeout|timed out|Slow sync|[Rr]oll", r"callTimeout|RetriesExhausted"])
+                      r"[Tt]imeout|timed out|Slow sync|[Rr]oll", r"callTimeout|RetriesExhausted"], "native")
