@@ -5,8 +5,12 @@ KeyValue cellblock codec) and starts its reader in the task group the owner pass
 lifetime bounds the reader's: nothing outlives the client). :meth:`RpcConnection.call` sends a request frame
 with the next call id (monotonic, from 1, wrapping below 2**31) and awaits the response the reader
 matches by call id, so that several calls share the connection and may be answered out of order.
-Every call has a timeout; a call that times out is forgotten (its late answer is dropped). When the
-server closes the connection or the socket fails, every pending call fails with
+Every call has a timeout; a call that times out is forgotten (its late answer is dropped). A call
+that times out on a connection that has not delivered a single frame since the call was sent closes
+the connection as lost: the socket is presumed dead (a cut network, a frozen server), and the next call
+opens a new one, rather than wait for the kernel's retransmission backoff, which grows to minutes, on a
+stream the server may never answer again. When the server closes the connection or the socket fails,
+every pending call fails with
 :class:`~pipeline.errors.HBaseUnavailable` naming the server, and the connection stays closed (the
 owner opens a new one). A response carrying an ``ExceptionResponse`` raises :func:`remote_error`'s
 :class:`~pipeline.errors.HBaseError`, whose ``java_class`` attribute names the Java exception.
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import getpass
 import struct
+import time
 from dataclasses import dataclass, field
 
 import anyio
@@ -94,6 +99,7 @@ class RpcConnection:
         self._pending: dict[int, _Pending] = {}
         self._closed: BaseException | None = None
         self._reader_scope = anyio.CancelScope()
+        self._heard = time.monotonic()  # when the last frame arrived (or the connection opened)
 
     @property
     def address(self) -> str:
@@ -138,6 +144,7 @@ class RpcConnection:
         call_id = self._next_id
         pending = self._pending[call_id] = _Pending()
         frame = request_frame(call_id, method, param, cellblock, int(timeout_s * 1000))
+        sent = time.monotonic()
         try:
             with anyio.move_on_after(timeout_s) as scope:
                 async with self._send_lock:
@@ -153,7 +160,11 @@ class RpcConnection:
         finally:
             self._pending.pop(call_id, None)
         if scope.cancelled_caught:
-            raise HBaseTimeout(f"{method} on {self.address} did not answer within {timeout_s:g} s")
+            silent = self._heard < sent
+            if silent:
+                self._fail_all(TimeoutError(f"nothing arrived within {timeout_s:g} s of a call"))
+            raise HBaseTimeout(f"{method} on {self.address} did not answer within {timeout_s:g} s"
+                               + ("; nothing else arrived meanwhile: the connection is closed" if silent else ""))
         if pending.error is not None:
             raise pending.error
         response = pending.response
@@ -168,6 +179,7 @@ class RpcConnection:
                 while True:
                     size = _frame_size(await self._reader.receive_exactly(4))
                     response = decode_response(await self._reader.receive_exactly(size))
+                    self._heard = time.monotonic()
                     pending = self._pending.get(response.call_id)
                     if pending is not None and not pending.done.is_set():  # else: late, its call timed out
                         pending.response = response

@@ -95,6 +95,7 @@ __all__ = [
     "FailActions",
     "FailCall",
     "FailRegion",
+    "GoSilent",
     "FakeCluster",
     "FakeProtocolError",
     "FakeRegion",
@@ -242,7 +243,7 @@ class ReceivedCall:
     in the order accepted), and how it was answered: ``failed`` maps the index of each action that
     failed to its exception class (a failed region action: each of its actions), ``exception`` is the
     class of a call-level ``ExceptionResponse``, ``dropped`` tells that the connection was closed instead
-    of answering. For a ``Multi``, ``region_actions`` lists ``(region name, actions)`` in request order;
+    of answering, ``silenced`` that the call and its connection went unanswered (:class:`GoSilent`). For a ``Multi``, ``region_actions`` lists ``(region name, actions)`` in request order;
     for a ``Scan`` (of ``ClientService``), ``scan`` is the request and ``scanned`` the keys of the rows
     answered, in order."""
 
@@ -256,6 +257,7 @@ class ReceivedCall:
     failed: dict[int, str] = field(default_factory=dict)
     exception: str | None = None
     dropped: bool = False
+    silenced: bool = False
 
     @property
     def actions(self) -> list[ReceivedAction]:
@@ -378,6 +380,12 @@ class DropConnection(Directive):
 
     def matches(self, call: ReceivedCall) -> bool:
         return super().matches(call) and _carries(call, self.region)
+
+
+@dataclass(eq=False)
+class GoSilent(Directive):
+    """Leave the call unanswered, and every later call on its connection, without closing it: a cut
+    network or a frozen server as the client sees it (its calls time out, nothing arrives)."""
 
 
 @dataclass(eq=False)
@@ -687,6 +695,7 @@ class FakeRegionServer:
         self._writers: set[asyncio.StreamWriter] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._scanners: dict[int, _Scanner] = {}
+        self._silent: set[int] = set()  # connections that answer nothing more (GoSilent)
 
     def __repr__(self) -> str:
         return f"FakeRegionServer({self.index}, {self.address})"
@@ -729,6 +738,8 @@ class FakeRegionServer:
                 frame = self._answer(connection, service, _decode_request(await reader.readexactly(size)))
                 if frame is None:
                     break
+                if not frame:  # silenced: read on, answer nothing
+                    continue
                 writer.write(frame)
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
@@ -765,8 +776,8 @@ class FakeRegionServer:
         return {scanner_id: scanner.region for scanner_id, scanner in self._scanners.items()}
 
     def _answer(self, connection: int, service: str, request: _Request) -> bytes | None:
-        """Record the call, play the directives it matches and handle it: the answer's frame, or None to
-        close the connection without one."""
+        """Record the call, play the directives it matches and handle it: the answer's frame, None to
+        close the connection without one, or ``b""`` to answer nothing (a silenced connection)."""
         call = ReceivedCall(self.index, connection, request.method)
         if request.method == "Multi":
             call.nonce_group, call.region_actions = _decode_multi(request.param, request.cellblock)
@@ -778,6 +789,10 @@ class FakeRegionServer:
                 self.cluster._use(expiry)
                 self._scanners.pop(call.scan.scanner_id, None)
         fault = self.cluster._call_fault(call)
+        if isinstance(fault, GoSilent) or connection in self._silent:
+            call.silenced = True
+            self._silent.add(connection)
+            return b""
         if isinstance(fault, DropConnection) and not fault.after_applying:
             call.dropped = True
             return None
@@ -1126,9 +1141,9 @@ class FakeCluster:
         their first ``skip`` matching calls; in the order injected."""
         return [d for d in self._directives if isinstance(d, kind) and d.matches(call) and d.matched > d.skip]
 
-    def _call_fault(self, call: ReceivedCall) -> FailCall | DropConnection | None:
+    def _call_fault(self, call: ReceivedCall) -> FailCall | DropConnection | GoSilent | None:
         for directive in self._firing(call, Directive):
-            if isinstance(directive, FailCall | DropConnection):
+            if isinstance(directive, FailCall | DropConnection | GoSilent):
                 self._use(directive)
                 return directive
         return None

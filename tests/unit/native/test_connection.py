@@ -1,5 +1,6 @@
 """The connection against a scripted in-process server: hello bytes, out-of-order answers, remote
-exceptions, timeouts, a connection lost with calls pending, and a call cut off while being sent."""
+exceptions, timeouts (a silent connection given up, a live one kept), a connection lost with calls
+pending, and a call cut off while being sent."""
 
 from __future__ import annotations
 
@@ -68,21 +69,59 @@ async def test_answers_out_of_order_reach_their_calls() -> None:
     assert greetings == [hello("u", "ClientService")]
 
 
-async def test_a_lost_connection_fails_every_pending_call_and_a_silent_one_times_out() -> None:
+async def test_a_lost_connection_fails_every_pending_call() -> None:
     async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await read_request(reader)
         await read_request(reader)
         await read_request(reader)
 
     server, port, _ = await serve(script)
     async with server, anyio.create_task_group() as tg:
         conn = await RpcConnection.open("127.0.0.1", port, "ClientService", tg, user="u")
-        with pytest.raises(HBaseTimeout, match="did not answer"):
-            await conn.call("Get", b"", timeout_s=0.05)
         results = await asyncio.gather(conn.call("Get", b""), conn.call("Get", b""), return_exceptions=True)
         assert all(isinstance(r, HBaseUnavailable) and "lost" in str(r) for r in results), results
         with pytest.raises(HBaseUnavailable, match="closed"):
             await conn.call("Get", b"")
+        await conn.close()
+
+
+async def test_a_call_timed_out_on_a_silent_connection_closes_it() -> None:
+    """Nothing arrives after the call was sent (a cut network): the connection is given up at the timeout."""
+    release = asyncio.Event()
+
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        await release.wait()
+
+    server, port, _ = await serve(script)
+    async with server, anyio.create_task_group() as tg:
+        conn = await RpcConnection.open("127.0.0.1", port, "ClientService", tg, user="u")
+        with pytest.raises(HBaseTimeout, match="did not answer.*nothing else arrived"):
+            await conn.call("Get", b"", timeout_s=0.05)
+        assert conn.closed
+        with pytest.raises(HBaseUnavailable, match="closed"):
+            await conn.call("Get", b"")
+        release.set()
+
+
+async def test_a_call_timed_out_while_others_are_answered_keeps_the_connection() -> None:
+    """A slow call on a live connection (another call answered after it was sent) only times out."""
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)  # never answered
+        second = await read_request(reader)
+        writer.write(answer(second[0], b"re:" + second[1]))
+        third = await read_request(reader)
+        writer.write(answer(third[0], b"re:" + third[1]))
+        await reader.read()
+
+    server, port, _ = await serve(script)
+    async with server, anyio.create_task_group() as tg:
+        conn = await RpcConnection.open("127.0.0.1", port, "ClientService", tg, user="u")
+        slow, fast = await asyncio.gather(conn.call("Get", b"one", timeout_s=0.3), conn.call("Get", b"two"),
+                                          return_exceptions=True)
+        assert isinstance(slow, HBaseTimeout) and "nothing else" not in str(slow), slow
+        assert not isinstance(fast, BaseException) and fast.param == b"re:two"
+        assert not conn.closed
+        assert (await conn.call("Get", b"three")).param == b"re:three"
         await conn.close()
 
 

@@ -32,6 +32,7 @@ from tests.unit.native.fake_cluster import (
     FailCall,
     FailRegion,
     FakeCluster,
+    GoSilent,
     ReceivedCall,
 )
 
@@ -232,6 +233,25 @@ async def test_a_dead_connection_is_retried_over_a_new_one_and_counts_once(clust
     for row in ROWS:
         assert cluster.versions(TABLE, row, b"d:q") == {TS: b"v-" + row}
         assert cluster.applied[(TABLE, row)] == (2 if after_applying and row < b"g" else 1)
+
+
+async def test_a_silent_connection_is_closed_at_the_timeout_and_the_retry_goes_over_a_new_one(
+        cluster: FakeCluster) -> None:
+    """Server 1 leaves a call unanswered, and its connection with it (a cut network): the call times
+    out, the client closes that connection, and the retry reaches the server over a new one. A retry
+    over the silent connection would time out again, and every retry after it."""
+    cluster.inject(GoSilent(server=1))
+    client = NativeClient([cluster.master], retries=3, backoff_s=0.001, max_backoff_s=0.004, timeout_s=0.5)
+    async with client:
+        await client.write(TABLE, [put(r) for r in ROWS])
+        assert_stats(client, multi_calls=4, actions_failed=8, retries=1, region_refreshes=2)
+
+    [silenced] = [c for c in multis(cluster)[:3] if c.server == 1]
+    [retry] = multis(cluster, 3)
+    assert silenced.silenced and not retry.silenced
+    assert (retry.server, retry.region_actions) == (1, silenced.region_actions)
+    assert retry.connection != silenced.connection
+    assert_landed_once(cluster, ROWS)
 
 
 async def test_a_batch_written_again_after_a_lost_answer_counts_once_per_client(cluster: FakeCluster) -> None:
