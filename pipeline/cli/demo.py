@@ -79,6 +79,9 @@ async def _demo(settings: Settings, count: int, partitions: int) -> None:
         summary = await worker.run()
 
         table = Table("metric", "value", title="throughput")
+        via = ("HBase's RPC, straight to the region servers (client = native)" if settings.hbase.client == "native"
+               else "the Thrift gateway (client = thrift)")
+        table.add_row("written over", via)
         table.add_row("events consumed", f"{summary.consumed}")
         table.add_row("rows written", f"{summary.rows_written} in {summary.batches_written} batches")
         table.add_row("dead-lettered", f"{summary.dead_lettered}")
