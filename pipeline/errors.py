@@ -32,7 +32,7 @@ project defines appears below (a test checks it); those defined elsewhere name t
         ├── RegionMapStale          the region map no longer matches the table: refresh, then retry
         ├── TableNotFound           the table does not exist
         ├── HBaseRequestError       HBase rejected the request (IOError/IllegalArgument): do not retry
-        └── HBaseAuthError          the gateway refused the client's credentials, QOP or certificate: do not retry
+        └── HBaseAuthError          a gateway or server refused the credentials, QOP or certificate: do not retry
 """
 
 from __future__ import annotations
@@ -199,6 +199,6 @@ class HBaseRequestError(HBaseError):
 
 
 class HBaseAuthError(HBaseError):
-    """A secured gateway refused the client (Kerberos credentials, SASL QOP, TLS certificate, HTTP 401/403),
-    or the client's own credentials cannot be had. Every gateway would refuse the same: not retryable, and
-    not a gateway failure (no failover)."""
+    """A secured gateway or HBase server refused the client (Kerberos credentials, SASL QOP, TLS certificate,
+    HTTP 401/403, the native RPC's SASL login), or the client's own credentials cannot be had. Every gateway
+    and server would refuse the same: not retryable, and not a gateway failure (no failover)."""

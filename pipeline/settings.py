@@ -300,17 +300,21 @@ class HBaseSettings(Section):
     tls_key_file: Path | None = None
     tls_check_hostname: bool = True
     auth: Literal["none", "kerberos"] = Field(
-        default="none", description="kerberos: SASL GSSAPI on a socket, SPNEGO in http mode")
+        default="none", description="kerberos: SASL GSSAPI on a socket, SPNEGO in http mode; with client = "
+        "native also SASL GSSAPI to the masters and region servers")
     kerberos_principal: str | None = Field(
         default=None, description="the client's principal (user@REALM); None: the ticket cache's default")
     kerberos_keytab: Path | None = Field(
         default=None, description="tickets from this keytab, re-acquired as they expire (else the ticket cache)")
     kerberos_service: str = Field(default="hbase", min_length=1,
-                                  description="the gateways' principal is <service>/<gateway host>@REALM")
+                                  description="the gateways' principal is <service>/<gateway host>@REALM; "
+                                  "with client = native, the masters' and region servers' <service>/<host>@REALM")
     kerberos_http_service: str = Field(default="HTTP", min_length=1,
                                        description="SPNEGO: <http service>/<gateway host>@REALM")
     sasl_qop: Literal["auth", "auth-int", "auth-conf"] = Field(
-        default="auth-conf", description="must be what hbase.thrift.security.qop offers (auth-conf = privacy)")
+        default="auth-conf", description="must be what hbase.thrift.security.qop offers (auth-conf = privacy); "
+        "with client = native also among what the servers' hbase.rpc.protection allows (authentication = auth, "
+        "integrity = auth-int, privacy = auth-conf)")
     http_path: str = Field(default="/", pattern=r"^/", description="http mode: the path of the POSTs")
     table_prefix: Annotated[str, name_rule(table_prefix_problem)] = Field(
         default="", description="prepended to every table name (a namespace when it ends in ':', e.g. 'dev:')")
@@ -356,9 +360,10 @@ class HBaseSettings(Section):
             raise ValueError("kerberos_keytab without kerberos_principal: name the principal whose keys it holds")
         if self.tls_key_file is not None and self.tls_cert_file is None:
             raise ValueError("tls_key_file without tls_cert_file: a client certificate needs both")
-        if self.client == "native" and (self.auth == "kerberos" or any(g.auth == "kerberos" for g in self.gateways)):
-            raise ValueError('client = "native" does not speak SASL to the region servers yet, and a cluster with '
-                             'Kerberized gateways requires it: use client = "thrift" (its default)')
+        if self.client == "native" and self.auth != "kerberos" and any(g.auth == "kerberos" for g in self.gateways):
+            raise ValueError('client = "native" logs in to the masters and region servers as [hbase] auth says, and '
+                             'it is "none" while a gateway uses Kerberos (so the cluster requires it): set auth = '
+                             '"kerberos" in [hbase] (a gateway without Kerberos then says auth = "none" itself)')
         return self
 
     def master_addresses(self) -> list[str]:

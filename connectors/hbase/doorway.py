@@ -22,6 +22,7 @@ from connectors.hbase.native import NativeClient
 from connectors.hbase.pool import ConnectionPool
 from connectors.hbase.probe import Prober, probe_gateway
 from connectors.hbase.putwire import direct_puts
+from connectors.hbase.sasl import KerberosLogin
 from connectors.hbase.scanprocs import Gateway
 from connectors.hbase.thrift2 import load_idl
 from pipeline.errors import HBaseError, HBaseUnavailable
@@ -79,7 +80,8 @@ class GatewayCalls:
         self._native = (NativeClient(s.master_addresses(), zookeeper_quorum=s.zookeeper_quorum,
                                      zookeeper_parent=s.zookeeper_parent, table_prefix=s.table_prefix,
                                      timeout_s=s.timeout_ms / 1000,
-                                     connect_timeout_s=min(s.timeout_ms / 1000, 10.0))
+                                     connect_timeout_s=min(s.timeout_ms / 1000, 10.0),
+                                     kerberos=KerberosLogin.of(s))
                         if s.client == "native" else None)
 
     def __repr__(self) -> str:

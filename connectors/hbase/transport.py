@@ -23,11 +23,9 @@ Byte layouts on the wire:
   message as body; with Kerberos, ``Authorization: Negotiate <token>`` on every request (a fresh context,
   sent at once rather than after a 401: a round trip less per call). Not ``framed``: HTTP delimits.
 
-Credentials: ``principal`` + ``keytab`` acquire (and, as they expire, re-acquire) tickets from the keytab
-into a per-process memory cache, so a long-lived worker needs no ``kinit`` and no renewal thread;
-without a keytab, the default ticket cache (``KRB5CCNAME``) is used as it is. The KDC and realm come from
-``krb5.conf`` (``KRB5_CONFIG``). The gateway's principal names the host the client connects to: connect to
-the name in the gateway's principal (``localhost``, a FQDN), not to an IP address.
+Credentials, GSSAPI contexts and the SASL security layer: :mod:`connectors.hbase.sasl` (shared with the
+native RPC client). The gateway's principal names the host the client connects to: connect to the name in
+the gateway's principal (``localhost``, a FQDN), not to an IP address.
 
 Errors: credentials that cannot be had (no ticket, a keytab without the principal, an unknown principal), a
 QOP the gateway does not offer, a certificate that does not verify and an HTTP 401/403 raise
@@ -39,13 +37,11 @@ from __future__ import annotations
 
 import base64
 import http.client
-import os
 import ssl
 import struct
-import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import happybase
 from thriftpy2.thrift import TClient
@@ -53,7 +49,8 @@ from thriftpy2.transport import TBufferedTransport, TFramedTransport, TSocket, T
 from thriftpy2.transport import sasl as _sasl
 from thriftpy2.transport.base import TTransportBase
 
-from connectors.kerberos import KDC_UNREACHABLE, acquire, gss_reason, is_gss_error, keytab_problem, load_gssapi
+from connectors.hbase.sasl import GssSession, Qop, auth_failure, credentials, gss_context
+from connectors.kerberos import gss_reason
 from pipeline.errors import HBaseAuthError, HBaseUnavailable
 from pipeline.settings import GatewaySpec, HBaseSettings
 
@@ -66,11 +63,6 @@ _tls_socket_class: Any = TSSLSocket
 _buffered: Any = TBufferedTransport
 _framed: Any = TFramedTransport
 _sasl_transport: Any = getattr(_sasl, "TCySaslClientTransport", None) or _sasl.TSaslClientTransport
-
-Qop = Literal["auth", "auth-int", "auth-conf"]
-#: the SASL GSSAPI security-layer bits (RFC 4752 section 3.3)
-_QOP_BIT: dict[str, int] = {"auth": 1, "auth-int": 2, "auth-conf": 4}
-_MAX_BUFFER = 0xFFFFFF
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,125 +111,43 @@ def security_of(spec: GatewaySpec, s: HBaseSettings) -> ThriftSecurity:
         http=transport == "http", http_path=s.http_path)
 
 
-# -- Kerberos credentials -------------------------------------------------------------------------------
-
-_creds_lock = threading.Lock()
-_creds: dict[tuple[str | None, str | None], Any] = {}
-
-
-def _gssapi() -> Any:
-    try:
-        return load_gssapi()
-    except ImportError as exc:  # an optional dependency: the `kerberos` extra
-        raise HBaseAuthError("Kerberos for the HBase gateways needs the Python package gssapi "
-                             "(pip install 'hbase-ingest[kerberos]'; it builds against libkrb5-dev)") from exc
-
-
-def _auth_failure(what: str, exc: BaseException) -> Exception:
-    text = gss_reason(exc)
-    if any(words in text for words in KDC_UNREACHABLE):
-        return HBaseUnavailable(f"{what}: the Kerberos KDC cannot be reached ({text})")
-    return HBaseAuthError(f"{what}: {text}")
-
-
-def credentials(sec: ThriftSecurity) -> Any:
-    """The initiator credentials for ``sec`` (cached per process and principal; module docstring)."""
-    key = (sec.principal, sec.keytab)
-    with _creds_lock:
-        found = _creds.get(key)
-        if found is not None:
-            return found
-        _gssapi()
-        if sec.keytab and not Path(sec.keytab).is_file():
-            raise HBaseAuthError(f"kerberos_keytab {sec.keytab}: no such file")
-        ccache = f"MEMORY:hbase-ingest-{os.getpid()}-{len(_creds)}" if sec.keytab else None
-        try:
-            creds = acquire(sec.principal, sec.keytab, ccache)
-        except Exception as exc:
-            if not is_gss_error(exc):
-                raise
-            who = sec.principal or "the default principal"
-            problem = keytab_problem(sec.principal, sec.keytab)
-            if problem is not None:
-                raise HBaseAuthError(f"Kerberos credentials for {who}: {problem}") from exc
-            src = f"keytab {sec.keytab}" if sec.keytab else "the ticket cache (KRB5CCNAME; kinit first)"
-            raise _auth_failure(f"Kerberos credentials for {who} from {src}", exc) from exc
-        _creds[key] = creds
-        return creds
-
-
-#: SPNEGO's mechanism (RFC 4178): what an HTTP ``Negotiate`` header carries
-_SPNEGO_OID = "1.3.6.1.5.5.2"
-
-
-def _context(sec: ThriftSecurity, service: str, host: str, *, spnego: bool = False) -> Any:
-    """A new initiator context for ``service@host`` (Kerberos itself, or wrapped in SPNEGO)."""
-    gssapi = _gssapi()
-    target = gssapi.Name(f"{service}@{host}", gssapi.NameType.hostbased_service)
-    flags = [gssapi.RequirementFlag.mutual_authentication, gssapi.RequirementFlag.integrity,
-             gssapi.RequirementFlag.confidentiality]
-    mech = gssapi.OID.from_int_seq(_SPNEGO_OID) if spnego else None
-    return gssapi.SecurityContext(name=target, creds=credentials(sec), usage="initiate", flags=flags, mech=mech)
-
-
 # -- SASL GSSAPI ---------------------------------------------------------------------------------------
 
 
 class GssapiSasl:
     """The SASL client thriftpy2's SASL transport drives (``start``/``step``/``encode``/``decode``/
-    ``getError``): GSSAPI per RFC 4752, asking for ``sec.qop`` in the security-layer exchange."""
+    ``getError``) over a :class:`~connectors.hbase.sasl.GssSession` asking for ``sec.qop``: errors become
+    ``getError``'s text (the transport raises it), except those of the KDC and the credentials, raised as
+    they are."""
 
     def __init__(self, sec: ThriftSecurity, host: str) -> None:
         self._sec = sec
-        self._host = host
-        self._ctx: Any = None
+        self._session = GssSession(sec, host, peer=f"gateway {sec.service}/{host}",
+                                   remedy="set sasl_qop to match hbase.thrift.security.qop")
         self._error = ""
-        self._layer = _QOP_BIT[sec.qop]
 
     def getError(self) -> str:
         return self._error
 
     def start(self, mechanism: str) -> tuple[bool, str, bytes]:
-        where = f"gateway {self._sec.service}/{self._host}"
-        try:
-            self._ctx = _context(self._sec, self._sec.service, self._host)
-            token = self._ctx.step()
-        except (HBaseAuthError, HBaseUnavailable):
-            raise
-        except Exception as exc:
-            raise _auth_failure(f"Kerberos service ticket for {where}", exc) from exc
-        return True, mechanism, token or b""
+        return True, mechanism, self._session.start()
 
     def step(self, challenge: bytes) -> tuple[bool, bytes]:
-        ctx = self._ctx
-        if not ctx.complete:
-            try:
-                return True, ctx.step(challenge) or b""
-            except Exception as exc:
-                self._error = f"the gateway's Kerberos reply did not verify: {gss_reason(exc)}"
-                return False, b""
-        # the security-layer offer: u8 bitmask of the QOPs the server accepts + u24 its max buffer size
-        offer = ctx.unwrap(challenge).message
-        if len(offer) != 4:
-            self._error = f"the gateway's SASL security-layer offer is {len(offer)} bytes, not 4"
+        try:
+            return True, self._session.respond(challenge)
+        except HBaseAuthError as exc:
+            self._error = str(exc)
             return False, b""
-        if not offer[0] & self._layer:
-            offered = ", ".join(q for q, bit in _QOP_BIT.items() if offer[0] & bit) or "none"
-            self._error = (f"the client asks for QOP {self._sec.qop}, the server is offering ({offered}): "
-                           "set sasl_qop to match hbase.thrift.security.qop")
-            return False, b""
-        reply = bytes([self._layer]) + _MAX_BUFFER.to_bytes(3, "big")
-        return True, ctx.wrap(reply, False).message
 
     def encode(self, data: bytes) -> tuple[bool, bytes]:
-        if self._layer == 1:
+        if not self._session.wraps:
             return True, data  # auth: the transport frames plain messages itself
-        wrapped = self._ctx.wrap(data, self._layer == 4).message
+        wrapped = self._session.wrap(data)
         return True, struct.pack(">I", len(wrapped)) + wrapped
 
     def decode(self, data: bytes) -> tuple[bool, bytes]:
         try:
-            return True, self._ctx.unwrap(data[4:]).message
+            return True, self._session.unwrap(data[4:])
         except Exception as exc:
             self._error = f"a message from the gateway did not unwrap: {gss_reason(exc)}"
             return False, b""
@@ -279,11 +189,11 @@ class HttpTransport(TTransportBase):
         headers = {"Content-Type": "application/x-thrift", "Accept": "application/x-thrift"}
         if self._sec.kerberos:
             try:
-                token = _context(self._sec, self._sec.http_service, self._host, spnego=True).step()
+                token = gss_context(self._sec, self._sec.http_service, self._host, spnego=True).step()
             except (HBaseAuthError, HBaseUnavailable):
                 raise
             except Exception as exc:
-                raise _auth_failure(f"Kerberos service ticket for {self._sec.http_service}/{self._host}", exc) from exc
+                raise auth_failure(f"Kerberos service ticket for {self._sec.http_service}/{self._host}", exc) from exc
             headers["Authorization"] = "Negotiate " + base64.b64encode(token).decode()
         return headers
 

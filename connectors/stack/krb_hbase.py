@@ -6,7 +6,9 @@
 (``kerberos_zookeeper_port`` 2182, ``kerberos_master_port`` 16700, ``kerberos_regionserver_port`` 16720), data in
 ``<state>/hbase-krb`` and configuration in ``<state>/conf/hbase-krb`` (``hbase-site.xml`` and the
 ``core-site.xml`` Hadoop's login code needs), all on loopback. The master, the region server and every
-gateway log in as ``hbase/localhost@REALM`` from ``hbase.keytab``.
+gateway log in as ``hbase/localhost@REALM`` from ``hbase.keytab``. The master's and the region server's RPC
+ports take SASL GSSAPI at every QOP (``hbase.rpc.protection = authentication,integrity,privacy``), for the
+native client (``[hbase] client = "native"``, ``auth = "kerberos"``, any ``sasl_qop``).
 
 **Gateways**, each a ThriftServer with its own configuration, on ``kerberos_thrift_port`` (9690) + offset
 (:data:`~.kerberos.GATEWAY_PORT_OFFSETS`), bound to ``127.0.0.1``; clients name the host ``localhost``

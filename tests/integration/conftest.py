@@ -3,6 +3,7 @@ from collections.abc import Iterator
 import pytest
 
 from connectors.stack import LocalStack
+from connectors.stack.kerberos import KerberosPart
 from pipeline.settings import StackSettings
 from tests.integration.reader_support import design_tables
 
@@ -27,3 +28,12 @@ def kerberos_stack(stack: LocalStack) -> LocalStack:
     with_kerberos.up()
     assert with_kerberos.kerberos is not None
     return with_kerberos
+
+
+@pytest.fixture
+def krb(kerberos_stack: LocalStack, monkeypatch: pytest.MonkeyPatch) -> KerberosPart:
+    """The Kerberized stack's part, with ``KRB5_CONFIG`` pointing at its realm for the test."""
+    k = kerberos_stack.kerberos
+    assert k is not None
+    monkeypatch.setenv("KRB5_CONFIG", str(k.krb5_conf))
+    return k

@@ -17,7 +17,6 @@ import pytest
 
 from connectors.hbase import HBaseClient
 from connectors.kafka import create_topics, end_offsets
-from connectors.stack import LocalStack
 from connectors.stack.kerberos import KerberosPart
 from pipeline.settings import KafkaSettings, Settings, load_settings
 
@@ -50,14 +49,6 @@ def _profile(tmp_path: Path, settings: Settings, k: KerberosPart, mode: str, nam
     path = write_config(tmp_path / name, settings)
     path.write_text(path.read_text() + "\n" + _hbase_lines(k, mode, **override))
     return path
-
-
-@pytest.fixture
-def krb(kerberos_stack: LocalStack, monkeypatch: pytest.MonkeyPatch) -> KerberosPart:
-    k = kerberos_stack.kerberos
-    assert k is not None
-    monkeypatch.setenv("KRB5_CONFIG", str(k.krb5_conf))
-    return k
 
 
 def _env(k: KerberosPart) -> dict[str, str]:

@@ -301,6 +301,9 @@ def test_the_native_client_names_its_masters(tmp_path: Path, monkeypatch: pytest
     f.write_text('[hbase]\nclient = "grpc"\n')
     with pytest.raises(ConfigError, match=r"hbase\.client"):
         load_settings(f)
-    f.write_text('[hbase]\nclient = "native"\nauth = "kerberos"\n')
-    with pytest.raises(ConfigError, match="does not speak SASL"):
+    f.write_text('[hbase]\nclient = "native"\nauth = "kerberos"\nsasl_qop = "auth-int"\n')
+    native = load_settings(f).hbase
+    assert (native.client, native.auth, native.sasl_qop) == ("native", "kerberos", "auth-int")
+    f.write_text('[hbase]\nclient = "native"\ngateways = [{ host = "g", auth = "kerberos" }]\n')
+    with pytest.raises(ConfigError, match=r'set auth = "kerberos" in \[hbase\]'):
         load_settings(f)

@@ -22,7 +22,7 @@ from thriftpy2.rpc import make_server
 from thriftpy2.thrift import TProcessor
 from thriftpy2.transport import TMemoryBuffer
 
-from connectors.hbase import transport as tr
+from connectors.hbase import sasl as shared_sasl
 from connectors.hbase.transport import GssapiSasl, ThriftSecurity, open_thrift1, security_of
 from connectors.kerberos import keytab_principals, keytab_problem
 from pipeline.errors import HBaseAuthError
@@ -194,7 +194,7 @@ class _StandInContext:
 @pytest.fixture
 def stand_in(monkeypatch: pytest.MonkeyPatch) -> _StandInContext:
     ctx = _StandInContext()
-    monkeypatch.setattr(tr, "_context", lambda sec, service, host, spnego=False: ctx)
+    monkeypatch.setattr(shared_sasl, "gss_context", lambda login, service, host, spnego=False: ctx)
     return ctx
 
 

@@ -7,7 +7,10 @@ answers ``ClientMetaService.GetMetaRegionLocations`` names the meta region's ser
 (:mod:`connectors.hbase.native.zookeeper`) names it. A table's
 regions come from a meta scan and are kept in a :class:`~connectors.hbase.native.regions.RegionCache`.
 One :class:`~connectors.hbase.native.connection.RpcConnection` per server and service is opened on
-first use and reopened after it closed.
+first use and reopened after it closed; with ``kerberos`` each one logs in (SASL GSSAPI with its QOP,
+:mod:`connectors.hbase.native.login`) to ``<service>/<host>`` of the host it connects to, masters and
+region servers alike, and a refused login raises :class:`~pipeline.errors.HBaseAuthError` at once (no
+retry: every server would refuse it).
 
 :meth:`NativeClient.write` groups a batch by region, sends one ``Multi`` per region server (all of
 them concurrently; one ``RegionAction`` per region, cells in a cellblock after the protobuf) and
@@ -52,8 +55,10 @@ from connectors.hbase.native.multi import (
 )
 from connectors.hbase.native.regions import META_REGION, Region, RegionCache
 from connectors.hbase.native.zookeeper import meta_from_zookeeper
+from connectors.hbase.sasl import Login
 from pipeline.core.model import Mutation, MutationKind
 from pipeline.errors import (
+    HBaseAuthError,
     HBaseError,
     HBaseRequestError,
     HBaseTimeout,
@@ -154,7 +159,7 @@ class NativeClient:
     def __init__(self, masters: Sequence[str], *, zookeeper_quorum: Sequence[str] = (),
                  zookeeper_parent: str = "/hbase", table_prefix: str = "", timeout_s: float = 30.0,
                  connect_timeout_s: float = 10.0, retries: int = 5, backoff_s: float = 0.05,
-                 max_backoff_s: float = 2.0) -> None:
+                 max_backoff_s: float = 2.0, kerberos: Login | None = None) -> None:
         if not masters and not zookeeper_quorum:
             raise ValueError("at least one master 'host:port' or ZooKeeper quorum member is needed")
         self._masters = [_address(m) for m in masters]
@@ -166,6 +171,7 @@ class NativeClient:
         self._retries = retries
         self._backoff = backoff_s
         self._max_backoff = max_backoff_s
+        self._kerberos = kerberos
         self._conns: dict[tuple[str, int, str], RpcConnection] = {}
         self._conn_lock = anyio.Lock()
         self._exit = contextlib.AsyncExitStack()
@@ -176,7 +182,8 @@ class NativeClient:
         self._stats = {"multi_calls": 0, "actions_sent": 0, "actions_failed": 0, "retries": 0, "region_refreshes": 0}
 
     def __repr__(self) -> str:
-        return (f"NativeClient(masters={self._masters!r}, zookeeper={self._quorum!r}, "
+        login = "" if self._kerberos is None else f"kerberos qop={self._kerberos.qop}, "
+        return (f"NativeClient(masters={self._masters!r}, zookeeper={self._quorum!r}, {login}"
                 f"connections={len(self._conns)}, {self._cache!r})")
 
     def statistics(self) -> dict[str, int]:
@@ -212,7 +219,8 @@ class NativeClient:
         async with self._conn_lock:
             conn = self._conns.get(key)
             if conn is None or conn.closed:
-                conn = await RpcConnection.open(host, port, service, self._tg, timeout_s=self._connect_timeout)
+                conn = await RpcConnection.open(host, port, service, self._tg, timeout_s=self._connect_timeout,
+                                                kerberos=self._kerberos)
                 self._conns[key] = conn
             return conn
 
@@ -224,6 +232,8 @@ class NativeClient:
             try:
                 registry = await self._connection(host, port, META_SERVICE)
                 self._meta = await meta_location(registry, timeout_s=self._timeout)
+            except HBaseAuthError:
+                raise  # every server of the cluster would refuse the same login
             except HBaseError as e:
                 errors.append(e)
                 continue

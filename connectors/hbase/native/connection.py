@@ -1,9 +1,11 @@
 """One connection to an HBase server (region server or master), speaking one service (anyio).
 
-:meth:`RpcConnection.open` connects, sends the preamble and ConnectionHeader (SIMPLE auth, the
-KeyValue cellblock codec) and starts its reader in the task group the owner passes (the owner's
-lifetime bounds the reader's: nothing outlives the client). :meth:`RpcConnection.call` sends a request frame
-with the next call id (monotonic, from 1, wrapping below 2**31) and awaits the response the reader
+:meth:`RpcConnection.open` connects, sends the preamble and ConnectionHeader (the KeyValue cellblock
+codec; SIMPLE auth, or with a Kerberos login the SASL GSSAPI exchange first,
+:mod:`connectors.hbase.native.login`, and every later byte wrapped as its QOP says) and starts its reader
+in the task group the owner passes (the owner's lifetime bounds the reader's: nothing outlives the
+client). :meth:`RpcConnection.call` sends a request frame with the next call id (monotonic, from 1,
+wrapping below 2**31) and awaits the response the reader
 matches by call id, so that several calls share the connection and may be answered out of order.
 Every call has a timeout; a call that times out is forgotten (its late answer is dropped). A call
 that times out on a connection that has not delivered a single frame since the call was sent closes
@@ -13,13 +15,17 @@ stream the server may never answer again. When the server closes the connection 
 every pending call fails with
 :class:`~pipeline.errors.HBaseUnavailable` naming the server, and the connection stays closed (the
 owner opens a new one). A response carrying an ``ExceptionResponse`` raises :func:`remote_error`'s
-:class:`~pipeline.errors.HBaseError`, whose ``java_class`` attribute names the Java exception.
+:class:`~pipeline.errors.HBaseError`, whose ``java_class`` attribute names the Java exception. A server
+that refuses the connection itself (an ``ExceptionResponse`` for call id -1, such as "Authentication is
+required" or an unauthorized user, or a late SASL error) fails every call with its reason:
+:class:`~pipeline.errors.HBaseAuthError` for an access refusal, else HBaseUnavailable.
 
 Frame layouts: :mod:`connectors.hbase.native.wire`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import struct
 import time
@@ -30,10 +36,19 @@ import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from connectors.hbase.native.failures import BACK_OFF, RELOCATE
-from connectors.hbase.native.wire import Response, WireError, decode_response, hello, request_frame
-from pipeline.errors import HBaseError, HBaseRequestError, HBaseTimeout, HBaseUnavailable, RegionMapStale
+from connectors.hbase.native.login import kerberos_login
+from connectors.hbase.native.wire import Response, WireError, connection_frame, decode_response, hello, request_frame
+from connectors.hbase.sasl import Login
+from pipeline.errors import (
+    HBaseAuthError,
+    HBaseError,
+    HBaseRequestError,
+    HBaseTimeout,
+    HBaseUnavailable,
+    RegionMapStale,
+)
 
-__all__ = ["CLIENT_SERVICE", "META_SERVICE", "RpcConnection", "remote_error"]
+__all__ = ["CLIENT_SERVICE", "META_SERVICE", "RpcConnection", "connection_refused", "remote_error"]
 
 CLIENT_SERVICE = "ClientService"
 META_SERVICE = "ClientMetaService"
@@ -42,6 +57,14 @@ _MAX_FRAME = 256 << 20  # the server's own default hbase.ipc.max.request.size
 #: what a broken or closed socket raises while it is read or written
 _LOST = (OSError, EOFError, anyio.EndOfStream, anyio.IncompleteRead, anyio.ClosedResourceError,
          anyio.BrokenResourceError, WireError)
+#: the call id of a response to no call: the server refuses the connection itself (u32 -1)
+_CONNECTION_CALL = 0xFFFFFFFF
+#: what a server refusing a connection for its client's identity raises
+_ACCESS_DENIED = frozenset({
+    "org.apache.hadoop.hbase.security.AccessDeniedException",
+    "org.apache.hadoop.security.AccessControlException",
+    "org.apache.hadoop.security.authorize.AuthorizationException",
+})
 
 
 def _user() -> str:
@@ -67,6 +90,17 @@ def remote_error(response: Response, address: str, method: str) -> HBaseError:
     vars(err)["java_class"] = exc.class_name  # extra fields (pickled with the error), not a new error class
     vars(err)["detail"] = f"{method} on {address}" + (f": {detail}" if detail else "")
     return err
+
+
+def connection_refused(response: Response, address: str) -> HBaseError:
+    """The error of an ``ExceptionResponse`` for the connection itself (call id -1): HBaseAuthError for
+    an access refusal, else HBaseUnavailable."""
+    exc = response.exception
+    assert exc is not None
+    detail = exc.message.removeprefix(f"{exc.class_name}: ") or exc.class_name
+    if exc.class_name in _ACCESS_DENIED:
+        return HBaseAuthError(f"HBase at {address} refused the connection: {exc.class_name}: {detail}")
+    return HBaseUnavailable(f"HBase at {address} closed the connection: {exc.class_name}: {detail}")
 
 
 def _frame_size(prefix: bytes) -> int:
@@ -115,21 +149,32 @@ class RpcConnection:
 
     @classmethod
     async def open(cls, host: str, port: int, service: str, task_group: anyio.abc.TaskGroup, *,
-                   timeout_s: float = 10.0, user: str | None = None) -> RpcConnection:
-        """Connect, say hello, and start the reader in ``task_group``. Raises
-        :class:`~pipeline.errors.HBaseUnavailable` when the server cannot be reached within ``timeout_s``."""
+                   timeout_s: float = 10.0, user: str | None = None, kerberos: Login | None = None) -> RpcConnection:
+        """Connect, say hello (after a Kerberos login when ``kerberos`` is given: the ConnectionHeader then
+        names the client's principal, not ``user``), and start the reader in ``task_group``. Raises
+        :class:`~pipeline.errors.HBaseUnavailable` when the server cannot be reached within ``timeout_s``,
+        and :class:`~pipeline.errors.HBaseAuthError` when the login fails
+        (:mod:`connectors.hbase.native.login`)."""
         try:
             with anyio.fail_after(timeout_s):
-                stream = await anyio.connect_tcp(host, port)
+                tcp = await anyio.connect_tcp(host, port)
         except (OSError, TimeoutError) as e:
             raise HBaseUnavailable(f"cannot connect to HBase at {host}:{port}: {e!r}") from e
-        conn = cls(host, port, service, stream)
+        stream: anyio.abc.ByteStream = tcp
         try:
             with anyio.fail_after(timeout_s):
-                await stream.send(hello(user or _user(), service))
+                if kerberos is None:
+                    await stream.send(hello(user or _user(), service))
+                else:
+                    stream, principal = await kerberos_login(tcp, kerberos, host, port)
+                    await stream.send(connection_frame(principal, service))
         except (*_LOST, TimeoutError) as e:
-            await conn.close()
+            await _close_quietly(tcp)
             raise HBaseUnavailable(f"connection to HBase at {host}:{port} failed: {e!r}") from e
+        except BaseException:
+            await _close_quietly(tcp)
+            raise
+        conn = cls(host, port, service, stream)
         task_group.start_soon(conn._read_loop, name=f"hbase-rpc-reader {conn.address}")
         return conn
 
@@ -138,6 +183,8 @@ class RpcConnection:
         :class:`~pipeline.errors.HBaseTimeout` after ``timeout_s``, ``HBaseUnavailable`` when the
         connection is or gets closed, and :func:`remote_error`'s error when the server answers with an
         exception."""
+        if isinstance(self._closed, HBaseAuthError):
+            raise HBaseAuthError(str(self._closed)) from self._closed
         if self._closed is not None:
             raise HBaseUnavailable(f"connection to {self.address} is closed: {self._closed!r}")
         self._next_id = self._next_id % 0x7FFFFFFF + 1
@@ -180,11 +227,13 @@ class RpcConnection:
                     size = _frame_size(await self._reader.receive_exactly(4))
                     response = decode_response(await self._reader.receive_exactly(size))
                     self._heard = time.monotonic()
+                    if response.exception is not None and response.call_id & _CONNECTION_CALL == _CONNECTION_CALL:
+                        raise connection_refused(response, self.address)
                     pending = self._pending.get(response.call_id)
                     if pending is not None and not pending.done.is_set():  # else: late, its call timed out
                         pending.response = response
                         pending.done.set()
-        except _LOST as e:
+        except (*_LOST, HBaseAuthError, HBaseUnavailable) as e:
             self._fail_all(e)
         finally:
             self._fail_all(ConnectionAbortedError("closed by the client"))
@@ -198,7 +247,11 @@ class RpcConnection:
         self._reader_scope.cancel()
         for call_id, pending in list(self._pending.items()):
             if not pending.done.is_set():
-                err = HBaseUnavailable(f"connection to {self.address} lost (call {call_id}): {cause!r}")
+                err: HBaseError
+                if isinstance(cause, HBaseAuthError):
+                    err = HBaseAuthError(str(cause))
+                else:
+                    err = HBaseUnavailable(f"connection to {self.address} lost (call {call_id}): {cause!r}")
                 err.__cause__ = cause
                 pending.error = err
                 pending.done.set()
@@ -208,3 +261,8 @@ class RpcConnection:
         self._fail_all(ConnectionAbortedError("closed by the client"))
         with anyio.CancelScope(shield=True):
             await self._stream.aclose()
+
+
+async def _close_quietly(stream: anyio.abc.ByteStream) -> None:
+    with anyio.CancelScope(shield=True), contextlib.suppress(*_LOST):
+        await stream.aclose()

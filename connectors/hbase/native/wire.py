@@ -6,6 +6,25 @@ Connection set-up, sent once by the client (the server answers nothing when it a
     "HBas" | 0x00 (RPC version) | 0x50 (auth: SIMPLE)              -- 6-byte preamble
     u32 BE length | ConnectionHeader                                 -- NOT a varint, plain writeTo
 
+With Kerberos (HBase's ``HBaseSaslRpcClient``/``NettyHBaseSaslRpcClientHandler``, server side
+``NettyHBaseSaslRpcServerHandler``, ``ServerRpcConnection.doRawSaslReply``), the SASL GSSAPI exchange comes
+between the two, then the ConnectionHeader (its ``effective_user`` the client's principal, ``user@REALM``)::
+
+    "HBas" | 0x00 | 0x51 (auth: KERBEROS)                          -- preamble
+    client: u32 BE length | token                                    -- each SASL token, the first at once
+    server: i32 status 0 (SUCCESS) | i32 BE length | token           -- each challenge; length -88:
+                                                                        the server is not secure, "fall back
+                                                                        to SIMPLE" (refused here)
+    server: i32 status 1 (ERROR) | string class | string message    -- then it closes the connection;
+                                                                        a string is Hadoop's WritableUtils
+                                                                        one: i32 BE length (-1: null) | UTF-8
+
+The client's last token (its choice of security layer) gets no answer: with QOP ``auth-int``/``auth-conf``
+every later byte, both ways, travels in wrapped packets, ``u32 BE length | GSSAPI wrap token`` (each
+packet's plaintext holds whole frames of the layouts below: the ConnectionHeader's, requests, responses); a
+server that refuses the last token answers with the ERROR reply above where the first packet or frame would
+be (:func:`is_sasl_error`).
+
 Request frame::
 
     u32 BE total (bytes after these 4) | varint len | RequestHeader | varint len | param | [cellblock]
@@ -36,14 +55,23 @@ from dataclasses import dataclass
 __all__ = [
     "CODEC_KEYVALUE",
     "PREAMBLE",
+    "PREAMBLE_KERBEROS",
+    "SASL_ERROR",
+    "SASL_SUCCESS",
+    "SWITCH_TO_SIMPLE_AUTH",
     "RemoteException",
     "Response",
     "WireError",
+    "connection_frame",
     "connection_header",
     "decode_response",
+    "decode_sasl_error",
     "delimited",
     "hello",
+    "i32",
+    "is_sasl_error",
     "iter_fields",
+    "length_prefixed",
     "pb_bool",
     "pb_bytes",
     "pb_str",
@@ -55,8 +83,14 @@ __all__ = [
     "varint",
 ]
 
-#: "HBas", RPC version 0, auth SIMPLE (0x50; 0x51 would be Kerberos/GSSAPI, 0x52 DIGEST)
+#: "HBas", RPC version 0, auth SIMPLE (0x50; 0x52 would be DIGEST, a delegation token)
 PREAMBLE = b"HBas\x00\x50"
+#: "HBas", RPC version 0, auth KERBEROS (SASL GSSAPI)
+PREAMBLE_KERBEROS = b"HBas\x00\x51"
+#: the status word before each SASL reply of the server (HBase's ``SaslStatus``)
+SASL_SUCCESS, SASL_ERROR = 0, 1
+#: a SUCCESS reply's length saying "this server is not secure: fall back to SIMPLE" (``SaslUtil``)
+SWITCH_TO_SIMPLE_AUTH = -88
 CODEC_KEYVALUE = "org.apache.hadoop.hbase.codec.KeyValueCodec"
 
 _U32 = struct.Struct(">I")
@@ -170,10 +204,55 @@ def connection_header(user: str, service: str, codec: str | None = CODEC_KEYVALU
     return out
 
 
+def length_prefixed(data: bytes) -> bytes:
+    """``u32 BE len(data) | data``: a ConnectionHeader, a SASL token the client sends, a wrapped packet."""
+    return _U32.pack(len(data)) + data
+
+
+def connection_frame(user: str, service: str, codec: str | None = CODEC_KEYVALUE) -> bytes:
+    """The ConnectionHeader as it follows the preamble (and, with Kerberos, the SASL exchange)."""
+    return length_prefixed(connection_header(user, service, codec))
+
+
 def hello(user: str, service: str, codec: str | None = CODEC_KEYVALUE) -> bytes:
-    """The first bytes of a connection: preamble, u32 BE length, ConnectionHeader."""
-    header = connection_header(user, service, codec)
-    return PREAMBLE + _U32.pack(len(header)) + header
+    """The first bytes of a connection with SIMPLE auth: preamble, u32 BE length, ConnectionHeader."""
+    return PREAMBLE + connection_frame(user, service, codec)
+
+
+# -- SASL replies ------------------------------------------------------------------------------------
+
+
+def i32(word: bytes) -> int:
+    """A 4-byte big-endian signed int (a SASL status or length)."""
+    return int.from_bytes(word, "big", signed=True)
+
+
+def is_sasl_error(word: bytes) -> bool:
+    """Whether the first 4 bytes the server sends after the SASL exchange are an ERROR status rather than
+    a frame's or wrapped packet's length (1 byte can be neither: a response header or a GSSAPI token is
+    longer)."""
+    return i32(word) == SASL_ERROR
+
+
+def _writable_string(buf: bytes, pos: int) -> tuple[str | None, int]:
+    """Hadoop's ``WritableUtils.readString`` at ``pos``: i32 BE length (-1: null) + UTF-8; what is cut
+    short reads as far as it goes."""
+    if pos + 4 > len(buf):
+        return None, len(buf)
+    size = i32(buf[pos:pos + 4])
+    pos += 4
+    if size < 0:
+        return None, pos
+    return buf[pos:pos + size].decode("utf-8", errors="replace"), min(pos + size, len(buf))
+
+
+def decode_sasl_error(body: bytes) -> tuple[str, str]:
+    """``(Java exception class, message)`` of an ERROR reply's body (the bytes after its status word):
+    two Writable strings. Tolerant: a null or missing string is ``""`` (a truncated body still names
+    what it can)."""
+    cls, pos = _writable_string(body, 0)
+    message, _ = _writable_string(body, pos)
+    return cls or "", message or ""
 
 
 # -- requests ----------------------------------------------------------------------------------------

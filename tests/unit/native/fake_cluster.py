@@ -95,11 +95,11 @@ __all__ = [
     "FailActions",
     "FailCall",
     "FailRegion",
-    "GoSilent",
     "FakeCluster",
     "FakeProtocolError",
     "FakeRegion",
     "FakeRegionServer",
+    "GoSilent",
     "ReceivedAction",
     "ReceivedCall",
     "ReceivedScan",
@@ -243,9 +243,10 @@ class ReceivedCall:
     in the order accepted), and how it was answered: ``failed`` maps the index of each action that
     failed to its exception class (a failed region action: each of its actions), ``exception`` is the
     class of a call-level ``ExceptionResponse``, ``dropped`` tells that the connection was closed instead
-    of answering, ``silenced`` that the call and its connection went unanswered (:class:`GoSilent`). For a ``Multi``, ``region_actions`` lists ``(region name, actions)`` in request order;
-    for a ``Scan`` (of ``ClientService``), ``scan`` is the request and ``scanned`` the keys of the rows
-    answered, in order."""
+    of answering, ``silenced`` that the call and its connection went unanswered (:class:`GoSilent`).
+    For a ``Multi``, ``region_actions`` lists ``(region name, actions)`` in request order; for a ``Scan``
+    (of ``ClientService``), ``scan`` is the request and ``scanned`` the keys of the rows answered, in
+    order."""
 
     server: int
     connection: int

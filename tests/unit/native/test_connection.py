@@ -95,7 +95,7 @@ async def test_a_call_timed_out_on_a_silent_connection_closes_it() -> None:
     server, port, _ = await serve(script)
     async with server, anyio.create_task_group() as tg:
         conn = await RpcConnection.open("127.0.0.1", port, "ClientService", tg, user="u")
-        with pytest.raises(HBaseTimeout, match="did not answer.*nothing else arrived"):
+        with pytest.raises(HBaseTimeout, match=r"did not answer.*nothing else arrived"):
             await conn.call("Get", b"", timeout_s=0.05)
         assert conn.closed
         with pytest.raises(HBaseUnavailable, match="closed"):
