@@ -14,7 +14,9 @@ retry: every server would refuse it).
 
 :meth:`NativeClient.write` groups a batch by region, sends one ``Multi`` per region server (all of
 them concurrently; one ``RegionAction`` per region, cells in a cellblock after the protobuf) and
-decodes the answers. Failed actions are retried, and only those: after a relocation
+decodes the answers. A server's part larger than ``max_request_bytes`` goes as several ``Multi``
+calls, cut in request order; a single mutation larger than that fails at once (``request-too-large``).
+Failed actions are retried, and only those: after a relocation
 (``NotServingRegionException``, ``RegionMovedException``, a lost connection, a region without a
 server) the table's regions are re-read from meta first; after a busy answer the client only waits.
 Waits grow from ``backoff_s`` by doubling up to ``max_backoff_s``; after ``retries`` retries, or at
@@ -41,7 +43,14 @@ import anyio
 import anyio.abc
 
 from connectors.hbase.native.connection import CLIENT_SERVICE, META_SERVICE, RpcConnection
-from connectors.hbase.native.failures import CONNECTION_LOST, META_UNREADABLE, UNASSIGNED, Failed, error_for
+from connectors.hbase.native.failures import (
+    CONNECTION_LOST,
+    META_UNREADABLE,
+    REQUEST_TOO_LARGE,
+    UNASSIGNED,
+    Failed,
+    error_for,
+)
 from connectors.hbase.native.locate import ScannedRow, meta_location, scan_region, table_regions
 from connectors.hbase.native.messages import ServerName, decode_multi_response
 from connectors.hbase.native.multi import (
@@ -52,6 +61,7 @@ from connectors.hbase.native.multi import (
     encode_batch,
     encode_plain_puts,
     failures_of,
+    halves,
 )
 from connectors.hbase.native.regions import META_REGION, Region, RegionCache
 from connectors.hbase.native.zookeeper import meta_from_zookeeper
@@ -66,7 +76,11 @@ from pipeline.errors import (
     RegionMapStale,
 )
 
-__all__ = ["NativeClient", "increment_nonce"]
+__all__ = ["MAX_REQUEST_BYTES", "NativeClient", "increment_nonce"]
+
+#: the largest request (MultiRequest + cellblock) sent by default: a quarter of the servers' own
+#: default limit (``hbase.ipc.max.request.size``, 256 MiB), over which a server drops the connection
+MAX_REQUEST_BYTES = 64 << 20
 
 #: a scanner the server no longer knows (its lease expired, its region closed, a call out of order):
 #: the scan opens a new one on the region
@@ -159,7 +173,8 @@ class NativeClient:
     def __init__(self, masters: Sequence[str], *, zookeeper_quorum: Sequence[str] = (),
                  zookeeper_parent: str = "/hbase", table_prefix: str = "", timeout_s: float = 30.0,
                  connect_timeout_s: float = 10.0, retries: int = 5, backoff_s: float = 0.05,
-                 max_backoff_s: float = 2.0, kerberos: Login | None = None) -> None:
+                 max_backoff_s: float = 2.0, kerberos: Login | None = None,
+                 max_request_bytes: int = MAX_REQUEST_BYTES) -> None:
         if not masters and not zookeeper_quorum:
             raise ValueError("at least one master 'host:port' or ZooKeeper quorum member is needed")
         self._masters = [_address(m) for m in masters]
@@ -172,6 +187,7 @@ class NativeClient:
         self._backoff = backoff_s
         self._max_backoff = max_backoff_s
         self._kerberos = kerberos
+        self._max_request = max_request_bytes
         self._conns: dict[tuple[str, int, str], RpcConnection] = {}
         self._conn_lock = anyio.Lock()
         self._exit = contextlib.AsyncExitStack()
@@ -315,8 +331,10 @@ class NativeClient:
                 continue
             groups = by_server.setdefault((region.host, region.port), {})
             groups.setdefault(region.name, (region, []))[1].append(i)
-        requests = [(host, port, *batch.request(list(groups.values()), self._nonce_group))
-                    for (host, port), groups in by_server.items()]
+        requests: list[tuple[str, int, list[Group], bytes, bytes]] = []
+        for (host, port), groups in by_server.items():
+            for part, param, cellblock in self._fitted(batch, list(groups.values()), failures):
+                requests.append((host, port, part, param, cellblock))
         if len(requests) == 1:  # a batch of one region server, as the writer makes them
             failures += await self._send(*requests[0])
         else:
@@ -331,6 +349,24 @@ class NativeClient:
                 raise
         self._stats["actions_failed"] += len(failures)
         return failures
+
+    def _fitted(self, batch: _Batch, groups: list[Group],
+                failures: list[Failed]) -> Iterator[tuple[list[Group], bytes, bytes]]:
+        """One server's ``groups`` as requests of at most ``max_request_bytes`` each (MultiRequest plus
+        cellblock): halved in request order until each fits. A single mutation that does not fit is
+        appended to ``failures`` (not retryable) and not sent."""
+        sent, param, cellblock = batch.request(groups, self._nonce_group)
+        size = len(param) + len(cellblock)
+        if size <= self._max_request:
+            yield sent, param, cellblock
+            return
+        if sum(len(positions) for _, positions in sent) == 1:
+            [(region, [i])] = sent
+            failures.append(Failed(i, region.name, REQUEST_TOO_LARGE, f"the mutation encodes to {size} bytes, "
+                                   f"more than one request may carry ({self._max_request}, max_request_bytes)"))
+            return
+        for half in halves(sent):
+            yield from self._fitted(batch, half, failures)
 
     async def _send_into(self, failures: list[Failed], host: str, port: int, groups: Sequence[Group],
                          param: bytes, cellblock: bytes) -> None:

@@ -26,12 +26,15 @@ from pipeline.errors import (
 )
 
 __all__ = [
-    "BACK_OFF", "CONNECTION_LOST", "META_UNREADABLE", "RELOCATE", "UNASSIGNED", "Failed", "error_for", "short_name",
+    "BACK_OFF", "CONNECTION_LOST", "META_UNREADABLE", "RELOCATE", "REQUEST_TOO_LARGE", "UNASSIGNED", "Failed",
+    "error_for", "short_name",
 ]
 
 CONNECTION_LOST = "connection-lost"
 #: no online region holds the row (a hole in meta while a region is in transition)
 UNASSIGNED = "region-unassigned"
+#: one mutation larger than a request may be (the client's ``max_request_bytes``): never sent, not retryable
+REQUEST_TOO_LARGE = "request-too-large"
 #: the table's regions could not be re-read from hbase:meta (its server busy, moving or unreachable)
 META_UNREADABLE = "meta-unreadable"
 RELOCATE = frozenset({

@@ -56,7 +56,7 @@ from pipeline import compiled
 from pipeline.core.model import Mutation, MutationKind
 
 __all__ = ["COMPILED", "Encoded", "Group", "build_multi", "encode_batch", "encode_mutation", "encode_plain_puts",
-           "encode_plain_puts_python", "failures_of"]
+           "encode_plain_puts_python", "failures_of", "halves"]
 
 _AMOUNT = struct.Struct(">q")
 _HEAD = struct.Struct(">IIIH")  # a KeyValue's kv_len, key_len, val_len, row_len (connectors.hbase.native.cells)
@@ -231,6 +231,27 @@ def build_multi(groups: Sequence[Group], encoded: Sequence[Encoded | None],
     if nonce_group is not None:
         region_actions.append(b"\x10" + varint(nonce_group))
     return b"".join(region_actions), b"".join(cells)
+
+
+def halves(groups: Sequence[Group]) -> tuple[list[Group], list[Group]]:
+    """``groups``' positions cut in two in request order, for a request too large to send whole: the
+    first half holds the first ``n // 2`` positions (``n`` >= 2, else ``ValueError``), the second the
+    rest; a region whose positions straddle the cut appears in both, each half keeping its positions'
+    order, and no region is left without positions."""
+    n = sum(len(positions) for _, positions in groups)
+    if n < 2:
+        raise ValueError(f"a request of {n} action(s) cannot be halved")
+    first: list[Group] = []
+    second: list[Group] = []
+    left = n // 2
+    for region, positions in groups:
+        take = min(left, len(positions))
+        if take:
+            first.append((region, positions[:take]))
+        if take < len(positions):
+            second.append((region, positions[take:]))
+        left -= take
+    return first, second
 
 
 def failures_of(groups: Sequence[Group], results: Sequence[RegionActionResult]) -> list[Failed]:

@@ -10,7 +10,7 @@ from connectors.hbase.native.cells import DELETE, DELETE_COLUMN, DELETE_FAMILY, 
 from connectors.hbase.native.client import _occurrences, increment_nonce
 from connectors.hbase.native.failures import Failed, error_for
 from connectors.hbase.native.messages import decode_multi_response
-from connectors.hbase.native.multi import build_multi, encode_mutation, failures_of
+from connectors.hbase.native.multi import build_multi, encode_mutation, failures_of, halves
 from connectors.hbase.native.regions import Region
 from connectors.hbase.native.wire import pb_bytes, pb_str, pb_uint, request_frame
 from pipeline.core.model import ExpiringPut, Mutation, MutationKind, Origin, TopicPartition
@@ -194,3 +194,23 @@ def test_the_inline_multi_response_reader_agrees_with_the_field_reader(rars: lis
     buf = b"".join(pb_bytes(1, b"".join(fields)) for fields in rars)
     got = [(r.ok, [(f.index, f.java_class, f.message) for f in r.failures]) for r in decode_multi_response(buf)]
     assert got == _reference_decode(buf)
+
+
+@given(st.lists(st.integers(min_value=1, max_value=6), min_size=1, max_size=6))
+@settings(max_examples=examples(200), deadline=None)
+def test_halves_cut_a_request_in_order_and_keep_every_position_once(sizes: list[int]) -> None:
+    regions = [Region(b"t,%d,1." % k, "t", b"%d" % k, b"%d" % (k + 1), 1, "h", 1) for k in range(len(sizes))]
+    groups: list[tuple[Region, list[int]]] = []
+    start = 0
+    for region, n in zip(regions, sizes, strict=True):
+        groups.append((region, list(range(start, start + n))))
+        start += n
+    if start < 2:
+        with pytest.raises(ValueError, match="cannot be halved"):
+            halves(groups)
+        return
+    first, second = halves(groups)
+    flat = [(r.name, i) for half in (first, second) for r, ps in half for i in ps]
+    assert flat == [(r.name, i) for r, ps in groups for i in ps]  # every position once, in request order
+    assert sum(len(ps) for _, ps in first) == start // 2
+    assert all(ps for half in (first, second) for _, ps in half)  # no region without positions

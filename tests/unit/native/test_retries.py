@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from connectors.hbase.native.client import NativeClient
+from connectors.hbase.native.client import NativeClient, _Batch
 from connectors.hbase.native.failures import (
     BACK_OFF,
     CONNECTION_LOST,
@@ -18,6 +18,7 @@ from connectors.hbase.native.failures import (
     UNASSIGNED,
     short_name,
 )
+from connectors.hbase.native.regions import Region
 from pipeline.core.model import Mutation, MutationKind, Origin, TopicPartition
 from pipeline.errors import HBaseRequestError, HBaseUnavailable, RegionMapStale
 from tests.unit.native.fake_cluster import (
@@ -338,6 +339,41 @@ async def test_a_refused_mutation_raises_at_once_naming_the_unapplied(cluster: F
     assert {f.java_class for f in info.value.failures} == {java_class}  # type: ignore[attr-defined]
     assert_landed_once(cluster, [r for i, r in enumerate(ROWS) if i not in refused])
     assert all(cluster.row(TABLE, ROWS[i]) == {} for i in refused)
+
+
+async def test_a_server_s_part_over_the_request_cap_goes_as_several_multis_in_order(cluster: FakeCluster) -> None:
+    """Under a cap that fits four rows' request but not eight, server 1's part (regions of "h" and "x")
+    goes as two Multi calls, cut in request order; servers 0 and 2 get one each; every row lands once."""
+    cap = 300
+    h, x = (Region(cluster.region_of(TABLE, k).name, TABLE, b"", b"", 1, "", 0) for k in (b"h", b"x"))
+    batch = _Batch(TABLE, [put(r) for r in ROWS])
+    _, *four = batch.request([(h, range(4, 8))], 1)
+    _, *eight = batch.request([(h, range(4, 8)), (x, range(12, 16))], 1)
+    assert sum(map(len, four)) <= cap < sum(map(len, eight))
+    client = NativeClient([cluster.master], retries=3, backoff_s=0.001, max_backoff_s=0.004, max_request_bytes=cap)
+    async with client:
+        await client.write(TABLE, [put(r) for r in ROWS])
+        assert_stats(client, multi_calls=4, actions_failed=0, retries=0)
+
+    assert sorted((c.server, c.rows) for c in multis(cluster)) == [
+        (0, ROWS[0:4]), (1, ROWS[4:8]), (1, ROWS[12:16]), (2, ROWS[8:12])]
+    assert_landed_once(cluster, ROWS)
+
+
+async def test_a_mutation_over_the_request_cap_is_refused_alone_and_the_rest_lands(cluster: FakeCluster) -> None:
+    """A put that alone encodes past the cap is never sent: the write raises a request error naming it
+    unapplied, after the others were written."""
+    batch = [put(r) for r in ROWS]
+    batch[5] = Mutation(TABLE, ROWS[5], MutationKind.PUT, {b"d:q": bytes(4000)}, TS, Origin(TopicPartition("t", 0), 0))
+    client = NativeClient([cluster.master], retries=3, backoff_s=0.001, max_backoff_s=0.004, max_request_bytes=1024)
+    async with client:
+        with pytest.raises(HBaseRequestError, match="request-too-large") as info:
+            await client.write(TABLE, batch)
+        assert_stats(client, retries=0)
+
+    assert info.value.unapplied == (5,)
+    assert_landed_once(cluster, [r for i, r in enumerate(ROWS) if i != 5])
+    assert cluster.row(TABLE, ROWS[5]) == {}
 
 
 @pytest.mark.parametrize(("java_class", "error"), [(BUSY_CLASS, HBaseUnavailable), (NOT_SERVING, RegionMapStale)],
