@@ -98,6 +98,15 @@ class HBaseClient(GatewayCalls):
         ns, _, q = self._name(table).rpartition(":")
         return idl.TTableName(ns=(ns or "default").encode(), qualifier=q.encode())
 
+    async def ping(self) -> None:
+        """One round trip on the way writes go, for readiness: with ``client = "native"`` a read of
+        ``hbase:meta`` over HBase's RPC (:meth:`~connectors.hbase.native.NativeClient.ping`: the writes
+        locate regions there and need no gateway), else the gateways' table list."""
+        if self._native is not None:
+            await self._native.ping()
+        else:
+            await self.tables()
+
     async def tables(self) -> list[str]:
         names: list[bytes] = await self.call(lambda c: c.tables(), what="list tables", idempotent=True)
         out = [n.decode() for n in names]

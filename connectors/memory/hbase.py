@@ -176,6 +176,9 @@ class MemoryHBase:
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
 
+    async def ping(self) -> None:
+        await anyio.lowlevel.checkpoint()
+
     async def tables(self) -> list[str]:
         await anyio.lowlevel.checkpoint()
         return sorted(self._tables)

@@ -285,6 +285,19 @@ class NativeClient:
             return self._cache.regions(name)
         raise AssertionError("unreachable")
 
+    async def ping(self) -> None:
+        """One round trip on the way writes are located: ``hbase:meta``'s server (named by the masters or
+        ZooKeeper once, then remembered) asked for one row of meta. Raises what a write's meta re-read
+        raises (:class:`~pipeline.errors.HBaseUnavailable`, ``HBaseTimeout``, ``HBaseAuthError``); a
+        failure forgets meta's server, so that the next ping asks where it is again."""
+        meta = await self._meta_server()
+        try:
+            conn = await self._connection(meta.host, meta.port, CLIENT_SERVICE)
+            await scan_region(conn, META_REGION, limit=1, timeout_s=self._timeout)
+        except (HBaseUnavailable, HBaseTimeout, RegionMapStale):
+            self._meta = None
+            raise
+
     # -- writes ------------------------------------------------------------------------------------
 
     async def write(self, table: str, mutations: Sequence[Mutation]) -> None:

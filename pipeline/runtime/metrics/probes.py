@@ -24,7 +24,7 @@ async def _probe_hbase(metrics: Metrics, interval_s: float) -> None:
     while True:
         try:
             with anyio.fail_after(max(interval_s, 1.0) * 3):
-                await metrics.worker.hbase.tables()
+                await metrics.worker.hbase.ping()
         except (HBaseIngestError, TimeoutError) as exc:  # "not ready"; the reason goes to /readyz
             metrics.hbase_ok = False
             metrics.hbase_error = str(exc) or type(exc).__name__

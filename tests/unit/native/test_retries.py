@@ -192,6 +192,21 @@ async def test_meta_moved_is_found_again_through_the_registry(cluster: FakeClust
     assert_landed_once(cluster, ROWS)
 
 
+async def test_a_ping_reads_meta_and_after_meta_moved_asks_the_registry_again(cluster: FakeCluster) -> None:
+    """Readiness: a ping reads one row of meta where the registry said; once meta moved, the ping fails
+    (its server says the region is not there) and the next one finds it through the registry again."""
+    async with native(cluster) as client:
+        await client.ping()
+        cluster.move_meta(2)
+        with pytest.raises(RegionMapStale, match="RegionMovedException"):
+            await client.ping()
+        await client.ping()
+
+    calls = [(c.method, c.server, c.exception) for c in cluster.calls]
+    assert calls == [("GetMetaRegionLocations", 0, None), ("Scan", 0, None), ("Scan", 0, REGION_MOVED),
+                     ("GetMetaRegionLocations", 0, None), ("Scan", 2, None)]
+
+
 async def test_a_call_level_exception_resends_the_whole_call(cluster: FakeCluster) -> None:
     """``CallQueueTooBigException`` in the ResponseHeader: nothing of the call was applied; the retry
     carries the same region actions, after a wait and without a meta re-read."""
