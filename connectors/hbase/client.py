@@ -45,7 +45,7 @@ import structlog
 from connectors.hbase.doorway import GatewayCalls, _Endpoint, _Sent
 from connectors.hbase.putwire import put_multiple, split_column, tputs
 from connectors.hbase.scanprocs import PageTransform, scan_page_in_process, warm_worker
-from connectors.hbase.scanrows import SMALL_PAGE_ROWS, CellRow, scan_cell, scan_rows, scan_rows2, tscan
+from connectors.hbase.scanrows import SMALL_PAGE_ROWS, CellRow, scan_bounds, scan_cell, scan_rows, scan_rows2, tscan
 from connectors.hbase.thrift2 import load_idl
 from pipeline.core.model import Mutation, MutationKind
 from pipeline.errors import HBaseRequestError, TableNotFound
@@ -304,12 +304,13 @@ class HBaseClient(GatewayCalls):
         (:meth:`~connectors.hbase.native.NativeClient.scan`)."""
         if limit <= 0:
             return []
-        scan = tscan(start, stop, prefix, limit, reverse, columns, filter)
         if self._native is not None and filter is None:
-            rows = await self._native.scan(table, start=scan.startRow or b"", stop=scan.stopRow or b"", limit=limit,
-                                           reverse=reverse, columns=columns or ())
+            first, last = scan_bounds(start, stop, prefix)
+            rows = await self._native.scan(table, start=first, stop=last, limit=limit, reverse=reverse,
+                                           columns=columns or ())
             return [(key, {c.family + b":" + c.qualifier: scan_cell(c.value, c.timestamp) for c in cells})
                     for key, cells in rows]
+        scan = tscan(start, stop, prefix, limit, reverse, columns, filter)
         name = self._name(table).encode()
         if limit <= SMALL_PAGE_ROWS:
             idl = load_idl()

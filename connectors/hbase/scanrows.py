@@ -29,7 +29,7 @@ from thriftpy2.thrift import TClient, TType
 
 from pipeline.rowkey.codecs import prefix_successor
 
-__all__ = ["SMALL_PAGE_ROWS", "Cell", "CellRow", "scan_cell", "scan_rows", "scan_rows2", "tscan"]
+__all__ = ["SMALL_PAGE_ROWS", "Cell", "CellRow", "scan_bounds", "scan_cell", "scan_rows", "scan_rows2", "tscan"]
 
 #: Pages of at most this many rows are read with one Thrift2 ``getScannerResults`` call (the
 #: gateway opens, reads and closes the scanner in one round trip) instead of three or four Thrift1
@@ -97,15 +97,22 @@ def _lean_client(conn: happybase.Connection) -> Any:
     return cached[1]
 
 
+def scan_bounds(start: bytes, stop: bytes, prefix: bytes | None) -> tuple[bytes, bytes]:
+    """``(start, stop)`` of a scan given by its bounds or by ``prefix`` (not both: ``ValueError``):
+    a prefix's rows are ``[prefix, its successor)``."""
+    if prefix is None:
+        return start, stop
+    if start or stop:
+        raise ValueError("give either prefix or start/stop, not both")
+    return prefix, prefix_successor(prefix)
+
+
 def tscan(start: bytes, stop: bytes, prefix: bytes | None, limit: int, reverse: bool,
           columns: Sequence[bytes] | None, filter: str | None) -> Any:
     """The Thrift1 ``TScan`` of ``[start, stop)`` (or of ``prefix``; not both), caching
     ``min(limit, 1000)`` rows per round trip; ``reverse`` as in HBase (``start`` is then the upper
     bound)."""
-    if prefix is not None:
-        if start or stop:
-            raise ValueError("give either prefix or start/stop, not both")
-        start, stop = prefix, prefix_successor(prefix)
+    start, stop = scan_bounds(start, stop, prefix)
     return Hbase_thrift.TScan(startRow=start or None, stopRow=stop or None, columns=list(columns) if columns else None,
                               caching=min(limit, 1000), filterString=filter, reversed=reverse)
 

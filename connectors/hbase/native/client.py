@@ -309,19 +309,18 @@ class NativeClient:
         name = self._prefix + table
         refresh = False
         for attempt in range(self._retries + 1):
-            failures: list[Failed] = []
-            if refresh or not self._cache.known(name):
-                try:
+            try:
+                if refresh or not self._cache.known(name):
                     await self.regions(table, refresh=True)
-                except (HBaseUnavailable, HBaseTimeout, RegionMapStale) as e:
-                    # meta cannot be read for now (its server busy, moving, unreachable): a failed round,
-                    # waited out like the others, and the re-read tried again in the next one
-                    failures = [Failed(i, META_REGION, META_UNREADABLE, f"the regions of {table!r} could not be "
-                                       f"re-read: {e}") for i in pending]
-            if not failures:
+            except (HBaseUnavailable, HBaseTimeout, RegionMapStale) as e:
+                # meta cannot be read for now (its server busy, moving, unreachable): a failed round,
+                # waited out like the others, and the re-read tried again in the next one
+                failures = [Failed(i, META_REGION, META_UNREADABLE, f"the regions of {table!r} could not be "
+                                   f"re-read: {e}") for i in pending]
+            else:
                 failures = await self._send_all(name, pending, batch)
-            if not failures:
-                return
+                if not failures:
+                    return
             if any(not f.retryable for f in failures) or attempt == self._retries:
                 raise error_for(table, failures, exhausted=attempt == self._retries)
             refresh = any(f.relocate for f in failures)
