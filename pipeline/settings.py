@@ -331,6 +331,10 @@ class HBaseSettings(Section):
         description="client = native: hbase.zookeeper.quorum (host or host:port, 2181 by default), read when no "
         "master answers")
     zookeeper_parent: str = Field(default="/hbase", pattern=r"^/\S*$", description="zookeeper.znode.parent")
+    rpc_tls: bool = Field(
+        default=False, description="client = native: TLS to the masters and region servers (their "
+        "hbase.server.netty.tls.enabled), checked against tls_ca_file (None: the system's CAs) and, with "
+        "tls_check_hostname, the host connected to; tls_cert_file/tls_key_file when they ask for a client certificate")
 
     @model_validator(mode="after")
     def _one_way_to_name_gateways(self) -> HBaseSettings:
@@ -360,6 +364,9 @@ class HBaseSettings(Section):
             raise ValueError("kerberos_keytab without kerberos_principal: name the principal whose keys it holds")
         if self.tls_key_file is not None and self.tls_cert_file is None:
             raise ValueError("tls_key_file without tls_cert_file: a client certificate needs both")
+        if self.rpc_tls and self.client != "native":
+            raise ValueError('rpc_tls is TLS on HBase\'s own RPC, which only client = "native" speaks; TLS to the '
+                             "Thrift gateways is tls")
         if self.client == "native" and self.auth != "kerberos" and any(g.auth == "kerberos" for g in self.gateways):
             raise ValueError('client = "native" logs in to the masters and region servers as [hbase] auth says, and '
                              'it is "none" while a gateway uses Kerberos (so the cluster requires it): set auth = '

@@ -25,6 +25,7 @@ from connectors.hbase.putwire import direct_puts
 from connectors.hbase.sasl import KerberosLogin
 from connectors.hbase.scanprocs import Gateway
 from connectors.hbase.thrift2 import load_idl
+from connectors.hbase.transport import rpc_tls_context
 from pipeline.errors import HBaseError, HBaseUnavailable
 from pipeline.settings import GatewaySpec, HBaseSettings
 
@@ -81,7 +82,7 @@ class GatewayCalls:
                                      zookeeper_parent=s.zookeeper_parent, table_prefix=s.table_prefix,
                                      timeout_s=s.timeout_ms / 1000,
                                      connect_timeout_s=min(s.timeout_ms / 1000, 10.0),
-                                     kerberos=KerberosLogin.of(s))
+                                     kerberos=KerberosLogin.of(s), tls=rpc_tls_context(s))
                         if s.client == "native" else None)
 
     def __repr__(self) -> str:

@@ -54,7 +54,7 @@ from connectors.kerberos import gss_reason
 from pipeline.errors import HBaseAuthError, HBaseUnavailable
 from pipeline.settings import GatewaySpec, HBaseSettings
 
-__all__ = ["PLAIN", "Qop", "ThriftSecurity", "credentials", "open_thrift1", "open_transport",
+__all__ = ["PLAIN", "Qop", "ThriftSecurity", "credentials", "open_thrift1", "open_transport", "rpc_tls_context",
            "security_of", "tls_context"]
 
 # thriftpy2's transports are untyped
@@ -97,11 +97,13 @@ class ThriftSecurity:
 PLAIN = ThriftSecurity()
 
 
+def _path(p: Path | None) -> str | None:
+    return None if p is None else str(p)
+
+
 def security_of(spec: GatewaySpec, s: HBaseSettings) -> ThriftSecurity:
     """The security of gateway ``spec``: its own overrides, else the ``[hbase]`` keys."""
-    def path(p: Path | None) -> str | None:
-        return None if p is None else str(p)
-
+    path = _path
     transport = spec.transport or s.transport
     return ThriftSecurity(
         tls=s.tls if spec.tls is None else spec.tls, ca_file=path(s.tls_ca_file), cert_file=path(s.tls_cert_file),
@@ -242,7 +244,7 @@ class HttpTransport(TTransportBase):
 # -- opening ---------------------------------------------------------------------------------------------
 
 
-def tls_context(sec: ThriftSecurity) -> ssl.SSLContext:
+def tls_context(sec: ThriftSecurity, for_whom: str = "the HBase gateways") -> ssl.SSLContext:
     """The client TLS context of ``sec``: the CA file (else the system's CAs), the client certificate."""
     try:
         ctx = ssl.create_default_context(cafile=sec.ca_file)
@@ -250,9 +252,19 @@ def tls_context(sec: ThriftSecurity) -> ssl.SSLContext:
         if sec.cert_file:
             ctx.load_cert_chain(sec.cert_file, sec.key_file)
     except (OSError, ssl.SSLError) as exc:
-        raise HBaseAuthError(f"TLS files for the HBase gateways (tls_ca_file {sec.ca_file}, tls_cert_file "
+        raise HBaseAuthError(f"TLS files for {for_whom} (tls_ca_file {sec.ca_file}, tls_cert_file "
                              f"{sec.cert_file}): {exc}") from exc
     return ctx
+
+
+def rpc_tls_context(s: HBaseSettings) -> ssl.SSLContext | None:
+    """The TLS context of the native transport's connections (``rpc_tls``), None without it: the same
+    ``tls_*`` files and host check as the gateways'."""
+    if not s.rpc_tls:
+        return None
+    sec = ThriftSecurity(tls=True, ca_file=_path(s.tls_ca_file), cert_file=_path(s.tls_cert_file),
+                         key_file=_path(s.tls_key_file), check_hostname=s.tls_check_hostname)
+    return tls_context(sec, "HBase's RPC (rpc_tls)")
 
 
 def _socket(host: str, port: int, timeout_ms: int, sec: ThriftSecurity) -> Any:

@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.errors import ConfigError
+from connectors.hbase.transport import rpc_tls_context
+from pipeline.errors import ConfigError, HBaseAuthError
 from pipeline.settings import ENV_PREFIX, NON_SETTING_VARIABLES, RouteSpec, Settings, load_settings
 
 
@@ -307,3 +308,15 @@ def test_the_native_client_names_its_masters(tmp_path: Path, monkeypatch: pytest
     f.write_text('[hbase]\nclient = "native"\ngateways = [{ host = "g", auth = "kerberos" }]\n')
     with pytest.raises(ConfigError, match=r'set auth = "kerberos" in \[hbase\]'):
         load_settings(f)
+
+
+def test_rpc_tls_is_for_the_native_client_and_builds_its_context(tmp_path: Path) -> None:
+    f = tmp_path / "c.toml"
+    f.write_text("[hbase]\nrpc_tls = true\n")
+    with pytest.raises(ConfigError, match=r'rpc_tls .* only client = "native" speaks'):
+        load_settings(f)
+    f.write_text('[hbase]\nclient = "native"\nrpc_tls = true\ntls_ca_file = "nowhere.pem"\n')
+    s = load_settings(f).hbase
+    assert rpc_tls_context(s.model_copy(update={"rpc_tls": False})) is None
+    with pytest.raises(HBaseAuthError, match=r"TLS files for HBase's RPC \(rpc_tls\) \(tls_ca_file nowhere.pem"):
+        rpc_tls_context(s)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import http.server
 import socket
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -27,6 +26,7 @@ from connectors.hbase.transport import GssapiSasl, ThriftSecurity, open_thrift1,
 from connectors.kerberos import keytab_principals, keytab_problem
 from pipeline.errors import HBaseAuthError
 from pipeline.settings import GatewaySpec, HBaseSettings
+from tests.tls_certs import make_certs
 
 HBASE = happybase.connection.Hbase
 
@@ -42,26 +42,10 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _openssl(*args: str, cwd: Path) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
-
-
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A CA, a server certificate for localhost signed by it, and a second (unrelated) CA."""
-    d = tmp_path_factory.mktemp("tls")
-    for ca in ("ca", "other"):  # with the extensions Python 3.13's strict verification asks of a CA
-        _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{ca}.key", "-out", f"{ca}.pem",
-                 "-days", "2", "-subj", f"/CN={ca}", "-addext", "basicConstraints=critical,CA:TRUE",
-                 "-addext", "keyUsage=critical,keyCertSign,cRLSign", cwd=d)
-    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr",
-             "-subj", "/CN=localhost", cwd=d)
-    (d / "ext.cnf").write_text("subjectAltName=DNS:localhost\nextendedKeyUsage=serverAuth\n"
-                               "authorityKeyIdentifier=keyid,issuer\n")
-    _openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-             "-out", "server.pem", "-days", "2", "-extfile", "ext.cnf", cwd=d)
-    (d / "server-bundle.pem").write_text((d / "server.pem").read_text() + (d / "server.key").read_text())
-    return d
+    return make_certs(tmp_path_factory.mktemp("tls"))
 
 
 @pytest.fixture(scope="module")

@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import secrets
+import ssl
 import struct
 from collections.abc import Iterator, Sequence
 from types import TracebackType
@@ -174,7 +175,7 @@ class NativeClient:
                  zookeeper_parent: str = "/hbase", table_prefix: str = "", timeout_s: float = 30.0,
                  connect_timeout_s: float = 10.0, retries: int = 5, backoff_s: float = 0.05,
                  max_backoff_s: float = 2.0, kerberos: Login | None = None,
-                 max_request_bytes: int = MAX_REQUEST_BYTES) -> None:
+                 max_request_bytes: int = MAX_REQUEST_BYTES, tls: ssl.SSLContext | None = None) -> None:
         if not masters and not zookeeper_quorum:
             raise ValueError("at least one master 'host:port' or ZooKeeper quorum member is needed")
         self._masters = [_address(m) for m in masters]
@@ -188,6 +189,7 @@ class NativeClient:
         self._max_backoff = max_backoff_s
         self._kerberos = kerberos
         self._max_request = max_request_bytes
+        self._tls = tls
         self._conns: dict[tuple[str, int, str], RpcConnection] = {}
         self._conn_lock = anyio.Lock()
         self._exit = contextlib.AsyncExitStack()
@@ -236,7 +238,7 @@ class NativeClient:
             conn = self._conns.get(key)
             if conn is None or conn.closed:
                 conn = await RpcConnection.open(host, port, service, self._tg, timeout_s=self._connect_timeout,
-                                                kerberos=self._kerberos)
+                                                kerberos=self._kerberos, tls=self._tls)
                 self._conns[key] = conn
             return conn
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import getpass
+import ssl
 import struct
 import time
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ from dataclasses import dataclass, field
 import anyio
 import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
+from anyio.streams.tls import TLSStream
 
 from connectors.hbase.native.failures import BACK_OFF, RELOCATE
 from connectors.hbase.native.login import kerberos_login
@@ -149,12 +151,16 @@ class RpcConnection:
 
     @classmethod
     async def open(cls, host: str, port: int, service: str, task_group: anyio.abc.TaskGroup, *,
-                   timeout_s: float = 10.0, user: str | None = None, kerberos: Login | None = None) -> RpcConnection:
+                   timeout_s: float = 10.0, user: str | None = None, kerberos: Login | None = None,
+                   tls: ssl.SSLContext | None = None) -> RpcConnection:
         """Connect, say hello (after a Kerberos login when ``kerberos`` is given: the ConnectionHeader then
         names the client's principal, not ``user``), and start the reader in ``task_group``. Raises
         :class:`~pipeline.errors.HBaseUnavailable` when the server cannot be reached within ``timeout_s``,
         and :class:`~pipeline.errors.HBaseAuthError` when the login fails
-        (:mod:`connectors.hbase.native.login`)."""
+        (:mod:`connectors.hbase.native.login`). With ``tls`` the connection is TLS first (HBase's
+        ``hbase.server.netty.tls.enabled``; the server's certificate checked for ``host``), and everything,
+        the login included, goes through it; a certificate that does not verify or a server that does not
+        speak TLS raises HBaseAuthError (no retry makes it right)."""
         try:
             with anyio.fail_after(timeout_s):
                 tcp = await anyio.connect_tcp(host, port)
@@ -163,6 +169,8 @@ class RpcConnection:
         stream: anyio.abc.ByteStream = tcp
         try:
             with anyio.fail_after(timeout_s):
+                if tls is not None:
+                    stream = await _tls(tcp, tls, host, port)
                 if kerberos is None:
                     await stream.send(hello(user or _user(), service))
                 else:
@@ -261,6 +269,25 @@ class RpcConnection:
         self._fail_all(ConnectionAbortedError("closed by the client"))
         with anyio.CancelScope(shield=True):
             await self._stream.aclose()
+
+
+async def _tls(tcp: anyio.abc.ByteStream, context: ssl.SSLContext, host: str, port: int) -> TLSStream:
+    """The TLS handshake over ``tcp``; a refusal of either side is HBaseAuthError naming why."""
+    where = f"HBase at {host}:{port}"
+    try:
+        return await TLSStream.wrap(tcp, hostname=host, ssl_context=context, standard_compatible=False)
+    except ssl.SSLCertVerificationError as e:
+        raise HBaseAuthError(f"TLS to {where}: its certificate does not verify ({e.verify_message}): check "
+                             "tls_ca_file, and that the certificate names the host connected to") from e
+    except ssl.SSLError as e:
+        raise HBaseAuthError(f"TLS to {where} failed ({e.reason or e}): does it speak TLS on its RPC port "
+                             "(hbase.server.netty.tls.enabled)?") from e
+    except anyio.BrokenResourceError as e:
+        cause = e.__cause__
+        if isinstance(cause, ssl.SSLError):
+            raise HBaseAuthError(f"TLS to {where} failed ({cause.reason or cause}): does it speak TLS on "
+                                 "its RPC port (hbase.server.netty.tls.enabled)?") from e
+        raise
 
 
 async def _close_quietly(stream: anyio.abc.ByteStream) -> None:

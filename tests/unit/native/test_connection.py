@@ -1,21 +1,35 @@
 """The connection against a scripted in-process server: hello bytes, out-of-order answers, remote
 exceptions, timeouts (a silent connection given up, a live one kept), a connection lost with calls
-pending, and a call cut off while being sent."""
+pending, a call cut off while being sent, and TLS (a CA made here with openssl)."""
 
 from __future__ import annotations
 
 import asyncio
+import ssl
 import struct
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import anyio
 import pytest
 
 from connectors.hbase.native.connection import RpcConnection
 from connectors.hbase.native.wire import hello, iter_fields, read_varint
-from pipeline.errors import HBaseRequestError, HBaseTimeout, HBaseUnavailable
+from pipeline.errors import HBaseAuthError, HBaseRequestError, HBaseTimeout, HBaseUnavailable
+from tests.tls_certs import make_certs
 
 Script = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_certs(tmp_path_factory.mktemp("tls"))
+
+
+def server_tls(certs: Path) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(certs / "server.pem", certs / "server.key")
+    return ctx
 
 
 async def read_request(reader: asyncio.StreamReader) -> tuple[int, bytes]:
@@ -34,7 +48,7 @@ def answer(call_id: int, param: bytes, header_extra: bytes = b"") -> bytes:
     return struct.pack(">I", len(body)) + body
 
 
-async def serve(script: Script) -> tuple[asyncio.Server, int, list[bytes]]:
+async def serve(script: Script, tls: ssl.SSLContext | None = None) -> tuple[asyncio.Server, int, list[bytes]]:
     greetings: list[bytes] = []
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -43,7 +57,7 @@ async def serve(script: Script) -> tuple[asyncio.Server, int, list[bytes]]:
         await script(reader, writer)
         writer.close()
 
-    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    server = await asyncio.start_server(handle, "127.0.0.1", 0, ssl=tls)
     return server, server.sockets[0].getsockname()[1], greetings
 
 
@@ -153,3 +167,45 @@ async def test_a_call_cut_off_while_sending_closes_the_connection() -> None:
             await conn.call("Get", b"")
         await conn.close()
         release.set()
+
+
+async def test_over_tls_the_hello_and_the_calls_go_through_the_tls_stream(certs: Path) -> None:
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        call_id, param = await read_request(reader)
+        writer.write(answer(call_id, b"re:" + param))
+        await reader.read()
+
+    server, port, greetings = await serve(script, server_tls(certs))
+    client_tls = ssl.create_default_context(cafile=str(certs / "ca.pem"))
+    async with server, anyio.create_task_group() as tg:
+        conn = await RpcConnection.open("localhost", port, "ClientService", tg, user="u", tls=client_tls)
+        assert (await conn.call("Get", b"one")).param == b"re:one"
+        await conn.close()
+    assert greetings == [hello("u", "ClientService")]  # what the server read after the handshake
+
+
+async def test_over_tls_a_certificate_from_another_ca_is_refused_clearly(certs: Path) -> None:
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read()
+
+    server, port, _ = await serve(script, server_tls(certs))
+    other = ssl.create_default_context(cafile=str(certs / "other.pem"))
+    async with server, anyio.create_task_group() as tg:
+        with pytest.raises(HBaseAuthError, match=r"certificate does not verify .*tls_ca_file"):
+            await RpcConnection.open("localhost", port, "ClientService", tg, tls=other)
+
+
+async def test_tls_to_a_server_without_tls_is_refused_clearly(certs: Path) -> None:
+    """A plain server reads the TLS hello as a bad preamble, answers something that is not TLS and closes."""
+    async def plain(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(6)
+        writer.write(struct.pack(">I", 16) + bytes(16))
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(plain, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    client_tls = ssl.create_default_context(cafile=str(certs / "ca.pem"))
+    async with server, anyio.create_task_group() as tg:
+        with pytest.raises(HBaseAuthError, match=r"does it speak TLS .*hbase.server.netty.tls.enabled"):
+            await RpcConnection.open("localhost", port, "ClientService", tg, tls=client_tls)
