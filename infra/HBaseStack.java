@@ -16,6 +16,10 @@
 //   HBaseStack.java kerberos-gateway <qop> <plain1> <plain2> <sasl1> <sasl2> <https1> <https2>
 //       one gateway of a Kerberized cluster: the same six gateways, without the master, its SASL ones
 //       with QOP <qop> (auth, auth-int or auth-conf).
+//   HBaseStack.java acl <grant|revoke> <user> <actions> <@namespace|table>
+//       a grant to (or revoke from) <user> on the Kerberized HBase (connectors/stack/krb_authz.py): logs in
+//       from the master's keytab (the superuser), calls the AccessController, exits 0 once HBase applied it.
+//       <actions> is a subset of RWXCA (read, write, exec, create, admin).
 //
 // A server thread that fails ends the JVM (exit 1), so `stack status` sees the process die instead of a
 // JVM that lives on with half of its servers.
@@ -83,7 +87,53 @@ public class HBaseStack {
     return first;
   }
 
+  /** Grant or revoke: see the usage above. Exits 0 when done, 1 (stack trace on stderr) on failure. */
+  static void acl(String[] args) throws Throwable {
+    Configuration conf = HBaseConfiguration.create();
+    org.apache.hadoop.security.UserGroupInformation.setConfiguration(conf);
+    org.apache.hadoop.security.UserGroupInformation.loginUserFromKeytab(
+        conf.get("hbase.master.kerberos.principal"), conf.get("hbase.master.keytab.file"));
+    boolean grant = args[1].equals("grant");
+    String user = args[2];
+    java.util.List<org.apache.hadoop.hbase.security.access.Permission.Action> list = new java.util.ArrayList<>();
+    for (char a : args[3].toCharArray()) {
+      list.add(org.apache.hadoop.hbase.security.access.Permission.Action.valueOf(switch (a) {
+        case 'R' -> "READ"; case 'W' -> "WRITE"; case 'X' -> "EXEC"; case 'C' -> "CREATE"; case 'A' -> "ADMIN";
+        default -> throw new IllegalArgumentException("action " + a + " is not one of RWXCA");
+      }));
+    }
+    org.apache.hadoop.hbase.security.access.Permission.Action[] actions =
+        list.toArray(new org.apache.hadoop.hbase.security.access.Permission.Action[0]);
+    try (org.apache.hadoop.hbase.client.Connection c =
+             org.apache.hadoop.hbase.client.ConnectionFactory.createConnection(conf)) {
+      if (args[4].startsWith("@")) {
+        String ns = args[4].substring(1);
+        if (grant) {
+          org.apache.hadoop.hbase.security.access.AccessControlClient.grant(c, ns, user, actions);
+        } else {
+          org.apache.hadoop.hbase.security.access.AccessControlClient.revoke(c, ns, user, actions);
+        }
+      } else {
+        org.apache.hadoop.hbase.TableName table = org.apache.hadoop.hbase.TableName.valueOf(args[4]);
+        if (grant) {
+          org.apache.hadoop.hbase.security.access.AccessControlClient.grant(c, table, user, null, null, actions);
+        } else {
+          org.apache.hadoop.hbase.security.access.AccessControlClient.revoke(c, table, user, null, null, actions);
+        }
+      }
+    }
+  }
+
   public static void main(String[] args) throws Exception {
+    if (args.length == 5 && args[0].equals("acl") && (args[1].equals("grant") || args[1].equals("revoke"))) {
+      try {
+        acl(args);
+      } catch (Throwable e) {
+        e.printStackTrace();
+        System.exit(1);
+      }
+      System.exit(0);  // the HBase client's threads would keep the JVM alive
+    }
     if (args.length == 7 && args[0].equals("kerberos")) {
       Thread master = start("hmaster",
           () -> org.apache.hadoop.hbase.master.HMaster.main(new String[] {"start"}));
@@ -104,7 +154,8 @@ public class HBaseStack {
       System.err.println("usage: HBaseStack.java standalone <thrift1 port> <thrift2 port>\n"
           + "       HBaseStack.java gateway <thrift1 port> <thrift2 port> [server option ...]\n"
           + "       HBaseStack.java kerberos <plain1> <plain2> <sasl1> <sasl2> <https1> <https2>\n"
-          + "       HBaseStack.java kerberos-gateway <qop> <plain1> <plain2> <sasl1> <sasl2> <https1> <https2>");
+          + "       HBaseStack.java kerberos-gateway <qop> <plain1> <plain2> <sasl1> <sasl2> <https1> <https2>\n"
+          + "       HBaseStack.java acl <grant|revoke> <user> <actions> <@namespace|table>");
       System.exit(2);
     }
     if (gateway) {

@@ -32,7 +32,8 @@ project defines appears below (a test checks it); those defined elsewhere name t
         ├── RegionMapStale          the region map no longer matches the table: refresh, then retry
         ├── TableNotFound           the table does not exist
         ├── HBaseRequestError       HBase rejected the request (IOError/IllegalArgument): do not retry
-        └── HBaseAuthError          a gateway or server refused the credentials, QOP or certificate: do not retry
+        └── HBaseAuthError          a gateway or server refused the credentials, QOP or certificate, or HBase
+                                    denied a permission (names the user, table and action): do not retry
 """
 
 from __future__ import annotations
@@ -200,5 +201,13 @@ class HBaseRequestError(HBaseError):
 
 class HBaseAuthError(HBaseError):
     """A secured gateway or HBase server refused the client (Kerberos credentials, SASL QOP, TLS certificate,
-    HTTP 401/403, the native RPC's SASL login), or the client's own credentials cannot be had. Every gateway
-    and server would refuse the same: not retryable, and not a gateway failure (no failover)."""
+    HTTP 401/403, the native RPC's SASL login), or the client's own credentials cannot be had; or HBase's
+    AccessController refused an authenticated user a call (``AccessDeniedException``): then ``user`` is the user
+    HBase named and ``action`` the missing permission (READ, WRITE, CREATE...), the message names the table.
+    Every gateway and server would refuse the same: not retryable, and not a gateway failure (no failover)."""
+
+    def __init__(self, message: str, *, table: str | None = None, user: str | None = None,
+                 action: str | None = None) -> None:
+        super().__init__(message, table=table)
+        self.user = user
+        self.action = action

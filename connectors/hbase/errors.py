@@ -8,7 +8,8 @@ a non-retryable ``TIOError`` whose message is the name of the table the call was
 :class:`~pipeline.errors.TableNotFound` (a disabled table says "<name> is disabled."). A write's
 ``RetriesExhaustedWithDetailsException`` summarises its causes the same way
 ("Failed 1 action: <name>: 1 time, servers with issues: null"): when every cause is that name and
-no server was reached, the table is missing too.
+no server was reached, the table is missing too. HBase's ``AccessDeniedException`` (a permission the user
+lacks, :mod:`connectors.hbase.denied`) is :class:`~pipeline.errors.HBaseAuthError`, whichever of these carries it.
 
 A failure of the project's own code (a ``TypeError``, ``AttributeError``, ``LookupError``,
 ``ValueError``, ``AssertionError``, ``NameError`` raised on this side of the wire, for instance while
@@ -32,6 +33,7 @@ from contextlib import contextmanager
 
 from thriftpy2.transport import TTransportException
 
+from connectors.hbase.denied import access_denied, denied_error
 from connectors.hbase.pool import PoolExhausted
 from pipeline.errors import (
     HBaseError,
@@ -128,6 +130,8 @@ def _translate(exc: BaseException, table: str | None, what: str) -> HBaseError:
     name = type(exc).__name__
     if name == "TIllegalArgument" or name == "IllegalArgument":
         return HBaseRequestError(f"{where} rejected: {msg}", table=table)
+    if (denial := access_denied(msg, table)) is not None:
+        return denied_error(denial, where, table)
     if any(s in msg for s in _MISSING_TABLE) or _names_missing_table(exc, msg, table):
         return TableNotFound(f"{where}: table does not exist: {msg.splitlines()[0] if msg else ''}", table=table)
     if any(s in msg for s in _STALE):

@@ -56,6 +56,7 @@ __all__ = [
     "KDC_TOOLS",
     "REALM",
     "SERVICE_HOST",
+    "SERVICE_USER",
     "STRANGER_USER",
     "KerberosPart",
     "KerberosSettings",
@@ -75,6 +76,8 @@ REALM = "HBASE-INGEST.TEST"
 SERVICE_HOST = "localhost"
 CLIENT_USER = "ingest"
 STRANGER_USER = "stranger"
+#: the short name of the service principals ``hbase/<host>``: the Kerberized HBase's superuser
+SERVICE_USER = "hbase"
 #: the MIT tools the KDC part runs (server side); ``kinit`` comes with ``krb5-user``
 KDC_TOOLS = ("krb5kdc", "kdb5_util", "kadmin.local", "kinit")
 _INSTALL_HINT = "apt-get install krb5-kdc krb5-admin-server krb5-user"

@@ -5,7 +5,9 @@
 ``-Djava.security.krb5.conf=<state>/kerberos/krb5.conf``, heap ``kerberos_heap_mb``; its own ports
 (``kerberos_zookeeper_port`` 2182, ``kerberos_master_port`` 16700, ``kerberos_regionserver_port`` 16720), data in
 ``<state>/hbase-krb`` and configuration in ``<state>/conf/hbase-krb`` (``hbase-site.xml`` and the
-``core-site.xml`` Hadoop's login code needs), all on loopback. The master, the region server and every
+``core-site.xml`` Hadoop's login code needs), all on loopback. It runs the AccessController
+(``hbase.security.authorization``), with the service user ``hbase`` as the superuser: the grants of the other
+principals are :mod:`.krb_authz`'s. The master, the region server and every
 gateway log in as ``hbase/localhost@REALM`` from ``hbase.keytab``. The master's and the region server's RPC
 ports take SASL GSSAPI at every QOP (``hbase.rpc.protection = authentication,integrity,privacy``), for the
 native client (``[hbase] client = "native"``, ``auth = "kerberos"``, any ``sasl_qop``).
@@ -35,7 +37,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .kerberos import KerberosPart, KerberosSettings, render_template
+from .kerberos import SERVICE_USER, KerberosPart, KerberosSettings, render_template
 from .layout import StackLayout, write_private
 from .secure import SecureListener, issue_server_keystore
 
@@ -56,6 +58,7 @@ def krb_hbase_values(ks: KerberosSettings, part: KerberosPart, layout: StackLayo
         "HBASE_DIR": str(layout.krb_hbase), "ZK_PORT": str(ks.kerberos_zookeeper_port),
         "MASTER_PORT": str(ks.kerberos_master_port), "REGIONSERVER_PORT": str(ks.kerberos_regionserver_port),
         "SERVICE_PRINCIPAL": part.service_principal, "SERVICE_KEYTAB": str(part.keytab(f"hbase/{part.host}")),
+        "SUPERUSER": SERVICE_USER,
         "HTTP_PRINCIPAL": part.http_principal, "HTTP_KEYTAB": str(part.keytab(f"HTTP/{part.host}")),
         "KEYSTORE": str(_tls(layout) / "thrift-https.p12"), "KEYSTORE_PASSWORD": keystore_password,
     }

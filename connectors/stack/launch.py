@@ -40,8 +40,8 @@ from .layout import StackLayout
 from .registry import registry_argv
 from .topology import CLUSTER_KRB_LABELS, ServerProcess
 
-__all__ = ["CLUSTER_ID", "HBASE_JDK17", "gateway_argv", "kafka_format_argv", "kerberos_argv", "namenode_format_argv",
-           "server_argv"]
+__all__ = ["CLUSTER_ID", "HBASE_JDK17", "acl_argv", "gateway_argv", "kafka_format_argv", "kerberos_argv",
+           "namenode_format_argv", "server_argv"]
 
 CLUSTER_ID = "5L6g3nShT-eMCtK--X86sw"
 _KAFKA_JVM = ["-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
@@ -100,6 +100,16 @@ def kerberos_argv(proc: ServerProcess, ks: KerberosSettings, part: KerberosPart,
     jvm = _kerberized(_hbase_jvm(lay, heap // 4, heap, launcher, lay.krb_hbase_conf), part.krb5_conf)
     main = "HBaseStack" if launcher is not None else str(lay.infra / "HBaseStack.java")
     return [*jvm, main, "kerberos", *(str(proc.ports[label]) for label in GATEWAY_PORT_OFFSETS)]
+
+
+def acl_argv(lay: StackLayout, part: KerberosPart, op: str, user: str, actions: str, scope: str,
+             launcher: Path | None = None) -> list[str]:
+    """The command of one grant (``op`` "grant") or revoke ("revoke") on the Kerberized HBase: a short-lived
+    client JVM (heap 256 MB, the Kerberized HBase's configuration) that logs in as the service principal,
+    the superuser (:mod:`.krb_authz`). ``scope``: ``@namespace`` or a table name."""
+    jvm = _kerberized(_hbase_jvm(lay, 64, 256, launcher, lay.krb_hbase_conf), part.krb5_conf)
+    main = "HBaseStack" if launcher is not None else str(lay.infra / "HBaseStack.java")
+    return [*jvm, "-XX:TieredStopAtLevel=1", main, "acl", op, user, actions, scope]
 
 
 def _kerberized(jvm: list[str], krb5_conf: Path | None) -> list[str]:

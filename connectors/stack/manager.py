@@ -18,7 +18,8 @@ SASL_SSL listener), and without ``--cdc`` nothing of theirs is provisioned. With
 Confluent-compatible API at :attr:`LocalStack.registry_url` (:mod:`.registry`); kept by a later ``up``
 without ``--registry`` in the same way. With ``--kerberos``, either shape also runs ``kdc`` (an MIT KDC of
 a private realm, :mod:`.kerberos`); the standalone shape also ``hbase-krb`` (a Kerberized standalone HBase
-with plain, SASL and HTTPS+SPNEGO Thrift gateways, :mod:`.krb_hbase`) beside the plain one, while a cluster is
+with plain, SASL and HTTPS+SPNEGO Thrift gateways, :mod:`.krb_hbase`; its AccessController's grants for the
+client principal are made once it is ready, :mod:`.krb_authz`) beside the plain one, while a cluster is
 itself Kerberized (:mod:`.krb_cluster`: its servers log in from keytabs, its gateways serve SASL and
 HTTPS+SPNEGO beside plain Thrift). Described for clients by :attr:`LocalStack.kerberos`; kept by a later
 ``up`` without ``--kerberos`` in the same way.
@@ -60,6 +61,7 @@ from .cdc import CdcServers
 from .hdfs import hbase_fs_values, hdfs_values
 from .health import START_MARKER, DiedProcess
 from .kerberos import KerberosPart, KerberosSettings, ensure_gssapi, ensure_kdc_tools, ensure_realm, kinit_check
+from .krb_authz import ensure_grants
 from .krb_cluster import cluster_security, kerberized_rendered
 from .krb_hbase import ensure_krb_hbase
 from .krb_kafka import SsoListener, kafka_jvm_options, render_sso_config, setup_sso_acls, sso_rendered, sso_round_trip
@@ -636,6 +638,8 @@ class LocalStack:
         self._wait(main, hbase, deadline)
         if self.kerberos is not None:
             self._wait(self.procs.get("hbase-krb") or main, lambda: self._check_kerberos(10.0), deadline)
+            if not self.kerberized_cluster:  # the cluster runs without authorization (docs/security.md)
+                ensure_grants(self.layout, self.kerberos)
         url = self.registry_url
         if url is not None:
             self._wait(self.procs["registry"], lambda: schema_round_trip(url, 10.0), deadline)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from connectors.stack import LocalStack
+from connectors.stack import LocalStack, krb_authz
 from connectors.stack.kerberos import (
     CLIENT_USER,
     GATEWAY_PORT_OFFSETS,
@@ -29,8 +29,9 @@ from connectors.stack.kerberos import (
     kdc_argv,
     render_kerberos_configs,
 )
+from connectors.stack.krb_authz import INGEST_GRANTS, Grant
 from connectors.stack.krb_hbase import krb_hbase_values, render_krb_hbase_configs
-from connectors.stack.launch import kerberos_argv
+from connectors.stack.launch import acl_argv, kerberos_argv
 from connectors.stack.layout import StackLayout, infra_dir
 from connectors.stack.topology import plan_topology, topology_from_json
 from pipeline.errors import StackError
@@ -160,6 +161,11 @@ def test_the_kerberized_hbase_configuration_parses_and_turns_kerberos_on(tmp_pat
     assert site["hbase.regionserver.thrift.ipaddress"] == "127.0.0.1"
     assert site["hbase.thrift.ssl.keystore.type"] == "PKCS12"
     assert "hbase.thrift.security.qop" not in site  # set per gateway by the launcher
+    # authorization: the AccessController everywhere, the service user (the servers, the plain gateways) super
+    assert site["hbase.security.authorization"] == "true" and site["hbase.superuser"] == "hbase"
+    controller = "org.apache.hadoop.hbase.security.access.AccessController"
+    for kind in ("master", "region", "regionserver"):
+        assert site[f"hbase.coprocessor.{kind}.classes"] == controller
 
 
 def test_argv_runs_the_launcher_in_kerberos_mode_with_the_realm(tmp_path: Path) -> None:
@@ -173,6 +179,30 @@ def test_argv_runs_the_launcher_in_kerberos_mode_with_the_realm(tmp_path: Path) 
     if shutil.which("krb5kdc", path=os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin"])):
         kdc = kdc_argv(part)
         assert kdc[0] == "env" and f"KRB5_KDC_PROFILE={part.kdc_conf}" in kdc and kdc[-3:] == ["-n", "-r", REALM]
+
+
+def test_a_grant_runs_the_launcher_in_acl_mode_with_the_kerberized_configuration(tmp_path: Path) -> None:
+    lay = _layout(tmp_path)
+    part = KerberosPart.of(ON, lay)
+    argv = acl_argv(lay, part, "revoke", "ingest", "W", "orders", tmp_path / "launcher")
+    assert f"-Djava.security.krb5.conf={part.krb5_conf}" in argv
+    assert argv[argv.index("-cp") + 1].startswith(f"{lay.krb_hbase_conf}:{tmp_path / 'launcher'}:")
+    assert argv[-6:] == ["HBaseStack", "acl", "revoke", "ingest", "W", "orders"]
+    assert [str(g) for g in INGEST_GRANTS] == ["ingest C @default"]  # CREATE in default: owner of its tables
+    with pytest.raises(ValueError, match="RWXCA"):
+        Grant("ingest", "RWQ", "orders")
+
+
+def test_the_stacks_grants_are_made_once_per_data_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lay = _layout(tmp_path)
+    part = KerberosPart.of(ON, lay)
+    lay.krb_hbase.mkdir(parents=True)
+    made: list[tuple[str, str]] = []
+    monkeypatch.setattr(krb_authz, "acl", lambda _lay, _part, op, grant: made.append((op, str(grant))))
+    assert krb_authz.ensure_grants(lay, part) and made == [("grant", "ingest C @default")]
+    assert not krb_authz.ensure_grants(lay, part) and len(made) == 1  # the marker says they are there
+    (lay.krb_hbase / "grants.done").unlink()  # a new data folder (hbase:acl is in it): granted again
+    assert krb_authz.ensure_grants(lay, part) and len(made) == 2
 
 
 def test_missing_tools_name_the_debian_packages(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -37,6 +37,7 @@ import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
 from anyio.streams.tls import TLSStream
 
+from connectors.hbase.denied import ACCESS_DENIED_CLASS, access_denied, denied_error
 from connectors.hbase.native.failures import BACK_OFF, RELOCATE
 from connectors.hbase.native.login import kerberos_login
 from connectors.hbase.native.wire import Response, WireError, connection_frame, decode_response, hello, request_frame
@@ -77,13 +78,17 @@ def _user() -> str:
 
 
 def remote_error(response: Response, address: str, method: str) -> HBaseError:
-    """The project error for a call-level ``ExceptionResponse`` (``response.exception`` is set)."""
+    """The project error for a call-level ``ExceptionResponse`` (``response.exception`` is set): HBaseAuthError
+    for an ``AccessDeniedException`` (:mod:`connectors.hbase.denied`), RegionMapStale or HBaseUnavailable for
+    a retryable one, else HBaseRequestError."""
     exc = response.exception
     assert exc is not None
     detail = exc.message.removeprefix(f"{exc.class_name}: ").removeprefix(exc.class_name)  # the trace names it
     what = f"{method} on {address} failed: {exc.class_name}" + (f": {detail}" if detail else "")
     err: HBaseError
-    if exc.class_name in RELOCATE:
+    if exc.class_name == ACCESS_DENIED_CLASS and (denial := access_denied(f"{exc.class_name}: {detail}")):
+        err = denied_error(denial, f"{method} on {address}")
+    elif exc.class_name in RELOCATE:
         err = RegionMapStale(what)
     elif exc.class_name in BACK_OFF:
         err = HBaseUnavailable(what)

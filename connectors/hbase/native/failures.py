@@ -6,7 +6,9 @@ Three outcomes for a failed action:
   connection lost to its server): refresh the table's regions, retry the failed actions only;
 - *back off*: the server is busy or the region is opening: retry the failed actions after a pause;
 - *refuse*: anything else (``NoSuchColumnFamilyException``, ``DoNotRetryIOException``...): retrying
-  cannot help; the caller gets an :class:`~pipeline.errors.HBaseRequestError`.
+  cannot help; the caller gets an :class:`~pipeline.errors.HBaseRequestError`, or an
+  :class:`~pipeline.errors.HBaseAuthError` for an ``AccessDeniedException`` (a permission the user lacks: not
+  the mutations' fault, none of them is to be dead-lettered).
 
 Errors raised carry ``failures``: a list of :class:`Failed` naming the batch index, region and
 exception class of every action that did not succeed.
@@ -17,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from connectors.hbase.denied import ACCESS_DENIED_CLASS, Denial, access_denied, denied_error
 from pipeline.errors import (
     HBaseError,
     HBaseRequestError,
@@ -87,10 +90,16 @@ def short_name(java_class: str) -> str:
     return java_class.rpartition(".")[2]
 
 
+def _denial(failed: Failed, table: str) -> Denial | None:
+    if failed.java_class != ACCESS_DENIED_CLASS:
+        return None
+    return access_denied(f"{failed.java_class}: {failed.message}", table)
+
+
 def error_for(table: str, failures: Sequence[Failed], *, exhausted: bool = False) -> HBaseError:
     """The error to raise for ``failures`` (not empty): the first non-retryable one decides its type
-    (``HBaseRequestError``, ``TableNotFound``); when every failure is retryable (``exhausted``: retries
-    ran out) it is ``RegionMapStale`` (relocations) or ``HBaseUnavailable`` (busy servers). The
+    (``HBaseRequestError``, ``TableNotFound``, ``HBaseAuthError``); when every failure is retryable
+    (``exhausted``: retries ran out) it is ``RegionMapStale`` (relocations) or ``HBaseUnavailable`` (busy servers). The
     message names the table, the first failure's region and exception, and how many actions failed;
     the error's ``failures`` attribute lists them all."""
     fatal = [f for f in failures if not f.retryable]
@@ -101,6 +110,8 @@ def error_for(table: str, failures: Sequence[Failed], *, exhausted: bool = False
     err: HBaseError
     if fatal and first.java_class in _TABLE_GONE:
         err = TableNotFound(what, table=table)
+    elif fatal and (denial := _denial(first, table)) is not None:
+        err = denied_error(denial, f"{len(failures)} action(s) on table {table!r}", table)
     elif fatal:  # the actions not in ``failures`` were applied
         err = HBaseRequestError(what, table=table, unapplied=tuple(sorted({f.index for f in failures})))
     elif any(f.relocate for f in failures):

@@ -35,7 +35,15 @@ import structlog
 from pipeline.core.backoff import Backoff, Jitter
 from pipeline.core.ingest.regions import RegionMaps
 from pipeline.core.routes.router import CompiledRoute
-from pipeline.errors import ConfigError, HBaseError, KafkaError, RegistryError, TableNotFound, TopicNotCreated
+from pipeline.errors import (
+    ConfigError,
+    HBaseAuthError,
+    HBaseError,
+    KafkaError,
+    RegistryError,
+    TableNotFound,
+    TopicNotCreated,
+)
 from pipeline.ports import HBase, TopicAdmin
 from pipeline.runtime.ingest.writer import load_region_map
 
@@ -43,6 +51,8 @@ __all__ = ["check_tables", "ensure_dead_letter_topic", "missing_topics_message",
            "wait_for_topics"]
 
 log = structlog.get_logger("hbase_ingest.worker")
+#: the permissions HBase asks for to describe a table (its families)
+_DESCRIBE_RIGHTS = ("CREATE", "ADMIN")
 T = TypeVar("T")
 
 
@@ -79,15 +89,25 @@ async def until_reachable(step: Callable[[], Awaitable[T]], what: str, *, fail_f
 
 async def check_tables(hbase: HBase, routes: Sequence[CompiledRoute], maps: RegionMaps) -> None:
     """Fail, naming the route, when a table or family does not exist (:class:`~pipeline.errors.ConfigError`);
-    load each table's region map into ``maps``. HBase unreachable raises its retryable error."""
+    load each table's region map into ``maps``. HBase unreachable raises its retryable error. A user whom
+    HBase does not allow to describe a table (no CREATE or ADMIN right on it: a writer granted READ and WRITE
+    only) gets a ``families_unchecked`` warning instead of the families' check; a missing WRITE right is then
+    the first write's :class:`~pipeline.errors.HBaseAuthError`."""
     for route in routes:
         try:
             families = await hbase.families(route.table)
         except TableNotFound as exc:
             raise ConfigError(f"route {route.name!r}: table {route.table!r} does not exist in HBase "
                               f"(create it with `hbase-ingest tables create --config ...`)") from exc
-        missing = [f for f in route.families if f not in families]
-        if missing:
+        except HBaseAuthError as exc:
+            if exc.action not in _DESCRIBE_RIGHTS:
+                raise
+            # a writer granted READ and WRITE only may not describe the table: its writes tell
+            log.warning("families_unchecked", route=route.name, table=route.table, user=exc.user,
+                        reason=f"no {exc.action} permission to describe the table")
+            families = None
+        missing = [] if families is None else [f for f in route.families if f not in families]
+        if missing and families is not None:
             raise ConfigError(f"route {route.name!r}: table {route.table!r} has no column family "
                               f"{', '.join(missing)} (it has: {', '.join(sorted(families))})")
         if route.table not in maps:

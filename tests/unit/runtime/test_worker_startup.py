@@ -15,7 +15,7 @@ from structlog.testing import capture_logs
 
 from connectors.memory import MemoryBroker, MemoryHBase
 from pipeline.core.model import TopicPartition
-from pipeline.errors import ConfigError, HBaseUnavailable, KafkaUnavailable
+from pipeline.errors import ConfigError, HBaseAuthError, HBaseUnavailable, KafkaUnavailable
 from pipeline.runtime.ingest.startup import missing_topics_message, wait_for_topics
 from pipeline.runtime.ingest.worker import Worker
 from pipeline.settings import Settings, load_settings
@@ -142,3 +142,28 @@ async def test_a_stop_requested_before_the_run_ends_it_before_any_check() -> Non
     with anyio.fail_after(1):
         summary = await worker.run()
     assert summary.consumed == 0 and worker.waiting is None
+
+
+class _NoDescribeHBase(MemoryHBase):
+    """A table the user may write but not describe (HBase asks for CREATE or ADMIN to describe it), or a
+    refused login (an HBaseAuthError without a missing permission)."""
+
+    def __init__(self, action: str | None) -> None:
+        super().__init__()
+        self.add_table(TABLE, families=["f"])
+        self.action = action
+
+    async def families(self, table: str) -> dict[str, int]:
+        raise HBaseAuthError(f"describe families on table {table!r}: refused", table=table, user="writer",
+                             action=self.action)
+
+
+async def test_a_writer_that_may_not_describe_its_table_starts_with_a_warning() -> None:
+    worker = Worker(_settings(), _NoDescribeHBase("CREATE"), MemoryBroker())
+    with capture_logs() as logs:
+        await worker.check_tables()
+    assert TABLE in worker.maps
+    assert [e["reason"] for e in logs if e["event"] == "families_unchecked"] == [
+        "no CREATE permission to describe the table"] * 2  # once per route
+    with pytest.raises(HBaseAuthError):  # a login refused is no missing permission: it stops the start
+        await Worker(_settings(), _NoDescribeHBase(None), MemoryBroker()).check_tables()
