@@ -179,7 +179,7 @@ class RpcConnection:
                 if kerberos is None:
                     await stream.send(hello(user or _user(), service))
                 else:
-                    stream, principal = await kerberos_login(tcp, kerberos, host, port)
+                    stream, principal = await kerberos_login(stream, kerberos, host, port)
                     await stream.send(connection_frame(principal, service))
         except (*_LOST, TimeoutError) as e:
             await _close_quietly(tcp)
