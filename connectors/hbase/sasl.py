@@ -14,21 +14,35 @@ sends a wrapped 4-byte offer, ``u8`` bitmask of the QOPs it accepts (:data:`QOP_
 largest wrapped message it takes; the client answers with a wrapped ``u8`` chosen QOP + ``u24`` BE its own
 largest (:data:`MAX_BUFFER`), without an authorization id (it acts as its principal).
 
-Credentials: ``principal`` + ``keytab`` acquire (and, as they expire, re-acquire) tickets from the keytab
-into a per-process memory cache, so a long-lived worker needs no ``kinit`` and no renewal thread;
-without a keytab, the default ticket cache (``KRB5CCNAME``) is used as it is. The KDC and realm come from
+Credentials: ``principal`` + ``keytab`` acquire tickets from the keytab into a per-process memory cache,
+so a long-lived worker needs no ``kinit`` and no renewal thread; without a keytab, the default ticket cache
+(``KRB5CCNAME``) is used as it is (``kinit``, ``k5start`` or the like keep it fresh). Renewal: credentials
+are held per process and login, and once :data:`RENEW_AT` of the ticket's lifetime has passed, the next
+new context (a SASL connection, a native connection, every SPNEGO request) gets them afresh: a new ticket
+from the keytab, or the cache read again. While the KDC answers, no context is made from a ticket with
+less than a fifth of its lifetime left; an established connection outlives its ticket (servers check
+tickets when a connection authenticates, never after). MIT's GSSAPI does not do this on its own:
+credentials acquired from a keytab once fail with "Ticket expired" at the first context after their
+lifetime.
+
+The KDC and realm come from
 ``krb5.conf`` (``KRB5_CONFIG``). The server's principal names the host the client connects to: connect to
 the name in the principal (``localhost``, a FQDN), not to an IP address.
 
 Errors: credentials that cannot be had (no ticket, a keytab without the principal, an unknown principal or
 service) and a QOP the server does not offer raise :class:`~pipeline.errors.HBaseAuthError`; a KDC that
-cannot be reached is :class:`~pipeline.errors.HBaseUnavailable`.
+cannot be reached is :class:`~pipeline.errors.HBaseUnavailable`. A renewal that fails says so, with the
+ticket's time left: a keytab removed mid-run stops the worker at the next renewal with its path named,
+while a KDC that does not answer leaves the held ticket in use until it expires.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -37,7 +51,7 @@ from connectors.kerberos import KDC_UNREACHABLE, acquire, gss_reason, is_gss_err
 from pipeline.errors import HBaseAuthError, HBaseUnavailable
 from pipeline.settings import HBaseSettings
 
-__all__ = ["MAX_BUFFER", "QOP_BIT", "GssSession", "KerberosLogin", "Login", "Qop", "auth_failure",
+__all__ = ["MAX_BUFFER", "QOP_BIT", "RENEW_AT", "GssSession", "KerberosLogin", "Login", "Qop", "auth_failure",
            "choose_layer", "credentials", "gss_context"]
 
 Qop = Literal["auth", "auth-int", "auth-conf"]
@@ -45,6 +59,11 @@ Qop = Literal["auth", "auth-int", "auth-conf"]
 QOP_BIT: dict[str, int] = {"auth": 1, "auth-int": 2, "auth-conf": 4}
 #: the largest wrapped message the client takes, told to the server (u24: the most the layout holds)
 MAX_BUFFER = 0xFFFFFF
+#: the share of a ticket's lifetime after which new contexts get credentials afresh (Hadoop's login renews
+#: at the same point)
+RENEW_AT = 0.8
+#: after a renewal that could not reach the KDC, the held ticket serves this long before the next attempt
+RENEW_RETRY_S = 5.0
 
 
 class Login(Protocol):
@@ -83,7 +102,20 @@ class KerberosLogin:
 # -- credentials and contexts ----------------------------------------------------------------------------
 
 _creds_lock = threading.Lock()
-_creds: dict[tuple[str | None, str | None], Any] = {}
+
+
+@dataclass(slots=True)
+class _Held:
+    """Credentials held for one login: the gssapi object, where its tickets live (a ``MEMORY:`` cache for a
+    keytab login, None for the default cache), and when (``time.monotonic``) they expire and are renewed."""
+
+    creds: Any
+    ccache: str | None
+    expires_at: float
+    renew_at: float
+
+
+_creds: dict[tuple[str | None, str | None], _Held] = {}
 
 
 def _gssapi() -> Any:
@@ -103,30 +135,41 @@ def auth_failure(what: str, exc: BaseException) -> Exception:
     return HBaseAuthError(f"{what}: {text}")
 
 
-def credentials(login: Login) -> Any:
-    """The initiator credentials of ``login`` (cached per process and principal; module docstring). May
-    reach the KDC (a ticket from the keytab): call it from a worker thread in async code."""
+def credentials(login: Login, clock: Callable[[], float] = time.monotonic) -> Any:
+    """The initiator credentials of ``login``: held per process and login, got afresh once :data:`RENEW_AT`
+    of their lifetime has passed (module docstring). May reach the KDC (a ticket from the keytab): call it
+    from a worker thread in async code."""
     key = (login.principal, login.keytab)
     with _creds_lock:
-        found = _creds.get(key)
-        if found is not None:
-            return found
+        held = _creds.get(key)
+        now = clock()
+        if held is not None and now < held.renew_at:
+            return held.creds
         _gssapi()
+        who = login.principal or "the default principal"
+        renewing = "" if held is None else (f" (renewing its ticket, which expires in "
+                                            f"{max(0.0, held.expires_at - now):.0f} s)")
         if login.keytab and not Path(login.keytab).is_file():
-            raise HBaseAuthError(f"kerberos_keytab {login.keytab}: no such file")
-        ccache = f"MEMORY:hbase-ingest-{os.getpid()}-{len(_creds)}" if login.keytab else None
+            raise HBaseAuthError(f"kerberos_keytab {login.keytab}: no such file{renewing}")
+        ccache = held.ccache if held is not None else (
+            f"MEMORY:hbase-ingest-{os.getpid()}-{len(_creds)}" if login.keytab else None)
         try:
             creds = acquire(login.principal, login.keytab, ccache)
+            left = creds.lifetime
         except Exception as exc:
             if not is_gss_error(exc):
                 raise
-            who = login.principal or "the default principal"
             problem = keytab_problem(login.principal, login.keytab)
             if problem is not None:
-                raise HBaseAuthError(f"Kerberos credentials for {who}: {problem}") from exc
+                raise HBaseAuthError(f"Kerberos credentials for {who}{renewing}: {problem}") from exc
             src = f"keytab {login.keytab}" if login.keytab else "the ticket cache (KRB5CCNAME; kinit first)"
-            raise auth_failure(f"Kerberos credentials for {who} from {src}", exc) from exc
-        _creds[key] = creds
+            failure = auth_failure(f"Kerberos credentials for {who} from {src}{renewing}", exc)
+            if held is not None and now < held.expires_at and isinstance(failure, HBaseUnavailable):
+                held.renew_at = min(held.expires_at, now + RENEW_RETRY_S)  # the KDC is away: keep the ticket
+                return held.creds
+            raise failure from exc
+        lifetime = math.inf if left is None else float(left)
+        _creds[key] = _Held(creds, ccache, now + lifetime, now + RENEW_AT * lifetime)
         return creds
 
 

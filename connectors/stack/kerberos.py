@@ -66,6 +66,7 @@ __all__ = [
     "ensure_realm",
     "kdc_argv",
     "kinit_check",
+    "max_ticket_life",
     "render_kerberos_configs",
     "render_template",
 ]
@@ -303,6 +304,14 @@ def ensure_realm(part: KerberosPart, infra: Path) -> bool:
         os.umask(old)
     marker.write_text("ok\n")
     return True
+
+
+def max_ticket_life(part: KerberosPart, name: str, life: str) -> None:
+    """Set the longest ticket the KDC gives principal ``name`` (without realm) to ``life``, in kadmin's
+    words (``"30 seconds"``, ``"1 day"``, the realm's default). A test shortens a client's tickets with it
+    to see them expire mid-run; tickets already issued keep their lifetime."""
+    _run([_tool("kadmin.local"), "-r", part.realm, "-q", f'modprinc -maxlife "{life}" {name}@{part.realm}'], part,
+         f"setting the ticket lifetime of {name} to {life}")
 
 
 def kdc_argv(part: KerberosPart) -> list[str]:

@@ -4,6 +4,7 @@ import pytest
 
 from connectors.stack import LocalStack
 from connectors.stack.kerberos import KerberosPart
+from connectors.stack.krb_kafka import SsoListener
 from pipeline.settings import StackSettings
 from tests.integration.reader_support import design_tables
 
@@ -37,3 +38,13 @@ def krb(kerberos_stack: LocalStack, monkeypatch: pytest.MonkeyPatch) -> Kerberos
     assert k is not None
     monkeypatch.setenv("KRB5_CONFIG", str(k.krb5_conf))
     return k
+
+
+@pytest.fixture(scope="module")
+def sso(kerberos_stack: LocalStack) -> SsoListener:
+    """Kafka's SSO listener (GSSAPI, OAUTHBEARER over TLS); a stack running without ``--secure`` gets it
+    (restarting Kafka only)."""
+    both = LocalStack(StackSettings(secure=True, kerberos=True))
+    both.up()
+    assert both.sso_listener is not None and both.sso
+    return both.sso_listener

@@ -12,6 +12,8 @@ from pathlib import Path
 
 from connectors.hbase import HBaseClient
 from connectors.kafka import TopicPartition, make_consumer
+from connectors.stack.kerberos import KerberosPart
+from connectors.stack.krb_kafka import SsoListener
 from connectors.stack.secure import GROUP_PREFIX, TOPIC_PREFIX, WORKER_USER, SecureListener
 from pipeline.settings import KafkaSettings, Settings, load_settings
 
@@ -112,3 +114,45 @@ async def assert_order_rows(hbase: HBaseClient, settings: Settings, events: int)
         got = dict(await hbase.scan_page(table, limit=len(expected) + 100))
         assert set(got) == set(expected), f"{table}: {len(set(expected) - set(got))} rows missing"
         assert got == expected, table
+
+
+def krb_hbase_lines(k: KerberosPart, mode: str, **override: str) -> str:
+    """The ``[hbase]`` section that reaches the Kerberized HBase through its SASL (``mode`` "sasl", QOP
+    auth-conf) or HTTPS + SPNEGO ("https") gateways as the client principal; ``override`` replaces keys."""
+    keys = {"auth": '"kerberos"', "kerberos_principal": f'"{k.client_principal}"',
+            "kerberos_keytab": f'"{k.client_keytab}"', "tls_ca_file": f'"{k.ca_file}"'}
+    if mode == "sasl":
+        ports = (k.sasl_thrift1_port, k.sasl_thrift2_port)
+        keys["sasl_qop"] = '"auth-conf"'
+    elif mode == "https":
+        ports = (k.https_thrift1_port, k.https_thrift2_port)
+        keys |= {"transport": '"http"', "tls": "true"}
+    else:
+        raise ValueError(mode)
+    keys.update(override)
+    body = "".join(f"{key} = {value}\n" for key, value in keys.items())
+    return (f'[hbase]\n{body}gateways = [{{ host = "{k.host}", port = {ports[0]}, '
+            f"thrift2_port = {ports[1]} }}]\n")
+
+
+def gssapi_kafka_lines(sso: SsoListener, keytab: Path | None = None) -> str:
+    """``[kafka]`` keys for the SSO listener over GSSAPI as the client principal (from ``keytab``, by default
+    the stack's)."""
+    part = sso.kerberos
+    return (f'bootstrap_servers = "{sso.bootstrap}"\nsecurity_protocol = "SASL_SSL"\nsasl_mechanism = "GSSAPI"\n'
+            f'sasl_kerberos_domain_name = "{part.host}"\nsasl_kerberos_principal = "{part.client_principal}"\n'
+            f'sasl_kerberos_keytab = "{keytab or part.client_keytab}"\nssl_cafile = "{sso.secure.ca_file}"\n')
+
+
+def sso_profile(folder: Path, unique: str, kafka_lines: str, extra: str = "",
+                name: str = "sso.toml") -> tuple[Path, Settings]:
+    """The order design on ``secure.``-prefixed topic, group and dead-letter topic (the SSO principals'
+    ACLs), with ``kafka_lines`` as the ``[kafka]`` security settings and ``extra`` appended (an ``[hbase]``
+    section). Returns the file and the settings it holds."""
+    text = write_config(folder / f"base-{name}", order_settings(unique)).read_text()
+    for item in (f"orders-{unique}", f"g-{unique}", f"dlq-{unique}"):
+        text = text.replace(f'"{item}"', f'"secure.{item}"')
+    text = text.replace("[kafka]\n", "[kafka]\n" + kafka_lines, 1)
+    path = folder / name
+    path.write_text(text + ("\n" + extra if extra else ""))
+    return path, load_settings(path)

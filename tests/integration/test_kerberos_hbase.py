@@ -20,34 +20,24 @@ from connectors.kafka import create_topics, end_offsets
 from connectors.stack.kerberos import KerberosPart
 from pipeline.settings import KafkaSettings, Settings, load_settings
 
-from .secure_support import assert_order_rows, cli_env, committed, make_ca, run_cli, run_until_committed
+from .secure_support import (
+    assert_order_rows,
+    cli_env,
+    committed,
+    krb_hbase_lines,
+    make_ca,
+    run_cli,
+    run_until_committed,
+)
 from .worker_support import drop_tables, order_event, order_settings, produce, write_config
 
 EVENTS = 3000
 PARTITIONS = 4
 
 
-def _hbase_lines(k: KerberosPart, mode: str, **override: str) -> str:
-    """The ``[hbase]`` section that reaches the Kerberized HBase through its SASL or HTTPS gateways."""
-    keys = {"auth": '"kerberos"', "kerberos_principal": f'"{k.client_principal}"',
-            "kerberos_keytab": f'"{k.client_keytab}"', "tls_ca_file": f'"{k.ca_file}"'}
-    if mode == "sasl":
-        ports = (k.sasl_thrift1_port, k.sasl_thrift2_port)
-        keys["sasl_qop"] = '"auth-conf"'
-    elif mode == "https":
-        ports = (k.https_thrift1_port, k.https_thrift2_port)
-        keys |= {"transport": '"http"', "tls": "true"}
-    else:
-        raise ValueError(mode)
-    keys.update(override)
-    body = "".join(f"{key} = {value}\n" for key, value in keys.items())
-    return (f'[hbase]\n{body}gateways = [{{ host = "{k.host}", port = {ports[0]}, '
-            f"thrift2_port = {ports[1]} }}]\n")
-
-
 def _profile(tmp_path: Path, settings: Settings, k: KerberosPart, mode: str, name: str, **override: str) -> Path:
     path = write_config(tmp_path / name, settings)
-    path.write_text(path.read_text() + "\n" + _hbase_lines(k, mode, **override))
+    path.write_text(path.read_text() + "\n" + krb_hbase_lines(k, mode, **override))
     return path
 
 

@@ -10,48 +10,26 @@ import sys
 from pathlib import Path
 
 import orjson
-import pytest
 
 from connectors.hbase import HBaseClient
 from connectors.kafka import create_topics, end_offsets, make_producer
-from connectors.stack import LocalStack
 from connectors.stack.krb_kafka import SsoListener, unsecured_token
 from pipeline.runtime.admin.tables import create_tables
-from pipeline.settings import KafkaSettings, Settings, StackSettings, load_settings
+from pipeline.settings import KafkaSettings, Settings
 
-from .secure_support import assert_order_rows, cli_env, committed, run_cli, run_until_committed
-from .worker_support import drop_tables, order_event, order_settings, write_config
+from .secure_support import (
+    assert_order_rows,
+    cli_env,
+    committed,
+    gssapi_kafka_lines,
+    run_cli,
+    run_until_committed,
+    sso_profile,
+)
+from .worker_support import drop_tables, order_event
 
 EVENTS = 200
 PARTITIONS = 3
-
-
-@pytest.fixture(scope="module")
-def sso(kerberos_stack: LocalStack) -> SsoListener:
-    """The SSO listener; a stack running without ``--secure`` gets it (restarting Kafka only)."""
-    both = LocalStack(StackSettings(secure=True, kerberos=True))
-    both.up()
-    assert both.sso_listener is not None and both.sso
-    return both.sso_listener
-
-
-def _profile(tmp_path: Path, unique: str, kafka_lines: str) -> tuple[Path, Settings]:
-    """The order design on ``secure.``-prefixed topic, group and dead-letter topic (the SSO principals' ACLs),
-    with ``kafka_lines`` as the ``[kafka]`` security settings."""
-    text = write_config(tmp_path / "base.toml", order_settings(unique)).read_text()
-    for name in (f"orders-{unique}", f"g-{unique}", f"dlq-{unique}"):
-        text = text.replace(f'"{name}"', f'"secure.{name}"')
-    text = text.replace("[kafka]\n", "[kafka]\n" + kafka_lines, 1)
-    path = tmp_path / "sso.toml"
-    path.write_text(text)
-    return path, load_settings(path)
-
-
-def _gssapi_lines(sso: SsoListener, keytab: Path | None = None) -> str:
-    part = sso.kerberos
-    return (f'bootstrap_servers = "{sso.bootstrap}"\nsecurity_protocol = "SASL_SSL"\nsasl_mechanism = "GSSAPI"\n'
-            f'sasl_kerberos_domain_name = "{part.host}"\nsasl_kerberos_principal = "{part.client_principal}"\n'
-            f'sasl_kerberos_keytab = "{keytab or part.client_keytab}"\nssl_cafile = "{sso.secure.ca_file}"\n')
 
 
 def _oauth_lines(sso: SsoListener, token_file: Path) -> str:
@@ -102,7 +80,7 @@ async def _refused(path: Path, settings: Settings, plain: KafkaSettings, hbase: 
 
 async def test_full_ingest_over_gssapi(sso: SsoListener, kafka_settings: KafkaSettings, hbase: HBaseClient,
                                        unique: str, tmp_path: Path) -> None:
-    path, settings = _profile(tmp_path, unique, _gssapi_lines(sso))
+    path, settings = sso_profile(tmp_path, unique, gssapi_kafka_lines(sso))
     await _ingest_and_check(path, settings, kafka_settings, hbase, cli_env(**sso.kerberos.env()))
 
 
@@ -111,7 +89,7 @@ async def test_full_ingest_over_oauthbearer(sso: SsoListener, kafka_settings: Ka
     token_file = tmp_path / "token"
     token = unsecured_token(lifetime_s=900)
     token_file.write_text(token + "\n")
-    path, settings = _profile(tmp_path, unique, _oauth_lines(sso, token_file))
+    path, settings = sso_profile(tmp_path, unique, _oauth_lines(sso, token_file))
     assert token not in path.read_text()
     await _ingest_and_check(path, settings, kafka_settings, hbase, cli_env())
 
@@ -120,9 +98,7 @@ async def test_wrong_keytab_and_bad_tokens_are_clear_errors(sso: SsoListener, ka
                                                             hbase: HBaseClient, unique: str, tmp_path: Path) -> None:
     part = sso.kerberos
     (tmp_path / "k").mkdir()
-    path, _ = _profile(tmp_path / "k", unique, "")
-    path.write_text(path.read_text().replace("[kafka]\n", "[kafka]\n" + _gssapi_lines(sso, part.stranger_keytab), 1))
-    settings = load_settings(path)
+    path, settings = sso_profile(tmp_path / "k", unique, gssapi_kafka_lines(sso, part.stranger_keytab))
     keytab_error = await _refused(path, settings, kafka_settings, hbase, cli_env(**part.env()))
     for piece in (part.client_principal, str(part.stranger_keytab), "sasl_kerberos_keytab"):
         assert piece in keytab_error, keytab_error
@@ -133,7 +109,7 @@ async def test_wrong_keytab_and_bad_tokens_are_clear_errors(sso: SsoListener, ka
         folder.mkdir()
         token_file = folder / "token"
         token_file.write_text(token + "\n")
-        path, settings = _profile(folder, f"{unique}{len(errors)}", _oauth_lines(sso, token_file))
+        path, settings = sso_profile(folder, f"{unique}{len(errors)}", _oauth_lines(sso, token_file))
         error = await _refused(path, settings, kafka_settings, hbase, cli_env())
         assert "sasl_oauth_token_file" in error and str(token_file) in error, error
         assert token not in error
