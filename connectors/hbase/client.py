@@ -23,7 +23,10 @@ it). A call that fails with a connection-level error
 connections are closed) and is retried once, inside the same method call, on another healthy
 gateway when that is safe: reads, scans, puts and deletes (they carry timestamps) always, anything
 else (increments, DDL) only when the failure came before the request could be sent (the connection
-did not open). A :class:`~connectors.hbase.probe.Prober` thread probes a down gateway every
+did not open). A stale connection (:func:`~connectors.hbase.errors.is_stale_connection`: a pooled socket
+found closed or reset) first gets the same rule on its own gateway: the gateway's idle connections are
+closed and the call tried once more there, on a new one, before the gateway is taken down. A
+:class:`~connectors.hbase.probe.Prober` thread probes a down gateway every
 ``probe_interval_ms`` and takes it back in when it answers. When no gateway is up, a call raises
 :class:`~pipeline.errors.HBaseUnavailable` at once (the callers' backoff waits).
 

@@ -16,7 +16,7 @@ import anyio.to_thread
 import happybase
 import structlog
 
-from connectors.hbase.errors import is_gateway_failure, map_exceptions
+from connectors.hbase.errors import is_gateway_failure, is_stale_connection, map_exceptions
 from connectors.hbase.gateways import GatewayBoard
 from connectors.hbase.native import NativeClient
 from connectors.hbase.pool import ConnectionPool
@@ -48,6 +48,11 @@ class _Endpoint:
             s.pool_size, gw.thrift2, lambda c: c.close(), name=f"thrift2 {spec.host}:{spec.thrift2_port}")
         self.limit1 = anyio.CapacityLimiter(s.pool_size)
         self.limit2 = anyio.CapacityLimiter(s.pool_size)
+
+    def discard_idle(self) -> None:
+        """Close both pools' idle connections."""
+        self.t1.discard_idle()
+        self.t2.discard_idle()
 
     def close(self) -> None:
         self.t1.close()
@@ -144,6 +149,7 @@ class GatewayCalls:
         for, for locality), retried once on another after a connection-level failure when safe
         (module docstring). ``served``: the name of the gateway that answered is appended to it."""
         tried: list[int] = []
+        renewed: list[int] = []
         while True:
             i = self._board.choose(server, exclude=tried)
             if i is None:
@@ -156,6 +162,13 @@ class GatewayCalls:
                 self._board.finished(i, str(exc))
                 if not is_gateway_failure(exc):
                     raise
+                if is_stale_connection(exc) and i not in renewed and (idempotent or not sent.sent):
+                    # a pooled socket found closed: its idle siblings are suspect, the gateway is not yet
+                    renewed.append(i)
+                    self._endpoints[i].discard_idle()
+                    log.info("stale_connection", gateway=self._board.name(i), what=what, table=table,
+                             error=str(exc))
+                    continue
                 self._mark_down(i, exc)
                 tried.append(i)
                 if len(tried) > 1 or not (idempotent or not sent.sent) or not self._board.any_up(tried):
@@ -175,9 +188,7 @@ class GatewayCalls:
     def _mark_down(self, i: int, exc: HBaseError) -> None:
         if self._board.mark_down(i, str(exc), time.monotonic()):
             log.warning("gateway_down", gateway=self._board.name(i), error=str(exc))
-            # its idle sockets are as dead as the one that failed
-            self._endpoints[i].t1.discard_idle()
-            self._endpoints[i].t2.discard_idle()
+            self._endpoints[i].discard_idle()  # its idle sockets are as dead as the one that failed
         self._prober.wake()
 
     def _none_up(self, table: str | None, what: str, tried: list[int]) -> HBaseUnavailable:

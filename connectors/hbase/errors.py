@@ -21,7 +21,10 @@ Connection-level failures (the gateway refused, reset or closed the connection, 
 out) are marked: :func:`is_gateway_failure` is True for their errors, also after the error crossed
 a process boundary (the mark is an attribute, and the project's errors pickle with theirs). The
 client takes such a gateway out and may retry the call on another one; an error that HBase itself
-returned through the gateway is not marked.
+returned through the gateway is not marked. Among them, a *stale connection* (:func:`is_stale_connection`:
+a connection that was open and is found closed or reset by the other side, not a timeout and not a
+refused connect) is what pooled sockets look like after a gateway restart, an idle cut by a middlebox or
+a connection killed on purpose: the client first tries the same gateway once more on a new connection.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ from pipeline.errors import (
     TableNotFound,
 )
 
-__all__ = ["is_gateway_failure", "map_exceptions", "translate"]
+__all__ = ["is_gateway_failure", "is_stale_connection", "map_exceptions", "translate"]
 
 _STALE = ("NotServingRegionException", "RegionMovedException", "RegionOpeningException",
           "WrongRegionException", "RegionServerStoppedException")
@@ -87,6 +90,7 @@ def _names_missing_table(exc: BaseException, msg: str, table: str | None) -> boo
 
 
 _GATEWAY_FAILURE = "gateway_failure"
+_STALE_CONNECTION = "stale_connection"
 
 
 def is_gateway_failure(exc: BaseException) -> bool:
@@ -94,9 +98,24 @@ def is_gateway_failure(exc: BaseException) -> bool:
     return bool(getattr(exc, _GATEWAY_FAILURE, False))
 
 
-def _gateway_failure(err: HBaseError) -> HBaseError:
-    setattr(err, _GATEWAY_FAILURE, True)  # an attribute, so that it survives pickling
+def is_stale_connection(exc: BaseException) -> bool:
+    """True for the error of a connection found closed or reset by the other side (module docstring)."""
+    return bool(getattr(exc, _STALE_CONNECTION, False))
+
+
+def _gateway_failure(err: HBaseError, stale: bool) -> HBaseError:
+    setattr(err, _GATEWAY_FAILURE, True)  # attributes, so that they survive pickling
+    if stale:
+        setattr(err, _STALE_CONNECTION, True)
     return err
+
+
+def _is_stale(exc: BaseException) -> bool:
+    if isinstance(exc, TTransportException):
+        if exc.type == TTransportException.END_OF_FILE:
+            return True
+        exc = exc.__cause__ or exc  # the HTTP transport's wraps the socket's error
+    return isinstance(exc, ConnectionResetError | ConnectionAbortedError | BrokenPipeError)
 
 
 def translate(exc: BaseException, table: str | None = None, what: str = "HBase call") -> HBaseError:
@@ -104,7 +123,7 @@ def translate(exc: BaseException, table: str | None = None, what: str = "HBase c
     if isinstance(exc, HBaseError):
         return exc
     err = _translate(exc, table, what)
-    return _gateway_failure(err) if _is_connection_failure(exc) else err
+    return _gateway_failure(err, _is_stale(exc)) if _is_connection_failure(exc) else err
 
 
 def _is_connection_failure(exc: BaseException) -> bool:

@@ -14,7 +14,9 @@ never reaches runtime. The mapping, first match wins:
   ``retriable``, ``OSError`` and ``TimeoutError`` -> :class:`~pipeline.errors.KafkaUnavailable`;
 - any other aiokafka error -> :class:`~pipeline.errors.KafkaError`.
 
-Our own errors pass through untouched. The message names what was being done, then the cause.
+Before all of these: under a GSSAPI login, a failure whose cause is the login (a GSSAPI error in the chain,
+the keytab gone: :func:`connectors.kafka.kerberos.login_problem`) -> :class:`~pipeline.errors.KafkaAuthError`
+naming it. Our own errors pass through untouched. The message names what was being done, then the cause.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from contextlib import contextmanager
 
 from aiokafka import errors as ak
 
+from connectors.kafka.kerberos import login_problem
+from connectors.kerberos import is_gss_error
 from pipeline.errors import (
     HBaseIngestError,
     KafkaAuthError,
@@ -91,4 +95,12 @@ def map_errors(what: str) -> Iterator[None]:
     except HBaseIngestError:
         raise
     except (ak.KafkaError, OSError, TimeoutError) as exc:
+        problem = login_problem(exc)
+        if problem is not None:
+            raise KafkaAuthError(f"{what}: {problem}") from exc
         raise translate(exc, what) from exc
+    except Exception as exc:  # gssapi's own errors escape aiokafka's GSSAPI login as they are
+        problem = login_problem(exc) if is_gss_error(exc) else None
+        if problem is None:
+            raise
+        raise KafkaAuthError(f"{what}: {problem}") from exc

@@ -16,7 +16,10 @@ process's *default* initiator credentials are used. :func:`kerberos_login` makes
 - without: the default ticket cache (``KRB5CCNAME``, filled by ``kinit``); it must hold a valid ticket now.
 
 Whichever way, a failure to get credentials raises :class:`~pipeline.errors.KafkaAuthError` naming the
-principal, the keytab or cache and GSSAPI's reason, before any connection is tried. The realm's
+principal, the keytab or cache and GSSAPI's reason, before any connection is tried. Later, a login that
+fails mid-run reaches the worker as aiokafka's generic errors (its coordinator cannot even copy gssapi's
+error); :func:`login_problem` names the cause it can see, a keytab gone or a GSSAPI error in the chain,
+so that :func:`~connectors.kafka.errors.map_errors` raises a clear error instead. The realm's
 configuration is found through ``KRB5_CONFIG`` (else ``/etc/krb5.conf``).
 """
 
@@ -31,7 +34,7 @@ from connectors.kerberos import acquire, gss_reason, is_gss_error, keytab_proble
 from pipeline.errors import ConfigError, KafkaAuthError
 from pipeline.settings import KafkaSettings
 
-__all__ = ["kerberos_login"]
+__all__ = ["kerberos_login", "login_problem"]
 
 _lock = threading.Lock()
 #: the (principal, keytab) this process's default credentials were made from
@@ -84,3 +87,26 @@ def kerberos_login(s: KafkaSettings) -> None:
         os.environ["KRB5CCNAME"] = ccache
         os.environ["KRB5_CLIENT_KTNAME"] = identity[1]
         _installed = identity
+
+
+def login_problem(exc: BaseException) -> str | None:
+    """Why Kafka's GSSAPI logins of this process fail, when ``exc`` (an error from aiokafka) may come from
+    one: the keytab of the installed identity gone (MIT then has no way to a new ticket), else a GSSAPI
+    error in its chain (its reason). None without either."""
+    with _lock:
+        installed = _installed
+    reason: str | None = None
+    seen: BaseException | None = exc
+    for _ in range(8):  # the chain of causes, bounded
+        if seen is None:
+            break
+        if is_gss_error(seen):
+            reason = gss_reason(seen)
+            break
+        seen = seen.__cause__ or seen.__context__
+    if installed is not None and not Path(installed[1]).is_file():
+        return (f"the Kerberos login of {installed[0]} cannot get a new ticket: its keytab {installed[1]!r} "
+                "(sasl_kerberos_keytab) is gone" + (f" ({reason})" if reason else ""))
+    if reason is not None:
+        return f"the Kerberos login{f' of {installed[0]}' if installed else ''} failed: {reason}"
+    return None

@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import orjson
 import pytest
 
@@ -26,6 +27,7 @@ from connectors.kafka import create_topics, end_offsets, make_producer
 from connectors.stack import LocalStack
 from connectors.stack.kerberos import KerberosPart, max_ticket_life
 from connectors.stack.krb_kafka import SsoListener
+from pipeline.runtime.admin.tables import create_tables
 from pipeline.settings import KafkaSettings, Settings, load_settings
 
 from .secure_support import (
@@ -123,7 +125,8 @@ def _secured(path: Path) -> HBaseClient:
 
 
 async def test_workers_run_across_ticket_lifetimes_over_every_transport(
-        sso: SsoListener, krb: KerberosPart, short_tickets: Path, kafka_settings: KafkaSettings, unique: str, tmp_path: Path) -> None:
+        sso: SsoListener, krb: KerberosPart, short_tickets: Path, kafka_settings: KafkaSettings, unique: str,
+        tmp_path: Path) -> None:
     part = sso.kerberos
     profiles = _worker_profiles(tmp_path, unique, sso)
     await _prepare(profiles, kafka_settings, part)
@@ -161,8 +164,10 @@ async def test_workers_run_across_ticket_lifetimes_over_every_transport(
             outputs[mode] = proc.communicate(timeout=60)[0].decode()
     seen = tickets_per_service(short_tickets, log_start)
     renewals = {service: len(tickets) for service, tickets in sorted(seen.items())}
+    retries = {mode: (m.group(1) if (m := re.search(r"retries (\d+)", out)) else "?") for mode, out in outputs.items()}
     sys.stdout.write(f"\n[ticket expiry] lifetime_s={LIFETIME_S} run_s={ran_s:.0f} connection_cuts={cuts} "
-                     f"events_per_worker={events} client tickets seen per service: {renewals}\n")
+                     f"events_per_worker={events} write retries per worker: {retries}; client tickets seen per "
+                     f"service: {renewals}\n")
     for mode, out in outputs.items():
         assert "Ticket expired" not in out and "Kerberos" not in out, f"{mode}: {out[-3000:]}"
         assert "level='error'" not in out and "\nerror: " not in out, f"{mode}: {out[-3000:]}"
@@ -180,48 +185,94 @@ async def test_workers_run_across_ticket_lifetimes_over_every_transport(
             await hbase.aclose()
 
 
-async def test_a_keytab_removed_mid_run_stops_the_worker_at_its_next_renewal(
-        sso: SsoListener, krb: KerberosPart, short_tickets: Path, kafka_settings: KafkaSettings, unique: str, tmp_path: Path) -> None:
+async def _stops_on_the_removed_keytab(proc: subprocess.Popen[bytes], keytab: Path, label: str,
+                                      cut: tuple[int, ...] = ()) -> tuple[str, float]:
+    """Remove ``keytab`` 3 s into the worker's run; after a lifetime, cut its connections to ``cut``. The
+    worker must stop with exit 2 within a lifetime and 10 s of the removal; returns its error line and
+    when it stopped (seconds after the removal)."""
+    await asyncio.sleep(3)
+    await anyio.Path(keytab).unlink()
+    removed = time.monotonic()
+    cuts_done = not cut
+    while proc.poll() is None and time.monotonic() - removed < 3 * LIFETIME_S:
+        await asyncio.sleep(0.5)
+        if not cuts_done and time.monotonic() - removed > LIFETIME_S:
+            cut_connections(*cut)
+            cuts_done = True
+    stopped_after = time.monotonic() - removed
+    assert proc.poll() is not None, "the worker did not stop within three ticket lifetimes"
+    out = proc.communicate(timeout=30)[0].decode()
+    error = next((line for line in reversed(out.splitlines()) if line.startswith("error: ")), "(no error line)")
+    sys.stdout.write(f"\n[ticket expiry] keytab removed ({label}): exit {proc.returncode} after "
+                     f"{stopped_after:.1f} s (lifetime {LIFETIME_S} s): {error}\n")
+    assert proc.returncode == 2, out[-3000:]
+    assert stopped_after <= LIFETIME_S + 10, stopped_after
+    return error, stopped_after
+
+
+async def _finish_with_the_keytab_back(path: Path, settings: Settings, env: dict[str, str], keytab: Path,
+                                       part: KerberosPart, plain: KafkaSettings, hbase: HBaseClient) -> None:
+    """With ``keytab`` restored, the worker finishes the topic: every event's rows, none dead-lettered."""
+    shutil.copyfile(part.client_keytab, keytab)
+    topic = settings.routes[0].topic
+    ends = await end_offsets(plain, topic)
+    await run_until_committed(path, env, plain, settings, PARTITIONS, ends, 120)
+    try:
+        await assert_order_rows(hbase, settings, KEYTAB_EVENTS)
+        assert sum((await end_offsets(plain, settings.kafka.dead_letter_topic)).values()) == 0
+    finally:
+        await drop_tables(hbase, settings)
+
+
+async def test_a_keytab_removed_mid_run_stops_the_hbase_side_at_its_next_renewal(
+        sso: SsoListener, krb: KerberosPart, short_tickets: Path, kafka_settings: KafkaSettings, unique: str,
+        tmp_path: Path) -> None:
     part = sso.kerberos
     keytab = tmp_path / "ingest.keytab"
     shutil.copyfile(part.client_keytab, keytab)
-    keytab.chmod(0o600)
     profiles = _worker_profiles(tmp_path, unique, sso, keytab, modes=("https",))
     await _prepare(profiles, kafka_settings, part)
     path, settings = profiles["https"]
-    topic = settings.routes[0].topic
     env = cli_env(**part.env())
-    proc = start_cli("run", "-c", str(path), "--no-metrics", "--log-level", "INFO", env=env)
-    producing = asyncio.ensure_future(_produce_steadily(kafka_settings, [topic], 0, KEYTAB_EVENTS, RATE))
+    proc = start_cli("run", "-c", str(path), "--no-metrics", env=env)
+    producing = asyncio.ensure_future(
+        _produce_steadily(kafka_settings, [settings.routes[0].topic], 0, KEYTAB_EVENTS, RATE))
     try:
-        await asyncio.sleep(3)
-        keytab.unlink()
-        removed = time.monotonic()
-        while proc.poll() is None and time.monotonic() - removed < 3 * LIFETIME_S:
-            await asyncio.sleep(0.5)
-        stopped_after = time.monotonic() - removed
-        assert proc.poll() is not None, "the worker did not stop within three ticket lifetimes"
-        out = proc.communicate(timeout=30)[0].decode()
-        error = out.strip().splitlines()[-1]
-        sys.stdout.write(f"\n[ticket expiry] keytab removed: exit {proc.returncode} after {stopped_after:.1f} s "
-                         f"(lifetime {LIFETIME_S} s): {error}\n")
-        assert proc.returncode == 2, out[-3000:]
-        assert error.startswith("error: ") and f"kerberos_keytab {keytab}: no such file" in error, error
-        assert "renewing its ticket" in error, error
-        assert stopped_after <= LIFETIME_S + 10, stopped_after
+        error, _ = await _stops_on_the_removed_keytab(proc, keytab, "HTTPS gateway")
+        assert error == (f"error: kerberos_keytab {keytab}: no such file (renewing its ticket, which expires in "
+                         f"{error.rsplit('expires in ', 1)[-1]}"), error
         await producing
     finally:
         if proc.poll() is None:
             proc.kill()
         producing.cancel()
-    # nothing was lost: with the keytab back, the worker finishes the topic, and every row is there
-    shutil.copyfile(part.client_keytab, keytab)
-    ends = await end_offsets(kafka_settings, topic)
-    await run_until_committed(path, env, kafka_settings, settings, PARTITIONS, ends, 120)
     hbase = _secured(path)
     try:
-        await assert_order_rows(hbase, settings, KEYTAB_EVENTS)
-        assert sum((await end_offsets(kafka_settings, settings.kafka.dead_letter_topic)).values()) == 0
+        await _finish_with_the_keytab_back(path, settings, env, keytab, part, kafka_settings, hbase)
     finally:
-        await drop_tables(hbase, settings)
         await hbase.aclose()
+
+
+async def test_a_keytab_removed_mid_run_stops_the_kafka_side_at_its_next_login(
+        sso: SsoListener, krb: KerberosPart, short_tickets: Path, kafka_settings: KafkaSettings,
+        hbase: HBaseClient, unique: str, tmp_path: Path) -> None:
+    part = sso.kerberos
+    keytab = tmp_path / "ingest.keytab"
+    shutil.copyfile(part.client_keytab, keytab)
+    path, settings = sso_profile(tmp_path, unique, gssapi_kafka_lines(sso, keytab))  # HBase: the plain gateways
+    topic = settings.routes[0].topic
+    await create_topics(kafka_settings, {topic: PARTITIONS, settings.kafka.dead_letter_topic: 1})
+    await create_tables(hbase, settings, recreate=True)
+    env = cli_env(**part.env())
+    proc = start_cli("run", "-c", str(path), "--no-metrics", env=env)
+    producing = asyncio.ensure_future(_produce_steadily(kafka_settings, [topic], 0, KEYTAB_EVENTS, RATE))
+    try:
+        error, _ = await _stops_on_the_removed_keytab(proc, keytab, "Kafka GSSAPI", cut=(sso.port,))
+        assert (f"the Kerberos login of {part.client_principal} cannot get a new ticket: its keytab '{keytab}' "
+                "(sasl_kerberos_keytab) is gone") in error, error
+        await producing
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        producing.cancel()
+    await _finish_with_the_keytab_back(path, settings, env, keytab, part, kafka_settings, hbase)

@@ -9,10 +9,11 @@ from typing import Any
 
 import anyio
 import pytest
+from thriftpy2.transport import TTransportException
 
 from connectors.hbase.client import HBaseClient
 from connectors.hbase.doorway import _Endpoint, _Sent
-from connectors.hbase.errors import translate
+from connectors.hbase.errors import is_gateway_failure, is_stale_connection, translate
 from pipeline.errors import HBaseRequestError, HBaseUnavailable
 from pipeline.settings import HBaseSettings
 
@@ -124,3 +125,61 @@ async def test_calls_spread_over_healthy_gateways() -> None:
         stats = hb.statistics()
         assert [g["calls"] for g in stats["gateways"].values()] == [2, 2]
         assert stats["thrift1"] == {"size": 16, "open": 0, "idle": 0}
+
+
+def stale(times: int) -> Callable[[_Sent], str]:
+    """A pooled socket found reset by the gateway ``times`` times, then answers."""
+    left = [times]
+
+    def call(sent: _Sent) -> str:
+        sent.sent = True
+        if left[0] > 0:
+            left[0] -= 1
+            raise translate(ConnectionResetError(104, "Connection reset by peer"), "t", "write batch")
+        return "done"
+    return call
+
+
+async def test_a_stale_connection_is_retried_on_a_new_one_and_keeps_its_gateway_up() -> None:
+    async with HBaseClient(SETTINGS) as hb:
+        log: list[int] = []
+        got = await hb._on_gateway(fake({1: stale(1), 3: ok}, log), idempotent=True, table="t", what="write batch",
+                                   server="rs1:16020")
+        assert got == "done" and log == [1, 1]
+        stats = hb.statistics()["gateways"]["127.0.0.1:1"]
+        assert stats["state"] == "up" and stats["errors"] == 1 and stats["failovers"] == 0
+        # found stale twice in one call: the gateway goes down and the other one takes the call
+        log.clear()
+        got = await hb._on_gateway(fake({1: stale(2), 3: ok}, log), idempotent=True, table="t", what="write batch",
+                                   server="rs1:16020")
+        assert got == "done" and log == [1, 1, 3]
+        assert hb.statistics()["gateways"]["127.0.0.1:1"]["state"] == "down"
+
+
+async def test_a_stale_connection_under_an_increment_that_may_have_been_sent_is_not_retried() -> None:
+    async with HBaseClient(SETTINGS) as hb:
+        log: list[int] = []
+        with pytest.raises(HBaseUnavailable, match="reset"):
+            await hb._on_gateway(fake({1: stale(1), 3: ok}, log), idempotent=False, table="t",
+                                 what="increment batch", server="rs1:16020")
+        assert log == [1]
+
+
+def test_which_connection_failures_are_stale() -> None:
+    def wrapped(cause: BaseException) -> TTransportException:
+        exc = TTransportException(TTransportException.UNKNOWN, "HTTP POST to gw:9090: ...")
+        exc.__cause__ = cause
+        return exc
+
+    stale_ones = [ConnectionResetError(104, "reset"), ConnectionAbortedError(103, "abort"), BrokenPipeError(32, "pipe"),
+                  TTransportException(TTransportException.END_OF_FILE, "TSocket read 0 bytes"),
+                  wrapped(ConnectionResetError(104, "Remote end closed connection without response"))]
+    others = [ConnectionRefusedError(111, "refused"), TimeoutError("timed out"),
+              TTransportException(TTransportException.NOT_OPEN, "Could not connect to ('gw', 9090)"),
+              TTransportException(TTransportException.TIMED_OUT, "timed out"), wrapped(TimeoutError("timed out"))]
+    for exc in stale_ones:
+        err = translate(exc, "t", "write")
+        assert is_gateway_failure(err) and is_stale_connection(err), exc
+    for exc in others:
+        err = translate(exc, "t", "write")
+        assert is_gateway_failure(err) and not is_stale_connection(err), exc

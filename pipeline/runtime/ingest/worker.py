@@ -278,15 +278,10 @@ class Worker:
                 task_status.started()
             else:
                 await self._serve(source, task_status)
-        finally:
-            try:
-                if source is not None:
-                    with anyio.CancelScope(shield=True):
-                        await source.stop()  # leaves the group
-            finally:
-                if producer is not None:
-                    with anyio.CancelScope(shield=True):
-                        await producer.stop()
+        except BaseException:
+            await _close(source, producer, failed=True)
+            raise
+        await _close(source, producer, failed=False)
         s = self.stats
         streaming = time.monotonic() - s.first_record_s if s.first_record_s is not None else 0.0
         return WorkerSummary(s.consumed, s.rows_written, s.batches_written, s.dead_lettered, self.retries,
@@ -589,3 +584,23 @@ class Worker:
         log.info("worker_stopped", consumed=self.stats.consumed, rows=self.stats.rows_written,
                  dead_lettered=self.stats.dead_lettered,
                  unacknowledged=self.tracker.statistics().pending_records)
+
+
+async def _close(source: RecordSource | None, producer: RecordSink | None, *, failed: bool) -> None:
+    """Leave the group, then stop the producer, both shielded from cancellation. After a failure their own
+    errors are logged and dropped (the failure that stopped the worker is the one to report: a broken login
+    fails both again); otherwise the first is raised once both were tried."""
+    first: Exception | None = None
+    for what, part in (("consumer", source), ("producer", producer)):
+        if part is None:
+            continue
+        try:
+            with anyio.CancelScope(shield=True):
+                await part.stop()
+        except Exception as exc:
+            if failed:
+                log.warning("stop_failed", part=what, error=str(exc))
+            elif first is None:
+                first = exc
+    if first is not None:
+        raise first
