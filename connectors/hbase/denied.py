@@ -45,12 +45,14 @@ class Denial:
     scope: str
     table: str | None
     server_text: str
+    #: the namespace of a right on a namespace (``scope`` "namespace 'ns'"), else None
+    namespace: str | None = None
 
     def grant_hint(self) -> str:
         """The hbase shell ``grant`` that would allow the call."""
         letter = _LETTER.get(self.action, "RW")
         user = self.user.partition("@")[0].partition("/")[0]
-        on = f", '{self.table}'" if self.table else ""
+        on = f", '{self.table}'" if self.table else (f", '@{self.namespace}'" if self.namespace else "")
         return f"grant '{user}', '{letter}'{on}"
 
 
@@ -69,6 +71,9 @@ def access_denied(text: str, table: str | None = None) -> Denial | None:
     action = action_match.group(1) if action_match else ""
     table_match = _TABLE.search(server_text)
     namespace_match = _NAMESPACE.search(server_text)
+    if (table_match is not None and namespace_match is not None and table_match.group(0).startswith("scope=")
+            and table_match.group(1) == namespace_match.group(1)):
+        table_match = None  # "scope=ns, params=[namespace=ns,table=...]": a right on the namespace (CREATE)
     named = table_match.group(1).removeprefix("default:") if table_match else None
     if named is None and namespace_match is None and table:
         named = table
@@ -78,7 +83,8 @@ def access_denied(text: str, table: str | None = None) -> Denial | None:
         scope = f"namespace {namespace_match.group(1)!r}"
     else:
         scope = "global"
-    return Denial(user, action, scope, named, server_text[:400])
+    return Denial(user, action, scope, named, server_text[:400],
+                  namespace_match.group(1) if named is None and namespace_match is not None else None)
 
 
 def denied_error(denial: Denial, where: str, table: str | None = None) -> HBaseAuthError:

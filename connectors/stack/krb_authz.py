@@ -1,4 +1,5 @@
-"""Authorization on the Kerberized HBase of the local stack (``stack up --kerberos``, standalone shape).
+"""Authorization on the Kerberized HBase of the local stack (``stack up --kerberos``): the standalone shape's
+second HBase, or a Kerberized cluster (:mod:`.krb_cluster`), alike.
 
 The Kerberized HBase runs the AccessController (``infra/conf/kerberos/hbase-site.xml.in``:
 ``hbase.security.authorization``, the controller as master, region and region-server coprocessor) with the
@@ -8,7 +9,8 @@ the native client.
 
 **The grant the stack makes** (:data:`INGEST_GRANTS`, :func:`ensure_grants`): the client principal's user
 (``ingest``) gets ``CREATE`` on the ``default`` namespace, once per data folder of the Kerberized HBase (the
-marker ``<state>/hbase-krb/grants.done`` records what was granted; HBase keeps the grant in ``hbase:acl``).
+marker ``grants.done`` in ``<state>/hbase-krb``, or a cluster's ``<state>/hbase``, records what was granted;
+HBase keeps the grant in ``hbase:acl``).
 HBase makes a table's creator its owner, with every right on it (READ, WRITE, EXEC, CREATE, ADMIN): so the
 ingest principal creates its tables (``tables create``) and reads and writes them, and no other table. Any
 other principal (``stranger``) has no right at all. A table created through a plain gateway is the
@@ -59,15 +61,17 @@ class Grant:
 INGEST_GRANTS = (Grant(CLIENT_USER, "C", "@default"),)
 
 
-def acl(layout: StackLayout, part: KerberosPart, op: str, grant: Grant, timeout_s: float = 120.0) -> None:
-    """Apply ``grant`` (``op`` "grant") or take it back ("revoke") on the running Kerberized HBase; returns once
-    HBase applied it. Raises :class:`StackError` with the JVM's last lines when it fails."""
+def acl(layout: StackLayout, part: KerberosPart, op: str, grant: Grant, timeout_s: float = 120.0,
+        cluster: bool = False) -> None:
+    """Apply ``grant`` (``op`` "grant") or take it back ("revoke") on the running Kerberized HBase (``cluster``:
+    the Kerberized cluster); returns once HBase applied it. Raises :class:`StackError` with the JVM's last
+    lines when it fails."""
     if op not in ("grant", "revoke"):
         raise ValueError(f"op {op!r}: expected 'grant' or 'revoke'")
-    argv = acl_argv(layout, part, op, grant.user, grant.actions, grant.scope, ensure_launcher(layout))
+    argv = acl_argv(layout, part, op, grant.user, grant.actions, grant.scope, ensure_launcher(layout), cluster)
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False,
-                              cwd=layout.krb_hbase)
+                              cwd=_folder(layout, cluster))
     except subprocess.TimeoutExpired as exc:
         raise StackError(f"{op} {grant} on the Kerberized HBase did not finish within {timeout_s:.0f} s") from exc
     if done.returncode != 0:
@@ -76,20 +80,22 @@ def acl(layout: StackLayout, part: KerberosPart, op: str, grant: Grant, timeout_
                          f"{(lines or ['(no output)'])[0][:500]}")
 
 
-def _marker(layout: StackLayout) -> Path:
-    return layout.krb_hbase / "grants.done"
+def _folder(layout: StackLayout, cluster: bool) -> Path:
+    """The Kerberized HBase's data folder: the standalone shape's second HBase, or the cluster's."""
+    return layout.state / "hbase" if cluster else layout.krb_hbase
 
 
-def ensure_grants(layout: StackLayout, part: KerberosPart, grants: tuple[Grant, ...] = INGEST_GRANTS) -> bool:
+def ensure_grants(layout: StackLayout, part: KerberosPart, grants: tuple[Grant, ...] = INGEST_GRANTS,
+                  cluster: bool = False) -> bool:
     """Make ``grants`` unless the marker says this data folder has them. Returns whether it granted."""
     wanted = "".join(f"{g}\n" for g in grants)
-    marker = _marker(layout)
+    marker = _folder(layout, cluster) / "grants.done"
     try:
         if marker.read_text() == wanted:
             return False
     except OSError:
         pass
     for g in grants:
-        acl(layout, part, "grant", g)
+        acl(layout, part, "grant", g, cluster=cluster)
     marker.write_text(wanted)
     return True

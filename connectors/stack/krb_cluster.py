@@ -2,13 +2,21 @@
 a second HBase beside it (as the standalone shape's ``hbase-krb`` is), with Kerberos authentication between
 its servers and on its gateways.
 
-**Servers**: ZooKeeper (without SASL: HBase's own RPC and the gateways are what Kerberos protects), the
-master, region servers ``1 .. N`` and gateways ``1 .. M`` log in as ``hbase/localhost@REALM`` from
-``hbase.keytab`` and call each other over SASL/GSSAPI. The KDC starts right after Kafka, before ZooKeeper:
-each server logs in as it starts. ``<state>/conf/hbase/hbase-site.xml`` gets the properties of
-``infra/conf/kerberos/cluster-security.xml.in`` (placeholder ``SECURITY``; it names the HTTPS keystore's
-password, so it is its owner's only) and ``core-site.xml`` beside it (Hadoop's login code reads
-``hadoop.security.authentication`` there only). The data stay on the local filesystem.
+**Servers**: ZooKeeper, the master, region servers ``1 .. N`` and gateways ``1 .. M`` log in as
+``hbase/localhost@REALM`` from ``hbase.keytab`` and call each other over SASL/GSSAPI. ZooKeeper takes SASL
+logins (:func:`zookeeper_sasl_options`: the "Server" section of ``<state>/kerberos/cluster-jaas.conf``, from
+``infra/conf/kerberos/cluster-jaas.conf.in``, and the short name of the principal as the client's id); every
+HBase JVM logs in to it with the "Client" section (:func:`zookeeper_client_options`), so HBase creates its
+znodes with ACLs: every right to ``sasl:hbase``, reading to anyone on the few a client needs (the master's
+and meta's locations, the cluster id). Clients without SASL (the native client's meta lookup) still read
+those. Authorization is the standalone Kerberized HBase's (:mod:`.krb_authz`): the AccessController, the
+service user as superuser, and the client principal's grant made once the cluster is ready.
+
+The KDC starts right after Kafka, before ZooKeeper: each server logs in as it starts.
+``<state>/conf/hbase/hbase-site.xml`` gets the properties of ``infra/conf/kerberos/cluster-security.xml.in``
+(placeholder ``SECURITY``; it names the HTTPS keystore's password, so it is its owner's only) and
+``core-site.xml`` beside it (Hadoop's login code reads ``hadoop.security.authentication`` there only). The
+data stay on the local filesystem.
 
 **Gateways**: gateway ``j`` (from 0) serves six Thrift servers (``infra/HBaseStack.java kerberos-gateway``):
 
@@ -33,25 +41,51 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .kerberos import KerberosPart, KerberosSettings, render_template
+from .kerberos import SERVICE_USER, KerberosPart, KerberosSettings, render_template
 from .krb_hbase import ensure_https_keystore, krb_hbase_values
-from .layout import StackLayout
+from .layout import StackLayout, write_private
 from .secure import SecureListener
 
-__all__ = ["SECURITY_MARK", "cluster_security", "kerberized_rendered"]
+__all__ = ["JAAS_NAME", "SECURITY_MARK", "cluster_jaas", "cluster_security", "kerberized_rendered",
+           "zookeeper_client_options", "zookeeper_sasl_options"]
 
 #: what only a Kerberized cluster's hbase-site.xml holds
 SECURITY_MARK = "<name>hbase.security.authentication</name><value>kerberos</value>"
+#: the JAAS file of a Kerberized cluster's JVMs, in the realm's folder
+JAAS_NAME = "cluster-jaas.conf"
 
 
 def cluster_security(ks: KerberosSettings, part: KerberosPart, layout: StackLayout,
                      listener: SecureListener) -> tuple[str, str]:
-    """Make the HTTPS keystore (once) and return the ``SECURITY`` text of ``hbase-site.xml.in`` and the text of
-    the ``core-site.xml`` to write beside it (after the HDFS configs, which would remove it).
-    ``listener``: the stack's TLS listener, whose CA signs the gateways' certificate."""
+    """Make the HTTPS keystore (once) and the JAAS file (:func:`cluster_jaas`, every time), and return the
+    ``SECURITY`` text of ``hbase-site.xml.in`` and the text of the ``core-site.xml`` to write beside it (after
+    the HDFS configs, which would remove it). ``listener``: the stack's TLS listener, whose CA signs the
+    gateways' certificate."""
     values = krb_hbase_values(ks, part, layout, ensure_https_keystore(layout, listener))
+    write_private(cluster_jaas(part), render_template(layout.infra, "cluster-jaas.conf", values))
     return (render_template(layout.infra, "cluster-security.xml", values),
             render_template(layout.infra, "core-site.xml", values))
+
+
+def cluster_jaas(part: KerberosPart) -> Path:
+    """Where a Kerberized cluster's JAAS file is (the realm's folder, its owner's only)."""
+    return part.folder / JAAS_NAME
+
+
+def zookeeper_sasl_options(part: KerberosPart) -> list[str]:
+    """The JVM options of a Kerberized cluster's ZooKeeper: the realm, the JAAS file, the SASL provider, and
+    the client's id as its principal's short name (``hbase``: the id HBase's znode ACLs name)."""
+    return [f"-Djava.security.krb5.conf={part.krb5_conf}", f"-Djava.security.auth.login.config={cluster_jaas(part)}",
+            "-Dzookeeper.authProvider.sasl=org.apache.zookeeper.server.auth.SASLAuthenticationProvider",
+            "-Dzookeeper.kerberos.removeHostFromPrincipal=true",
+            "-Dzookeeper.kerberos.removeRealmFromPrincipal=true"]
+
+
+def zookeeper_client_options(part: KerberosPart) -> list[str]:
+    """The JVM options of a Kerberized cluster's HBase JVMs for ZooKeeper: the JAAS file, and the server's
+    principal as ``hbase/<host>`` (ZooKeeper's client would ask for ``zookeeper/<host>``)."""
+    return [f"-Djava.security.auth.login.config={cluster_jaas(part)}",
+            f"-Dzookeeper.sasl.client.username={SERVICE_USER}"]
 
 
 def kerberized_rendered(conf: Path) -> bool:

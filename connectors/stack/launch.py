@@ -20,7 +20,8 @@ Heaps (``[stack]`` settings, sized for a 2-core / 24 GB machine that also runs t
 - ``hbase-krb`` (``--kerberos``): ``kerberos_heap_mb`` (1024; a quarter at start), the standalone JVM's
   options plus the realm's ``krb5.conf`` (:func:`kerberos_argv`, :mod:`.krb_hbase`).
 - a Kerberized cluster (``--kerberos`` with region servers and gateways): the same heaps, plus the realm's
-  ``krb5.conf`` on the master, every region server and every gateway (:mod:`.krb_cluster`).
+  ``krb5.conf`` and ZooKeeper's SASL (the JAAS file) on ZooKeeper, the master, every region server and every
+  gateway (:mod:`.krb_cluster`).
 
 Cluster JVMs start with a quarter of their heap (-Xms) so that an idle cluster stays small in RSS;
 every HBase JVM is killed on OutOfMemoryError (as HBase's own scripts do) so that a broken server
@@ -36,6 +37,7 @@ from pipeline.settings import StackSettings
 
 from .hdfs import datanode_options, format_args
 from .kerberos import GATEWAY_PORT_OFFSETS, KerberosPart, KerberosSettings, cluster_qop, kdc_argv
+from .krb_cluster import zookeeper_client_options, zookeeper_sasl_options
 from .layout import StackLayout
 from .registry import registry_argv
 from .topology import CLUSTER_KRB_LABELS, ServerProcess
@@ -97,28 +99,31 @@ def kerberos_argv(proc: ServerProcess, ks: KerberosSettings, part: KerberosPart,
     if proc.role != "hbase-krb":
         raise ValueError(f"no Kerberos command for role {proc.role!r}")
     heap = ks.kerberos_heap_mb
-    jvm = _kerberized(_hbase_jvm(lay, heap // 4, heap, launcher, lay.krb_hbase_conf), part.krb5_conf)
+    jvm = _kerberized(_hbase_jvm(lay, heap // 4, heap, launcher, lay.krb_hbase_conf), part)
     main = "HBaseStack" if launcher is not None else str(lay.infra / "HBaseStack.java")
     return [*jvm, main, "kerberos", *(str(proc.ports[label]) for label in GATEWAY_PORT_OFFSETS)]
 
 
 def acl_argv(lay: StackLayout, part: KerberosPart, op: str, user: str, actions: str, scope: str,
-             launcher: Path | None = None) -> list[str]:
-    """The command of one grant (``op`` "grant") or revoke ("revoke") on the Kerberized HBase: a short-lived
-    client JVM (heap 256 MB, the Kerberized HBase's configuration) that logs in as the service principal,
-    the superuser (:mod:`.krb_authz`). ``scope``: ``@namespace`` or a table name."""
-    jvm = _kerberized(_hbase_jvm(lay, 64, 256, launcher, lay.krb_hbase_conf), part.krb5_conf)
+             launcher: Path | None = None, cluster: bool = False) -> list[str]:
+    """The command of one grant (``op`` "grant") or revoke ("revoke") on the Kerberized HBase (``cluster``: on
+    a Kerberized cluster): a short-lived client JVM (heap 256 MB, that HBase's configuration) that logs in as
+    the service principal, the superuser (:mod:`.krb_authz`). ``scope``: ``@namespace`` or a table name."""
+    conf = lay.conf / "hbase" if cluster else lay.krb_hbase_conf
+    jvm = _kerberized(_hbase_jvm(lay, 64, 256, launcher, conf), part, cluster)
     main = "HBaseStack" if launcher is not None else str(lay.infra / "HBaseStack.java")
     return [*jvm, "-XX:TieredStopAtLevel=1", main, "acl", op, user, actions, scope]
 
 
-def _kerberized(jvm: list[str], krb5_conf: Path | None) -> list[str]:
-    """``jvm`` with the realm's ``krb5.conf`` and ZooKeeper's SASL off, when ``krb5_conf`` is given. ZooKeeper's
-    client reads ``zookeeper.sasl.client`` as a system property, not from ``hbase-site.xml``; the stack's
-    ZooKeeper has no SASL, Kerberos protects HBase's own RPC and the gateways."""
-    if krb5_conf is None:
+def _kerberized(jvm: list[str], part: KerberosPart | None, cluster: bool = False) -> list[str]:
+    """``jvm`` with the realm's ``krb5.conf`` when ``part`` is given, and ZooKeeper's client: over SASL in a
+    Kerberized cluster (:func:`~.krb_cluster.zookeeper_client_options`), else off. ZooKeeper's client reads
+    ``zookeeper.sasl.client`` as a system property, not from ``hbase-site.xml``; the standalone Kerberized
+    HBase's ZooKeeper has no SASL (Kerberos protects its RPC and gateways)."""
+    if part is None:
         return jvm
-    return [jvm[0], f"-Djava.security.krb5.conf={krb5_conf}", "-Dzookeeper.sasl.client=false", *jvm[1:]]
+    zookeeper = zookeeper_client_options(part) if cluster else ["-Dzookeeper.sasl.client=false"]
+    return [jvm[0], f"-Djava.security.krb5.conf={part.krb5_conf}", *zookeeper, *jvm[1:]]
 
 
 def gateway_argv(lay: StackLayout, heap_mb: int, thrift1: int, thrift2: int, options: Sequence[str] = (),
@@ -131,21 +136,21 @@ def gateway_argv(lay: StackLayout, heap_mb: int, thrift1: int, thrift2: int, opt
 
 
 def server_argv(proc: ServerProcess, s: StackSettings, lay: StackLayout, launcher: Path | None = None,
-                krb5_conf: Path | None = None) -> list[str]:
+                krb: KerberosPart | None = None) -> list[str]:
     """The command that starts ``proc`` (one process of :func:`~.topology.plan_topology`). ``launcher``:
     the folder of the compiled ``HBaseStack`` class (:func:`~.provision.ensure_launcher`); None runs
-    ``infra/HBaseStack.java`` through the JDK's source launcher. ``krb5_conf``: a Kerberized cluster's
-    realm (:mod:`.krb_cluster`), given to the master, the region servers and the gateways, which serve
-    ``kerberos-gateway`` (their SASL QOP, :func:`~.kerberos.cluster_qop`, and their plain, SASL and HTTPS
-    ports) instead of ``gateway``."""
+    ``infra/HBaseStack.java`` through the JDK's source launcher. ``krb``: a Kerberized cluster's realm
+    (:mod:`.krb_cluster`): ZooKeeper takes SASL logins, and the master, the region servers and the gateways
+    get the realm and log in to ZooKeeper; the gateways serve ``kerberos-gateway`` (their SASL QOP,
+    :func:`~.kerberos.cluster_qop`, and their plain, SASL and HTTPS ports) instead of ``gateway``."""
     if proc.role in ("hbase", "gateway"):
         heap = s.hbase_heap_mb if proc.role == "hbase" else s.gateway_heap_mb
         jvm = _hbase_jvm(lay, heap if proc.role == "hbase" else heap // 4, heap, launcher)
         main = "HBaseStack" if launcher is not None else str(lay.infra / "HBaseStack.java")
-        if proc.role == "gateway" and krb5_conf is not None:
+        if proc.role == "gateway" and krb is not None:
             ports = [proc.ports[label] for label in ("thrift1", "thrift2", *CLUSTER_KRB_LABELS)]
             qop = cluster_qop(int(proc.name.rpartition("-")[2]) - 1)  # gateway-1 is j = 0
-            return [*_kerberized(jvm, krb5_conf), main, "kerberos-gateway", qop, *map(str, ports)]
+            return [*_kerberized(jvm, krb, cluster=True), main, "kerberos-gateway", qop, *map(str, ports)]
         if proc.role == "gateway":
             return gateway_argv(lay, heap, proc.ports["thrift1"], proc.ports["thrift2"], (), launcher)
         return [*jvm, main, "standalone", str(proc.ports["thrift1"]), str(proc.ports["thrift2"])]
@@ -155,16 +160,17 @@ def server_argv(proc: ServerProcess, s: StackSettings, lay: StackLayout, launche
                 str(lay.conf / "server.properties")]
     if proc.role == "zookeeper":
         heap = s.zookeeper_heap_mb
+        sasl = zookeeper_sasl_options(krb) if krb is not None else []
         return ["java", f"-Xms{heap}m", f"-Xmx{heap}m", "-XX:+UseSerialGC", "-XX:OnOutOfMemoryError=kill -9 %p",
-                "-Djava.net.preferIPv4Stack=true", _log4j(lay), "-cp", f"{lay.hbase_lib}/*",
+                "-Djava.net.preferIPv4Stack=true", *sasl, _log4j(lay), "-cp", f"{lay.hbase_lib}/*",
                 "org.apache.zookeeper.server.ZooKeeperServerMain", str(lay.conf / "zoo.cfg")]
     if proc.role == "master":
         heap = s.master_heap_mb
-        return [*_kerberized(_hbase_jvm(lay, heap // 4, heap), krb5_conf), "org.apache.hadoop.hbase.master.HMaster",
-                "start"]
+        return [*_kerberized(_hbase_jvm(lay, heap // 4, heap), krb, cluster=True),
+                "org.apache.hadoop.hbase.master.HMaster", "start"]
     if proc.role == "regionserver":
         heap = s.regionserver_heap_mb
-        return [*_kerberized(_hbase_jvm(lay, heap // 4, heap), krb5_conf),
+        return [*_kerberized(_hbase_jvm(lay, heap // 4, heap), krb, cluster=True),
                 "org.apache.hadoop.hbase.regionserver.HRegionServer",
                 "-D", f"hbase.regionserver.port={proc.ports['regionserver']}", "start"]
     if proc.role == "namenode":

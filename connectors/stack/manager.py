@@ -572,8 +572,8 @@ class LocalStack:
         if proc.role == "datanode":
             lay.datanode_dir(proc.name).mkdir(parents=True, exist_ok=True)
         owned = self.procs[proc.name]
-        krb5 = self.kerberos.krb5_conf if self.kerberos is not None and self.kerberized_cluster else None
-        argv = server_argv(proc, self.settings, lay, self._launcher, krb5)
+        krb = self.kerberos if self.kerberized_cluster else None
+        argv = server_argv(proc, self.settings, lay, self._launcher, krb)
         if proc.role == "kafka" and self.sso_listener is not None and sso_rendered(lay):
             # the broker logs in from its keytab as it starts: the KDC must answer first
             kdc = self._topology.by_role("kdc")[0]
@@ -638,8 +638,7 @@ class LocalStack:
         self._wait(main, hbase, deadline)
         if self.kerberos is not None:
             self._wait(self.procs.get("hbase-krb") or main, lambda: self._check_kerberos(10.0), deadline)
-            if not self.kerberized_cluster:  # the cluster runs without authorization (docs/security.md)
-                ensure_grants(self.layout, self.kerberos)
+            ensure_grants(self.layout, self.kerberos, cluster=self.kerberized_cluster)
         url = self.registry_url
         if url is not None:
             self._wait(self.procs["registry"], lambda: schema_round_trip(url, 10.0), deadline)

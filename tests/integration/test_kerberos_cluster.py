@@ -115,6 +115,41 @@ def test_every_server_logs_in_from_its_keytab_and_calls_the_master_over_kerberos
     assert keytab is not None and keytab.read_bytes()[:40].hex() not in out.stdout
 
 
+def _zookeeper_cli(cluster: LocalStack, *command: str) -> str:
+    """ZooKeeper's own command-line client, without SASL (an outsider), running ``command``; its output."""
+    argv = ["java", "-Xmx64m", "-Dzookeeper.sasl.client=false", "-cp", f"{cluster.layout.hbase_lib}/*",
+            "org.apache.zookeeper.ZooKeeperMain", "-server", f"127.0.0.1:{PORTS['zookeeper_port']}", *command]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    return done.stdout + done.stderr
+
+
+def test_zookeeper_takes_sasl_logins_and_hbase_s_znodes_are_protected(cluster: LocalStack) -> None:
+    # HBase made its znodes with the creator's rights: it logged in to ZooKeeper over SASL as "hbase"
+    acl = _zookeeper_cli(cluster, "getAcl", "/hbase/master")  # a znode clients read: read for anyone
+    assert "'sasl,'hbase\n: cdrwa" in acl and "'world,'anyone\n: r\n" in acl, acl[-2000:]
+    unread = _zookeeper_cli(cluster, "get", "/hbase/running")  # the others: the service user's alone
+    assert "Insufficient permission : /hbase/running" in unread, unread[-2000:]
+    refused = _zookeeper_cli(cluster, "create", "/hbase/intruder", "x")
+    sys.stdout.write(f"\n[kerberized cluster] ZooKeeper ACL of /hbase/master: "
+                     f"{' '.join(line for line in acl.splitlines() if line.startswith((chr(39), ':')))}; "
+                     f"an outsider's create under /hbase: {refused.strip().splitlines()[-1]}; its read of "
+                     f"/hbase/running: {unread.strip().splitlines()[-1]}\n")
+    assert "Insufficient permission : /hbase/intruder" in refused, refused[-2000:]
+
+
+def test_a_principal_without_grants_is_refused_on_the_cluster(part: KerberosPart, tmp_path: Path,
+                                                             unique: str) -> None:
+    settings = order_settings(unique)
+    path = _profile(tmp_path, settings, part, "sasl", "stranger.toml")
+    text = path.read_text().replace(f'"{part.client_principal}"', f'"{part.stranger_principal}"')
+    path.write_text(text.replace(f'"{part.client_keytab}"', f'"{part.stranger_keytab}"'))
+    done = run_cli("tables", "create", "-c", str(path), env=_env(part))
+    error = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+    sys.stdout.write(f"\n[kerberized cluster] stranger creates a table: exit {done.returncode}: {error}\n")
+    assert done.returncode == 2, (done.stdout + done.stderr)[-3000:]
+    assert "stranger" in error and "CREATE" in error, error
+
+
 def test_each_gateway_speaks_its_qop_on_the_wire(part: KerberosPart, monkeypatch: pytest.MonkeyPatch) -> None:
     """gateway-1 seals every message (auth-conf), gateway-2 signs it (auth-int: the bytes travel in clear with
     a checksum), gateway-3 only authenticates (auth: the bytes as they are); asking a gateway for a QOP it

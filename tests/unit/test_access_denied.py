@@ -100,3 +100,11 @@ def test_a_native_call_refusal() -> None:
                             "org.apache.hadoop.hbase.security.AccessDeniedException: Authentication is required)")
     other = RemoteException("org.apache.hadoop.hbase.DoNotRetryIOException", "DoNotRetryIOException: bad")
     assert isinstance(remote_error(Response(8, other, b"", b""), "localhost:16720", "Scan"), HBaseRequestError)
+
+
+def test_a_create_refused_on_the_namespace_names_the_namespace_and_its_grant() -> None:
+    text = ("Insufficient permissions (user=stranger, scope=default, params=[namespace=default,"
+            "table=default:seller_1,family=o],action=CREATE)")
+    denial = access_denied(text, "seller_1")
+    assert denial is not None and denial.scope == "namespace 'default'" and denial.table is None
+    assert denial.grant_hint() == "grant 'stranger', 'C', '@default'"

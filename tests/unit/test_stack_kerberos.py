@@ -188,6 +188,9 @@ def test_a_grant_runs_the_launcher_in_acl_mode_with_the_kerberized_configuration
     assert f"-Djava.security.krb5.conf={part.krb5_conf}" in argv
     assert argv[argv.index("-cp") + 1].startswith(f"{lay.krb_hbase_conf}:{tmp_path / 'launcher'}:")
     assert argv[-6:] == ["HBaseStack", "acl", "revoke", "ingest", "W", "orders"]
+    on_cluster = acl_argv(lay, part, "grant", "ingest", "C", "@default", tmp_path / "launcher", cluster=True)
+    assert on_cluster[on_cluster.index("-cp") + 1].startswith(f"{lay.conf / 'hbase'}:")
+    assert f"-Djava.security.auth.login.config={part.folder / 'cluster-jaas.conf'}" in on_cluster
     assert [str(g) for g in INGEST_GRANTS] == ["ingest C @default"]  # CREATE in default: owner of its tables
     with pytest.raises(ValueError, match="RWXCA"):
         Grant("ingest", "RWQ", "orders")
@@ -198,11 +201,15 @@ def test_the_stacks_grants_are_made_once_per_data_folder(tmp_path: Path, monkeyp
     part = KerberosPart.of(ON, lay)
     lay.krb_hbase.mkdir(parents=True)
     made: list[tuple[str, str]] = []
-    monkeypatch.setattr(krb_authz, "acl", lambda _lay, _part, op, grant: made.append((op, str(grant))))
+    monkeypatch.setattr(krb_authz, "acl", lambda _lay, _part, op, grant, cluster=False:
+                        made.append((op, f"{grant}{' (cluster)' if cluster else ''}")))
     assert krb_authz.ensure_grants(lay, part) and made == [("grant", "ingest C @default")]
     assert not krb_authz.ensure_grants(lay, part) and len(made) == 1  # the marker says they are there
     (lay.krb_hbase / "grants.done").unlink()  # a new data folder (hbase:acl is in it): granted again
     assert krb_authz.ensure_grants(lay, part) and len(made) == 2
+    (lay.state / "hbase").mkdir(parents=True)  # a Kerberized cluster's data folder has a marker of its own
+    assert krb_authz.ensure_grants(lay, part, cluster=True) and made[-1] == ("grant", "ingest C @default (cluster)")
+    assert (lay.state / "hbase" / "grants.done").is_file()
 
 
 def test_missing_tools_name_the_debian_packages(monkeypatch: pytest.MonkeyPatch) -> None:

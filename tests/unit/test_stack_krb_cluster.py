@@ -60,22 +60,39 @@ def test_a_gateway_port_clash_names_both_listeners() -> None:
         plan_topology(CLUSTER, KerberosSettings(kerberos=True, kerberos_thrift_port=9086))
 
 
-def test_the_servers_get_the_realm_and_the_gateways_six_ports(tmp_path: Path) -> None:
-    lay, krb5 = _layout(tmp_path), tmp_path / "krb5.conf"
+def test_the_servers_get_the_realm_zookeeper_s_sasl_and_the_gateways_six_ports(tmp_path: Path) -> None:
+    lay = _layout(tmp_path)
+    part = KerberosPart.of(ON, lay, ((9090, 9091, 0), (9100, 9101, 10)))
     topo = plan_topology(CLUSTER, ON)
+    jaas = f"-Djava.security.auth.login.config={part.folder / 'cluster-jaas.conf'}"
     for name in ("master", "regionserver-2", "gateway-2"):
-        argv = server_argv(topo.process(name), CLUSTER, lay, tmp_path / "launcher", krb5)
-        assert argv[1:3] == [f"-Djava.security.krb5.conf={krb5}", "-Dzookeeper.sasl.client=false"]
-    gateway = server_argv(topo.process("gateway-2"), CLUSTER, lay, tmp_path / "launcher", krb5)
+        argv = server_argv(topo.process(name), CLUSTER, lay, tmp_path / "launcher", part)
+        assert argv[1:4] == [f"-Djava.security.krb5.conf={part.krb5_conf}", jaas,
+                             "-Dzookeeper.sasl.client.username=hbase"]
+    gateway = server_argv(topo.process("gateway-2"), CLUSTER, lay, tmp_path / "launcher", part)
     assert gateway[-9:] == ["HBaseStack", "kerberos-gateway", "auth-int", "9100", "9101", "9702", "9703", "9704",
                             "9705"]
-    first = server_argv(topo.process("gateway-1"), CLUSTER, lay, tmp_path / "launcher", krb5)
+    first = server_argv(topo.process("gateway-1"), CLUSTER, lay, tmp_path / "launcher", part)
     assert first[-7] == "auth-conf"
     plain = server_argv(plan_topology(CLUSTER).process("gateway-2"), CLUSTER, lay, tmp_path / "launcher")
     assert plain[-4:] == ["HBaseStack", "gateway", "9100", "9101"]
-    assert not [a for a in plain if a.startswith(("-Djava.security.krb5.conf", "-Dzookeeper.sasl"))]
-    zookeeper = server_argv(topo.process("zookeeper"), CLUSTER, lay, tmp_path / "launcher", krb5)
-    assert not [a for a in zookeeper if a.startswith("-Djava.security.krb5")]  # ZooKeeper has no Kerberos
+    assert not [a for a in plain if a.startswith(("-Djava.security", "-Dzookeeper"))]
+    zookeeper = server_argv(topo.process("zookeeper"), CLUSTER, lay, tmp_path / "launcher", part)
+    assert jaas in zookeeper and f"-Djava.security.krb5.conf={part.krb5_conf}" in zookeeper
+    assert "-Dzookeeper.authProvider.sasl=org.apache.zookeeper.server.auth.SASLAuthenticationProvider" in zookeeper
+    assert "-Dzookeeper.kerberos.removeHostFromPrincipal=true" in zookeeper
+    plain_zk = server_argv(plan_topology(CLUSTER).process("zookeeper"), CLUSTER, lay, tmp_path / "launcher")
+    assert not [a for a in plain_zk if a.startswith(("-Djava.security", "-Dzookeeper"))]
+
+
+def test_the_jaas_file_names_the_service_keytab_in_both_sections(tmp_path: Path) -> None:
+    lay = _layout(tmp_path)
+    part = KerberosPart.of(ON, lay, ((9090, 9091, 0),))
+    text = render_template(infra_dir(), "cluster-jaas.conf", krb_hbase_values(ON, part, lay, "pw-1"))
+    for section in ("Server", "Client"):
+        body = text.split(f"{section} {{", 1)[1].split("};", 1)[0]
+        assert f'keyTab="{part.keytab("hbase/localhost")}"' in body and f'principal="{part.service_principal}";' in body
+        assert "useKeyTab=true" in body and "useTicketCache=false" in body
 
 
 def test_hbase_site_of_a_kerberized_cluster_parses_and_turns_kerberos_on(tmp_path: Path) -> None:
@@ -94,7 +111,9 @@ def test_hbase_site_of_a_kerberized_cluster_parses_and_turns_kerberos_on(tmp_pat
                 "hbase.thrift.kerberos.principal"):
         assert site[key] == f"hbase/localhost@{REALM}"
     assert site["hbase.regionserver.keytab.file"] == str(part.folder / "hbase.keytab")
-    assert site["hbase.thrift.ssl.keystore.password"] == "pw-1" and site["zookeeper.sasl.client"] == "false"
+    assert site["hbase.thrift.ssl.keystore.password"] == "pw-1" and site["zookeeper.sasl.client"] == "true"
+    assert site["hbase.security.authorization"] == "true" and site["hbase.superuser"] == "hbase"
+    assert str(site["hbase.coprocessor.region.classes"]).endswith(".AccessController")
     assert site["hbase.cluster.distributed"] == "true" and "hbase.thrift.security.qop" not in site
     plain = ET.fromstring(Template(template).substitute(values, SECURITY=""))
     assert "hbase.security.authentication" not in {p.findtext("name") for p in plain.iter("property")}
