@@ -27,7 +27,8 @@ from connectors.kafka import create_topics, end_offsets
 from connectors.stack import LocalStack
 from connectors.stack.kerberos import REALM, KerberosPart
 from connectors.stack.krb_client import gateway_ports, gateway_security, hbase_keys
-from pipeline.settings import KafkaSettings, Settings, load_settings
+from pipeline.core.model import Mutation, MutationKind, Origin, TopicPartition
+from pipeline.settings import FamilySpec, GatewaySpec, HBaseSettings, KafkaSettings, Settings, load_settings
 
 from .fault_support import free_port, kill_9, own_stack
 from .secure_support import assert_order_rows, cli_env, committed, run_cli, start_cli
@@ -148,6 +149,33 @@ def test_a_principal_without_grants_is_refused_on_the_cluster(part: KerberosPart
     sys.stdout.write(f"\n[kerberized cluster] stranger creates a table: exit {done.returncode}: {error}\n")
     assert done.returncode == 2, (done.stdout + done.stderr)[-3000:]
     assert "stranger" in error and "CREATE" in error, error
+
+
+async def test_the_native_client_writes_and_reads_at_auth_conf_on_the_cluster(
+        part: KerberosPart, unique: str) -> None:
+    """HBase's own RPC to the master and the region servers, sealed (auth-conf), as the ingest principal on a
+    table of four regions it created through a SASL gateway: every row read back natively."""
+    table = f"native_cluster_{unique}"
+    keys = {"auth": "kerberos", "kerberos_principal": part.client_principal, "kerberos_keytab": part.client_keytab,
+            "gateways": [GatewaySpec(host=part.host, port=part.sasl_thrift1_port, thrift2_port=part.sasl_thrift2_port,
+                                     sasl_qop="auth-conf")]}
+    origin = Origin(TopicPartition("native-cluster", 0), 0)
+    puts = [Mutation(table, b"r%04d" % i, MutationKind.PUT, {b"d:v": b"v%d" % i}, 1_700_000_000_000 + i, origin)
+            for i in range(400)]
+    native_keys = {**keys, "sasl_qop": "auth-conf", "client": "native",
+                   "masters": [f"{part.host}:{PORTS['master_port']}"]}
+    async with HBaseClient(HBaseSettings.model_validate({**keys, "sasl_qop": "auth-conf"})) as thrift, \
+            HBaseClient(HBaseSettings.model_validate(native_keys)) as native:
+        await thrift.create_table(table, {"d": FamilySpec()}, [b"r0100", b"r0200", b"r0300"])
+        try:
+            await native.write(table, puts)
+            got = dict(await native.scan_page(table, limit=1000))
+            assert got == {m.row: {b"d:v": m.cells[b"d:v"]} for m in puts}
+            servers = {r.server for r in await thrift.regions(table)}
+            sys.stdout.write(f"\n[kerberized cluster] native auth-conf: {len(puts)} rows written and read back "
+                             f"from {len(servers)} region server(s) holding its 4 regions\n")
+        finally:
+            await thrift.delete_table(table)
 
 
 def test_each_gateway_speaks_its_qop_on_the_wire(part: KerberosPart, monkeypatch: pytest.MonkeyPatch) -> None:
