@@ -74,6 +74,7 @@ __all__ = [
     "DynamicColumnsSpec",
     "FamilySpec",
     "GatewaySpec",
+    "HBaseClientKind",
     "HBaseSettings",
     "KafkaSettings",
     "LoggingSettings",
@@ -263,6 +264,10 @@ class GatewaySpec(Section):
         return f"{self.host}:{self.port}"
 
 
+#: ``[hbase] client``: the Thrift gateways, or HBase's own RPC
+HBaseClientKind = Literal["thrift", "native"]
+
+
 class HBaseSettings(Section):
     """The HBase Thrift gateways: Thrift2 (writes, increments, DDL with split keys, small scan pages) and
     Thrift1 (happybase: scans, region lists).
@@ -318,7 +323,7 @@ class HBaseSettings(Section):
     http_path: str = Field(default="/", pattern=r"^/", description="http mode: the path of the POSTs")
     table_prefix: Annotated[str, name_rule(table_prefix_problem)] = Field(
         default="", description="prepended to every table name (a namespace when it ends in ':', e.g. 'dev:')")
-    client: Literal["thrift", "native"] = Field(
+    client: HBaseClientKind = Field(
         default="thrift", description="native: puts and deletes go straight to the region servers over HBase's "
         "RPC (connectors.hbase.native), located through the masters; table admin, reads and counters still "
         "go through the gateways")

@@ -103,12 +103,12 @@ def _path(p: Path | None) -> str | None:
 
 def security_of(spec: GatewaySpec, s: HBaseSettings) -> ThriftSecurity:
     """The security of gateway ``spec``: its own overrides, else the ``[hbase]`` keys."""
-    path = _path
     transport = spec.transport or s.transport
     return ThriftSecurity(
-        tls=s.tls if spec.tls is None else spec.tls, ca_file=path(s.tls_ca_file), cert_file=path(s.tls_cert_file),
-        key_file=path(s.tls_key_file), check_hostname=s.tls_check_hostname,
-        kerberos=(spec.auth or s.auth) == "kerberos", principal=s.kerberos_principal, keytab=path(s.kerberos_keytab),
+        tls=s.tls if spec.tls is None else spec.tls, ca_file=_path(s.tls_ca_file),
+        cert_file=_path(s.tls_cert_file), key_file=_path(s.tls_key_file), check_hostname=s.tls_check_hostname,
+        kerberos=(spec.auth or s.auth) == "kerberos", principal=s.kerberos_principal,
+        keytab=_path(s.kerberos_keytab),
         service=s.kerberos_service, http_service=s.kerberos_http_service, qop=spec.sasl_qop or s.sasl_qop,
         http=transport == "http", http_path=s.http_path)
 

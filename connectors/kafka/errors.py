@@ -16,7 +16,8 @@ never reaches runtime. The mapping, first match wins:
 
 Before all of these: under a GSSAPI login, a failure whose cause is the login (a GSSAPI error in the chain,
 the keytab gone: :func:`connectors.kafka.kerberos.login_problem`) -> :class:`~pipeline.errors.KafkaAuthError`
-naming it. Our own errors pass through untouched. The message names what was being done, then the cause.
+naming it (:class:`~pipeline.errors.KafkaUnavailable`, retried, when the KDC did not answer). Our own errors
+pass through untouched. The message names what was being done, then the cause.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from contextlib import contextmanager
 from aiokafka import errors as ak
 
 from connectors.kafka.kerberos import login_problem
-from connectors.kerberos import is_gss_error
+from connectors.kerberos import KDC_UNREACHABLE, is_gss_error
 from pipeline.errors import (
     HBaseIngestError,
     KafkaAuthError,
@@ -86,6 +87,13 @@ def translate(exc: BaseException, what: str) -> KafkaError:
     return KafkaError(f"{what}: {cause}")
 
 
+def _login_error(what: str, problem: str) -> KafkaError:
+    """A failed login: KafkaUnavailable (retried) when the KDC did not answer, else KafkaAuthError."""
+    if any(words in problem for words in KDC_UNREACHABLE):
+        return KafkaUnavailable(f"{what}: {problem}")
+    return KafkaAuthError(f"{what}: {problem}")
+
+
 @contextmanager
 def map_errors(what: str) -> Iterator[None]:
     """Run a block of aiokafka calls; raise their failures as the project's errors (see the module
@@ -97,10 +105,10 @@ def map_errors(what: str) -> Iterator[None]:
     except (ak.KafkaError, OSError, TimeoutError) as exc:
         problem = login_problem(exc)
         if problem is not None:
-            raise KafkaAuthError(f"{what}: {problem}") from exc
+            raise _login_error(what, problem) from exc
         raise translate(exc, what) from exc
     except Exception as exc:  # gssapi's own errors escape aiokafka's GSSAPI login as they are
         problem = login_problem(exc) if is_gss_error(exc) else None
         if problem is None:
             raise
-        raise KafkaAuthError(f"{what}: {problem}") from exc
+        raise _login_error(what, problem) from exc

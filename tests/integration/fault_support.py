@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 import orjson
@@ -33,7 +33,7 @@ from connectors.kafka import make_consumer, make_producer
 from connectors.stack import LocalStack
 from connectors.stack.launch import HBASE_JDK17
 from connectors.stack.layout import infra_dir
-from pipeline.settings import HBaseSettings, Settings, StackSettings, load_settings
+from pipeline.settings import HBaseClientKind, HBaseSettings, Settings, StackSettings, load_settings
 
 from .worker_support import TEST_FETCH, expected_cells
 
@@ -69,7 +69,7 @@ def hbase_settings(stack: LocalStack) -> HBaseSettings:
     return HBaseSettings(host=gw.host, port=gw.thrift_port, thrift2_port=gw.thrift2_port, timeout_ms=20_000)
 
 
-def with_cluster(settings: Settings, stack: LocalStack, client: Literal["thrift", "native"] = "thrift") -> Settings:
+def with_cluster(settings: Settings, stack: LocalStack, client: HBaseClientKind = "thrift") -> Settings:
     """``settings`` pointed at the cluster's Kafka and gateway; ``client="native"``: writes go over HBase's
     RPC, located through the cluster's master."""
     kafka = settings.kafka.model_copy(update={"bootstrap_servers": stack.bootstrap})

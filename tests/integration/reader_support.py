@@ -6,7 +6,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Literal
 
 import anyio
 import orjson
@@ -16,7 +15,7 @@ from connectors.stack import LocalStack
 from pipeline.core.model import Mutation, MutationKind, Origin, TopicPartition
 from pipeline.rowkey import RowKey, compile_rowkey
 from pipeline.rowkey.splits import split_points
-from pipeline.settings import FamilySpec, HBaseSettings, RouteSpec
+from pipeline.settings import FamilySpec, HBaseClientKind, HBaseSettings, RouteSpec
 
 ORIGIN = Origin(TopicPartition("reader-test", 0), 0)
 T0 = 1_700_000_000_000
@@ -41,7 +40,7 @@ DESIGNS = {
 }
 
 
-def settings_of(stack: LocalStack, client: Literal["thrift", "native"] = "thrift") -> HBaseSettings:
+def settings_of(stack: LocalStack, client: HBaseClientKind = "thrift") -> HBaseSettings:
     """The stack's HBase settings; with ``client="native"`` writes and scans go over HBase's RPC."""
     return HBaseSettings(port=stack.settings.thrift_port, thrift2_port=stack.settings.thrift2_port,
                          timeout_ms=20_000, client=client, masters=[f"localhost:{stack.settings.master_port}"])

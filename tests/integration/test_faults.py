@@ -14,7 +14,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 import pytest
@@ -23,7 +23,7 @@ from anyio.to_thread import run_sync
 from connectors.hbase import HBaseClient
 from connectors.stack import LocalStack
 from connectors.stack.readiness import hbase_round_trip
-from pipeline.settings import Settings
+from pipeline.settings import HBaseClientKind, Settings
 
 from .fault_support import (
     WorkerProcess,
@@ -189,7 +189,7 @@ async def _stop_all(*ws: WorkerProcess) -> None:
     assert codes == [0] * len(ws), [w.output()[-3000:] for w in ws]
 
 
-def _settings(whole: LocalStack, unique: str, client: Literal["thrift", "native"] = "thrift",
+def _settings(whole: LocalStack, unique: str, client: HBaseClientKind = "thrift",
               **writer: Any) -> Settings:
     """The order design on the cluster; ``client="native"``: the workers write over HBase's RPC."""
     return with_cluster(order_settings(unique, **writer), whole, client)

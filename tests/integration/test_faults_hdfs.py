@@ -33,7 +33,6 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Literal
 
 import anyio
 import pytest
@@ -42,7 +41,7 @@ from anyio.to_thread import run_sync
 from connectors.hbase import HBaseClient
 from connectors.stack import LocalStack
 from connectors.stack.processes import port_in_use
-from pipeline.settings import Settings, StackSettings
+from pipeline.settings import HBaseClientKind, Settings, StackSettings
 
 from .fault_support import (
     WorkerProcess,
@@ -74,7 +73,7 @@ PARTITIONS, TOTAL, RATE = 4, 15_000, 500.0  # 30 s of events; the fault lands af
 ROWS = "hbase_ingest_rows_written_total"
 Report = Callable[..., None]
 Fault = Callable[[LocalStack, list[str]], Awaitable[None]]
-Client = Literal["thrift", "native"]
+Client = HBaseClientKind
 
 
 def _ports_in_use() -> list[int]:

@@ -171,10 +171,9 @@ async def test_workers_run_across_ticket_lifetimes_over_every_transport(
     for mode, out in outputs.items():
         assert "Ticket expired" not in out and "Kerberos" not in out, f"{mode}: {out[-3000:]}"
         assert "level='error'" not in out and "\nerror: " not in out, f"{mode}: {out[-3000:]}"
-    lifetimes = int(ran_s // LIFETIME_S)
-    assert lifetimes >= 3
-    for service in ("hbase", "HTTP", "kafka"):  # a ticket renewed in each lifetime, and used by each transport
-        assert len(seen.get(service, ())) >= lifetimes, (service, renewals)
+    assert ran_s >= 3 * LIFETIME_S
+    for service in ("hbase", "HTTP", "kafka"):  # each transport logged in with at least three tickets
+        assert len(seen.get(service, ())) >= 3, (service, renewals)
     for path, settings in profiles.values():
         hbase = _secured(path)
         try:

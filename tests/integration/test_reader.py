@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import uuid
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 import orjson
@@ -21,6 +21,7 @@ from connectors.stack import LocalStack
 from pipeline.errors import TableNotFound
 from pipeline.rowkey import compile_rowkey
 from pipeline.runtime.read.reader import QueryError, Reader, ReadRow, Scan
+from pipeline.settings import HBaseClientKind
 from tests.integration.reader_support import (
     DESIGNS,
     HOSTS,
@@ -66,7 +67,7 @@ async def run_query(hb: HBaseClient, route: Any, page_size: int, processes: int,
        query=queries, client=st.sampled_from(["thrift", "native"]))
 def test_reader_equals_brute_force(stack: LocalStack, reader_tables: dict[str, str], design: str,
                                    rows: set[tuple[str, int]], query: dict[str, Any],
-                                   client: Literal["thrift", "native"]) -> None:
+                                   client: HBaseClientKind) -> None:
     """Over the Thrift gateways and over HBase's RPC (``client = "native"``: writes and the reader's
     scans), drawn per example."""
     d = DESIGNS[design]

@@ -27,6 +27,12 @@ class GssError(Exception):
         return "Ticket expired"
 
 
+class KdcAway(GssError):
+    @property
+    def min_message(self) -> str:
+        return "Cannot contact any KDC for realm 'R'"
+
+
 def _raise(exc: BaseException, cause: BaseException | None = None) -> None:
     with map_errors("fetching records"):
         raise exc from cause
@@ -62,3 +68,11 @@ def test_other_failures_keep_their_mapping_while_the_keytab_is_there(monkeypatch
         _raise(ak.KafkaError("Unexpected error during data retrieval"))
     with pytest.raises(ValueError, match="a bug"):  # not ours, not gssapi's: a bug keeps its traceback
         _raise(ValueError("a bug"))
+
+
+def test_a_kdc_that_does_not_answer_is_retried_not_fatal(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    keytab = tmp_path / "ingest.keytab"
+    keytab.write_bytes(b"\x05\x02")
+    monkeypatch.setattr(kerberos, "_installed", ("ingest@R", str(keytab)))
+    with pytest.raises(KafkaUnavailable, match=r"the Kerberos login of ingest@R failed: .*Cannot contact any KDC"):
+        _raise(KdcAway())

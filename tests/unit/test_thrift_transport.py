@@ -26,7 +26,6 @@ from connectors.hbase.transport import GssapiSasl, ThriftSecurity, open_thrift1,
 from connectors.kerberos import keytab_principals, keytab_problem
 from pipeline.errors import HBaseAuthError
 from pipeline.settings import GatewaySpec, HBaseSettings
-from tests.tls_certs import make_certs
 
 HBASE = happybase.connection.Hbase
 
@@ -40,12 +39,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A CA, a server certificate for localhost signed by it, and a second (unrelated) CA."""
-    return make_certs(tmp_path_factory.mktemp("tls"))
 
 
 @pytest.fixture(scope="module")

@@ -284,15 +284,12 @@ async def _tls(tcp: anyio.abc.ByteStream, context: ssl.SSLContext, host: str, po
     except ssl.SSLCertVerificationError as e:
         raise HBaseAuthError(f"TLS to {where}: its certificate does not verify ({e.verify_message}): check "
                              "tls_ca_file, and that the certificate names the host connected to") from e
-    except ssl.SSLError as e:
-        raise HBaseAuthError(f"TLS to {where} failed ({e.reason or e}): does it speak TLS on its RPC port "
+    except (ssl.SSLError, anyio.BrokenResourceError) as e:
+        cause = e if isinstance(e, ssl.SSLError) else e.__cause__  # anyio wraps what the handshake met
+        if not isinstance(cause, ssl.SSLError):
+            raise
+        raise HBaseAuthError(f"TLS to {where} failed ({cause.reason or cause}): does it speak TLS on its RPC port "
                              "(hbase.server.netty.tls.enabled)?") from e
-    except anyio.BrokenResourceError as e:
-        cause = e.__cause__
-        if isinstance(cause, ssl.SSLError):
-            raise HBaseAuthError(f"TLS to {where} failed ({cause.reason or cause}): does it speak TLS on "
-                                 "its RPC port (hbase.server.netty.tls.enabled)?") from e
-        raise
 
 
 async def _close_quietly(stream: anyio.abc.ByteStream) -> None:

@@ -107,9 +107,9 @@ async def check_tables(hbase: HBase, routes: Sequence[CompiledRoute], maps: Regi
                         reason=f"no {exc.action} permission to describe the table")
             families = None
         missing = [] if families is None else [f for f in route.families if f not in families]
-        if missing and families is not None:
+        if missing:
             raise ConfigError(f"route {route.name!r}: table {route.table!r} has no column family "
-                              f"{', '.join(missing)} (it has: {', '.join(sorted(families))})")
+                              f"{', '.join(missing)} (it has: {', '.join(sorted(families or ()))})")
         if route.table not in maps:
             maps.replace(route.table, await load_region_map(hbase, route.table))
 

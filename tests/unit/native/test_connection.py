@@ -16,14 +16,8 @@ import pytest
 from connectors.hbase.native.connection import RpcConnection
 from connectors.hbase.native.wire import hello, iter_fields, read_varint
 from pipeline.errors import HBaseAuthError, HBaseRequestError, HBaseTimeout, HBaseUnavailable
-from tests.tls_certs import make_certs
 
 Script = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_certs(tmp_path_factory.mktemp("tls"))
 
 
 def server_tls(certs: Path) -> ssl.SSLContext:

@@ -17,7 +17,7 @@ from connectors.memory import MemoryBroker, MemoryHBase
 from pipeline.core.model import TopicPartition
 from pipeline.errors import ConfigError, HBaseAuthError, HBaseUnavailable, KafkaUnavailable
 from pipeline.runtime.ingest.startup import missing_topics_message, wait_for_topics
-from pipeline.runtime.ingest.worker import Worker
+from pipeline.runtime.ingest.worker import Worker, _close
 from pipeline.settings import Settings, load_settings
 
 TOPIC = "events"
@@ -167,3 +167,27 @@ async def test_a_writer_that_may_not_describe_its_table_starts_with_a_warning() 
         "no CREATE permission to describe the table"] * 2  # once per route
     with pytest.raises(HBaseAuthError):  # a login refused is no missing permission: it stops the start
         await Worker(_settings(), _NoDescribeHBase(None), MemoryBroker()).check_tables()
+
+
+class _Part:
+    """A consumer or producer whose ``stop`` fails (a broken login fails the group's leave request too)."""
+
+    def __init__(self, fails: bool) -> None:
+        self.fails, self.stopped = fails, False
+
+    async def stop(self) -> None:
+        self.stopped = True
+        if self.fails:
+            raise KafkaUnavailable(f"stopping: login failed ({id(self)})")
+
+
+async def test_the_stop_path_reports_the_failure_that_stopped_the_worker_not_its_own() -> None:
+    source, producer = _Part(True), _Part(True)
+    with capture_logs() as logs:
+        await _close(source, producer, failed=True)  # type: ignore[arg-type]
+    assert source.stopped and producer.stopped
+    assert [e["part"] for e in logs if e["event"] == "stop_failed"] == ["consumer", "producer"]
+    source, producer = _Part(True), _Part(False)
+    with pytest.raises(KafkaUnavailable, match=str(id(source))):  # no failure before: the stop's own error
+        await _close(source, producer, failed=False)  # type: ignore[arg-type]
+    assert producer.stopped  # tried even so
