@@ -63,20 +63,24 @@ def hbase_fs_values(state: Path, namenode: ServerProcess | None) -> dict[str, st
 
 def hdfs_values(namenode: ServerProcess, datanodes: int) -> dict[str, str]:
     """The placeholders of ``core-site.xml.in`` and ``hdfs-site.xml.in`` for the topology's NameNode and
-    its ``datanodes`` DataNodes (STATE is added by the renderer)."""
+    its ``datanodes`` DataNodes (STATE is added by the renderer). CORE_SECURITY and HDFS_SECURITY are empty:
+    a Kerberized cluster fills them (:func:`.krb_cluster.hdfs_security`)."""
     return {"NAMENODE_PORT": str(namenode.ports["namenode"]),
             "NAMENODE_HTTP_PORT": str(namenode.ports["namenode http"]),
             "REPLICATION": str(replication(datanodes)),
-            "REPLACE_DATANODE": "true" if datanodes >= 3 else "false"}
+            "REPLACE_DATANODE": "true" if datanodes >= 3 else "false",
+            "CORE_SECURITY": "", "HDFS_SECURITY": ""}
 
 
 def datanode_options(proc: ServerProcess, data_dir: str) -> list[str]:
-    """The generic ``-D`` options that give DataNode ``proc`` its own folder and loopback ports."""
+    """The generic ``-D`` options that give DataNode ``proc`` its own folder and loopback ports. Its web
+    port is both the HTTP and the HTTPS address: a Kerberized HDFS serves HTTPS only, a plain one HTTP only."""
     p = proc.ports
     return ["-D", f"dfs.datanode.data.dir=file://{data_dir}",
             "-D", f"dfs.datanode.address={HOST}:{p['datanode']}",
             "-D", f"dfs.datanode.ipc.address={HOST}:{p['datanode ipc']}",
             "-D", f"dfs.datanode.http.address={HOST}:{p['datanode http']}",
+            "-D", f"dfs.datanode.https.address={HOST}:{p['datanode http']}",
             "-D", f"dfs.datanode.hostname={HOST}"]
 
 

@@ -7,6 +7,8 @@ trip of ``stack up --kerberos``: the stack uses the project's own Thrift transpo
   the client principal with its keytab.
 - :func:`https_status_without_credentials`: the status an HTTPS gateway answers a request without
   credentials with (401 when SPNEGO is required).
+- :func:`service_spnego`: ``Authorization`` headers for ``HTTP/localhost`` as the service principal, from
+  its keytab (a Kerberized HDFS's WebHDFS, :class:`.webhdfs.WebHdfs`).
 
 MIT Kerberos finds the realm through ``KRB5_CONFIG``, read whenever a library context is made:
 :func:`krb5_config` sets it for the duration of a block (a process-wide variable: the round trips hold a
@@ -15,22 +17,24 @@ lock while they use it).
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import http.client
 import os
 import ssl
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal, cast
 
+from connectors.hbase.sasl import KerberosLogin, gss_context
 from connectors.hbase.thrift2 import load_idl, open_client
 from connectors.hbase.transport import Qop, ThriftSecurity, open_thrift1
 
 from .kerberos import KerberosPart
 
 __all__ = ["GatewayKind", "gateway_ports", "gateway_security", "gateways_round_trip", "hbase_keys",
-           "https_status_without_credentials", "krb5_config"]
+           "https_status_without_credentials", "krb5_config", "service_spnego"]
 
 GatewayKind = Literal["plain", "sasl", "https"]
 _ENV_LOCK = threading.RLock()
@@ -49,6 +53,19 @@ def krb5_config(path: Path) -> Iterator[None]:
                 os.environ.pop("KRB5_CONFIG", None)
             else:
                 os.environ["KRB5_CONFIG"] = before
+
+
+def service_spnego(part: KerberosPart) -> Callable[[], str]:
+    """A function that returns a new ``Negotiate <token>`` header value for ``HTTP/<part.host>`` on each call
+    (a SPNEGO token is accepted once), logged in as the service principal from its keytab: on a Kerberized
+    HDFS that is the user who runs the NameNode, its superuser."""
+    login = KerberosLogin(part.service_principal, str(part.keytab(f"hbase/{part.host}")), service="HTTP")
+
+    def header() -> str:
+        with krb5_config(part.krb5_conf):
+            token: bytes = gss_context(login, "HTTP", part.host, spnego=True).step()
+        return f"Negotiate {base64.b64encode(token).decode()}"
+    return header
 
 
 def gateway_ports(part: KerberosPart, kind: GatewayKind, gateway: int = 0) -> tuple[int, int]:

@@ -16,7 +16,17 @@ The KDC starts right after Kafka, before ZooKeeper: each server logs in as it st
 ``<state>/conf/hbase/hbase-site.xml`` gets the properties of ``infra/conf/kerberos/cluster-security.xml.in``
 (placeholder ``SECURITY``; it names the HTTPS keystore's password, so it is its owner's only) and
 ``core-site.xml`` beside it (Hadoop's login code reads ``hadoop.security.authentication`` there only). The
-data stay on the local filesystem.
+data stay on the local filesystem, unless ``hdfs`` is on.
+
+**HDFS** (``hdfs`` on, :func:`hdfs_security`): the NameNode and the DataNodes are Kerberized too, and log in
+as the same ``hbase/localhost@REALM`` (the realm holds it already; its short name ``hbase`` runs the NameNode,
+so HBase is HDFS's superuser and owns ``/hbase`` with no permission set-up, as HBase's own test clusters
+do). The HDFS ``core-site.xml`` (which every HBase JVM reads too, in place of the one above) and
+``hdfs-site.xml`` get ``infra/conf/kerberos/hdfs-core-security.xml.in`` and ``hdfs-security.xml.in``: block
+access tokens, the principals and keytabs, SASL on the DataNodes' data transfer (``authentication``) and
+HTTPS only on the web servers, which a secure DataNode on unprivileged ports requires. Their TLS is the HTTPS
+gateways' keystore (``ssl-server.xml``; ``ssl-client.xml`` trusts it), and WebHDFS takes SPNEGO for
+``HTTP/localhost``: the readiness probe logs in with the service keytab (:class:`.webhdfs.WebHdfs`).
 
 **Gateways**: gateway ``j`` (from 0) serves six Thrift servers (``infra/HBaseStack.java kerberos-gateway``):
 
@@ -46,11 +56,14 @@ from .krb_hbase import ensure_https_keystore, krb_hbase_values
 from .layout import StackLayout, write_private
 from .secure import SecureListener
 
-__all__ = ["JAAS_NAME", "SECURITY_MARK", "cluster_jaas", "cluster_security", "kerberized_rendered",
+__all__ = ["HDFS_TLS_CONFIGS", "JAAS_NAME", "SECURITY_MARK", "cluster_jaas", "cluster_security", "hdfs_security",
+           "kerberized_rendered",
            "zookeeper_client_options", "zookeeper_sasl_options"]
 
 #: what only a Kerberized cluster's hbase-site.xml holds
 SECURITY_MARK = "<name>hbase.security.authentication</name><value>kerberos</value>"
+#: the TLS files of a Kerberized HDFS's web servers and clients, beside its core-site.xml and hdfs-site.xml
+HDFS_TLS_CONFIGS = ("ssl-server.xml", "ssl-client.xml")
 #: the JAAS file of a Kerberized cluster's JVMs, in the realm's folder
 JAAS_NAME = "cluster-jaas.conf"
 
@@ -65,6 +78,19 @@ def cluster_security(ks: KerberosSettings, part: KerberosPart, layout: StackLayo
     write_private(cluster_jaas(part), render_template(layout.infra, "cluster-jaas.conf", values))
     return (render_template(layout.infra, "cluster-security.xml", values),
             render_template(layout.infra, "core-site.xml", values))
+
+
+def hdfs_security(ks: KerberosSettings, part: KerberosPart, layout: StackLayout, listener: SecureListener,
+                  namenode_http_port: int) -> tuple[dict[str, str], dict[str, str]]:
+    """A Kerberized HDFS's configuration: the placeholders CORE_SECURITY and HDFS_SECURITY of
+    ``infra/conf/hadoop/*-site.xml.in``, and file name -> text of ``ssl-server.xml`` and ``ssl-client.xml``
+    (they name the keystore's password: to be written readable by their owner only). Makes the HTTPS
+    keystore (once)."""
+    values = krb_hbase_values(ks, part, layout, ensure_https_keystore(layout, listener))
+    values["NAMENODE_HTTP_PORT"] = str(namenode_http_port)
+    placeholders = {"CORE_SECURITY": render_template(layout.infra, "hdfs-core-security.xml", values),
+                    "HDFS_SECURITY": render_template(layout.infra, "hdfs-security.xml", values)}
+    return placeholders, {name: render_template(layout.infra, name, values) for name in HDFS_TLS_CONFIGS}
 
 
 def cluster_jaas(part: KerberosPart) -> Path:

@@ -21,7 +21,8 @@ Heaps (``[stack]`` settings, sized for a 2-core / 24 GB machine that also runs t
   options plus the realm's ``krb5.conf`` (:func:`kerberos_argv`, :mod:`.krb_hbase`).
 - a Kerberized cluster (``--kerberos`` with region servers and gateways): the same heaps, plus the realm's
   ``krb5.conf`` and ZooKeeper's SASL (the JAAS file) on ZooKeeper, the master, every region server and every
-  gateway (:mod:`.krb_cluster`).
+  gateway (:mod:`.krb_cluster`); with ``--hdfs``, the realm's ``krb5.conf`` on the NameNode (and its format)
+  and the DataNodes.
 
 Cluster JVMs start with a quarter of their heap (-Xms) so that an idle cluster stays small in RSS;
 every HBase JVM is killed on OutOfMemoryError (as HBase's own scripts do) so that a broken server
@@ -76,9 +77,17 @@ def _hadoop_jvm(lay: StackLayout, heap_mb: int) -> list[str]:
             "-cp", f"{lay.conf / 'hadoop'}:{lay.hadoop_lib}/*"]
 
 
-def namenode_format_argv(lay: StackLayout) -> list[str]:
-    """Format the NameNode's name folder (once, before its first start)."""
-    return [*_hadoop_jvm(lay, 256), "org.apache.hadoop.hdfs.server.namenode.NameNode", *format_args()]
+def _with_realm(jvm: list[str], part: KerberosPart | None) -> list[str]:
+    """``jvm`` with the realm's ``krb5.conf`` when ``part`` is given (a Kerberized HDFS: Hadoop's own login
+    from the keytab its ``hdfs-site.xml`` names needs nothing else)."""
+    return jvm if part is None else [jvm[0], f"-Djava.security.krb5.conf={part.krb5_conf}", *jvm[1:]]
+
+
+def namenode_format_argv(lay: StackLayout, krb: KerberosPart | None = None) -> list[str]:
+    """Format the NameNode's name folder (once, before its first start). ``krb``: a Kerberized HDFS's realm
+    (the format logs in from the NameNode's keytab: the KDC must answer)."""
+    return [*_with_realm(_hadoop_jvm(lay, 256), krb), "org.apache.hadoop.hdfs.server.namenode.NameNode",
+            *format_args()]
 
 
 def _hbase_jvm(lay: StackLayout, xms_mb: int, xmx_mb: int, extra_cp: Path | None = None,
@@ -141,8 +150,9 @@ def server_argv(proc: ServerProcess, s: StackSettings, lay: StackLayout, launche
     the folder of the compiled ``HBaseStack`` class (:func:`~.provision.ensure_launcher`); None runs
     ``infra/HBaseStack.java`` through the JDK's source launcher. ``krb``: a Kerberized cluster's realm
     (:mod:`.krb_cluster`): ZooKeeper takes SASL logins, and the master, the region servers and the gateways
-    get the realm and log in to ZooKeeper; the gateways serve ``kerberos-gateway`` (their SASL QOP,
-    :func:`~.kerberos.cluster_qop`, and their plain, SASL and HTTPS ports) instead of ``gateway``."""
+    get the realm and log in to ZooKeeper, the NameNode and DataNodes get the realm; the gateways serve
+    ``kerberos-gateway`` (their SASL QOP, :func:`~.kerberos.cluster_qop`, and their plain, SASL and HTTPS
+    ports) instead of ``gateway``."""
     if proc.role in ("hbase", "gateway"):
         heap = s.hbase_heap_mb if proc.role == "hbase" else s.gateway_heap_mb
         jvm = _hbase_jvm(lay, heap if proc.role == "hbase" else heap // 4, heap, launcher)
@@ -174,9 +184,11 @@ def server_argv(proc: ServerProcess, s: StackSettings, lay: StackLayout, launche
                 "org.apache.hadoop.hbase.regionserver.HRegionServer",
                 "-D", f"hbase.regionserver.port={proc.ports['regionserver']}", "start"]
     if proc.role == "namenode":
-        return [*_hadoop_jvm(lay, s.namenode_heap_mb), "org.apache.hadoop.hdfs.server.namenode.NameNode"]
+        return [*_with_realm(_hadoop_jvm(lay, s.namenode_heap_mb), krb),
+                "org.apache.hadoop.hdfs.server.namenode.NameNode"]
     if proc.role == "datanode":
-        return [*_hadoop_jvm(lay, s.datanode_heap_mb), "org.apache.hadoop.hdfs.server.datanode.DataNode",
+        return [*_with_realm(_hadoop_jvm(lay, s.datanode_heap_mb), krb),
+                "org.apache.hadoop.hdfs.server.datanode.DataNode",
                 *datanode_options(proc, str(lay.datanode_dir(proc.name)))]
     if proc.role == "registry":
         return registry_argv(proc.ports["registry"], s, lay)

@@ -47,6 +47,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import shutil
+import ssl
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -62,7 +63,7 @@ from .hdfs import hbase_fs_values, hdfs_values
 from .health import START_MARKER, DiedProcess
 from .kerberos import KerberosPart, KerberosSettings, ensure_gssapi, ensure_kdc_tools, ensure_realm, kinit_check
 from .krb_authz import ensure_grants
-from .krb_cluster import cluster_security, kerberized_rendered
+from .krb_cluster import cluster_security, hdfs_security, kerberized_rendered
 from .krb_hbase import ensure_krb_hbase
 from .krb_kafka import SsoListener, kafka_jvm_options, render_sso_config, setup_sso_acls, sso_rendered, sso_round_trip
 from .launch import kafka_format_argv, kerberos_argv, namenode_format_argv, server_argv
@@ -247,9 +248,17 @@ class LocalStack:
 
     @property
     def webhdfs(self) -> WebHdfs | None:
-        """WebHDFS of the cluster's NameNode (``--hdfs``), None when HBase is on the local filesystem."""
+        """WebHDFS of the cluster's NameNode (``--hdfs``), None when HBase is on the local filesystem. On a
+        Kerberized cluster: over HTTPS, as the service principal by SPNEGO (:mod:`.krb_cluster`)."""
         nn = self._topology.namenode
-        return WebHdfs(HOST, nn.ports["namenode http"]) if nn is not None else None
+        if nn is None:
+            return None
+        if self.kerberos is None or not self.kerberized_cluster:
+            return WebHdfs(HOST, nn.ports["namenode http"])
+        from .krb_client import service_spnego  # gssapi is loaded only by stacks with Kerberos
+
+        return WebHdfs(HOST, nn.ports["namenode http"], tls=ssl.create_default_context(cafile=self.kerberos.ca_file),
+                       negotiate=service_spnego(self.kerberos))
 
     @property
     def registry_url(self) -> str | None:
@@ -523,10 +532,17 @@ class LocalStack:
         elif self.kerberos is not None:
             ensure_krb_hbase(self.kerberos_settings, self.kerberos, self.layout, self.secure_listener)
         render_configs(self.layout, values)
-        render_hdfs_configs(self.layout, None if topo.namenode is None
-                            else hdfs_values(topo.namenode, len(topo.by_role("datanode"))))
-        if core_site is not None:  # Hadoop's login reads hadoop.security.authentication from core-site.xml only
+        hdfs = None if topo.namenode is None else hdfs_values(topo.namenode, len(topo.by_role("datanode")))
+        tls: dict[str, str] = {}
+        if hdfs is not None and topo.namenode is not None and self.kerberos is not None and self.kerberized_cluster:
+            security, tls = hdfs_security(self.kerberos_settings, self.kerberos, self.layout, self.secure_listener,
+                                          topo.namenode.ports["namenode http"])
+            hdfs |= security
+            core_site = None  # the HDFS core-site.xml, which the HBase JVMs read too, has the same security
+        render_hdfs_configs(self.layout, hdfs, tls)
+        if self.kerberos is not None and self.kerberized_cluster:  # hbase-site.xml names the keystore's password
             (self.layout.conf / "hbase").chmod(0o700)
+        if core_site is not None:  # Hadoop's login reads hadoop.security.authentication from core-site.xml only
             write_private(self.layout.conf / "hbase" / "core-site.xml", core_site)
         if secure:
             ensure_tls_and_passwords(self.secure_listener)
@@ -599,7 +615,8 @@ class LocalStack:
         if (self.layout.hdfs / "name" / "current" / "VERSION").is_file():
             return
         self.layout.hdfs.mkdir(parents=True, exist_ok=True)
-        fmt = subprocess.run(namenode_format_argv(self.layout), capture_output=True, text=True, check=False,
+        krb = self.kerberos if self.kerberized_cluster else None
+        fmt = subprocess.run(namenode_format_argv(self.layout, krb), capture_output=True, text=True, check=False,
                              timeout=120)
         if fmt.returncode != 0:
             last = (fmt.stdout + fmt.stderr).strip().splitlines()[-1:] or ["(no output)"]

@@ -21,9 +21,9 @@ Two shapes, chosen by ``[stack] region_servers`` / ``gateways``:
   ``hbase``, after it and before the registry. On the cluster shape the cluster itself is Kerberized
   (:mod:`.krb_cluster`): ``kdc`` starts right after Kafka (every HBase server logs in from its keytab as it
   starts), and gateway ``j`` serves, beside its plain Thrift1/Thrift2 ports, SASL Thrift1/Thrift2 and
-  HTTPS Thrift1/Thrift2 on ``kerberos_thrift_port + 2 .. + 5`` plus ``10 * (j - 1)``. A Kerberized cluster
-  is on the local filesystem only (the stack's HDFS is not Kerberized): ``hdfs`` with it is refused.
-  The ports come from :class:`.kerberos.KerberosSettings`.
+  HTTPS Thrift1/Thrift2 on ``kerberos_thrift_port + 2 .. + 5`` plus ``10 * (j - 1)``. With ``hdfs`` the
+  HDFS is Kerberized too, on the same ports (the NameNode's and DataNodes' "http" ports then serve HTTPS
+  only). The ports come from :class:`.kerberos.KerberosSettings`.
 - **cdc** (``[stack] cdc``, on top of either shape): ``postgres`` (PostgreSQL on ``postgres_port``)
   and ``connect`` (Kafka Connect with Debezium, REST on ``connect_port``), after the HBase processes,
   so that ``stack down`` (reverse order) stops Connect first, then PostgreSQL.
@@ -198,9 +198,6 @@ def plan_topology(s: StackSettings, kerberos: KerberosSettings | None = None) ->
         procs: tuple[ServerProcess, ...] = (kafka, hbase, *kerberos_processes(ks))
         mode: Literal["standalone", "cluster"] = "standalone"
     else:
-        if ks.kerberos and s.hdfs:
-            raise StackError("a Kerberized cluster runs on the local filesystem only (the stack's HDFS is not "
-                             "Kerberized): drop --hdfs ([stack] hdfs) or --kerberos")
         region_servers = [ServerProcess(f"regionserver-{i + 1}", "regionserver",
                                         {"regionserver": s.regionserver_port + i})
                           for i in range(s.region_servers)]

@@ -2,10 +2,13 @@
 trip, and reading files back (tests copy HBase's WAL files out with it).
 
 Every call goes to the NameNode's HTTP port on 127.0.0.1 with simple authentication as the current
-OS user (the user the servers run as, who owns HBase's files). A write is two requests, as WebHDFS
-defines it: the NameNode answers ``op=CREATE`` with the DataNode that takes the bytes
-(``noredirect=true``: as JSON, so the body is sent once, to the DataNode); a read follows the
-NameNode's redirect to a DataNode. Errors are the ``urllib`` exceptions (``HTTPError`` with
+OS user (the user the servers run as, who owns HBase's files); on a Kerberized HDFS (``tls`` and
+``negotiate`` given) over HTTPS, verified as ``tls`` says (the stack's CA), each NameNode call with a fresh SPNEGO
+token (``Authorization: Negotiate ...``) and no ``user.name`` (the NameNode refuses one that differs from
+the authenticated user). A write or read is two requests, as WebHDFS defines them: the NameNode answers
+``op=CREATE`` / ``op=OPEN`` with the DataNode that takes or serves the bytes (``noredirect=true``: as
+JSON, so the body is sent once, to the DataNode, and no token goes to it: on a Kerberized HDFS the
+location carries a delegation token). Errors are the ``urllib`` exceptions (``HTTPError`` with
 WebHDFS's JSON ``RemoteException`` body, ``URLError``); the caller decides what they mean.
 """
 
@@ -13,9 +16,12 @@ from __future__ import annotations
 
 import getpass
 import json
+import ssl
+import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,24 +40,33 @@ class HdfsFile:
 
 
 class WebHdfs:
-    """WebHDFS of the NameNode whose HTTP server listens on ``host:http_port``."""
+    """WebHDFS of the NameNode whose HTTP server listens on ``host:http_port``; with ``tls`` (a client
+    context that trusts the servers' certificates) over HTTPS, and with ``negotiate`` (a new
+    ``Authorization`` header value per call, ``Negotiate <token>``) authenticated by SPNEGO."""
 
-    def __init__(self, host: str, http_port: int, timeout_s: float = 10.0) -> None:
-        self.base = f"http://{host}:{http_port}/webhdfs/v1"
+    def __init__(self, host: str, http_port: int, timeout_s: float = 10.0, *, tls: ssl.SSLContext | None = None,
+                 negotiate: Callable[[], str] | None = None) -> None:
+        self.base = f"{'https' if tls is not None else 'http'}://{host}:{http_port}/webhdfs/v1"
         self.timeout_s = timeout_s
         self.user = getpass.getuser()
+        self._tls = tls
+        self._negotiate = negotiate
 
     def __repr__(self) -> str:
-        return f"WebHdfs({self.base!r}, user={self.user!r})"
+        who = "SPNEGO" if self._negotiate is not None else self.user
+        return f"WebHdfs({self.base!r}, user={who!r})"
 
     def _url(self, path: str, op: str, **params: str) -> str:
-        query = urllib.parse.urlencode({"op": op, "user.name": self.user, **params})
+        user = {"user.name": self.user} if self._negotiate is None else {}
+        query = urllib.parse.urlencode({"op": op, **user, **params})
         return f"{self.base}{urllib.parse.quote(path)}?{query}"
 
     def _call(self, method: str, url: str, data: bytes | None = None) -> bytes:
         headers = {"Content-Type": "application/octet-stream"} if data is not None else {}
+        if self._negotiate is not None and url.startswith(self.base):  # the NameNode, not a DataNode
+            headers["Authorization"] = self._negotiate()
         req = urllib.request.Request(url, data=data, method=method, headers=headers)
-        with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+        with urllib.request.urlopen(req, timeout=self.timeout_s, context=self._tls) as resp:
             body: bytes = resp.read()
             return body
 
@@ -65,7 +80,8 @@ class WebHdfs:
 
     def read(self, path: str) -> bytes:
         """The bytes of ``path`` (what its DataNodes hold, including a file still open for writing)."""
-        return self._call("GET", self._url(path, "OPEN"))
+        where = self._json("GET", self._url(path, "OPEN", noredirect="true"))
+        return self._call("GET", where["Location"])
 
     def delete(self, path: str, recursive: bool = False) -> bool:
         """Delete ``path``; False when there was nothing to delete."""

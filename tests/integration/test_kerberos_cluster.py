@@ -1,8 +1,10 @@
-"""A Kerberized cluster (``stack up --region-servers 2 --gateways 3 --kerberos``) in its own state folder and on
-its own ports: every server logs in from its keytab and the region servers reach the master over SASL/GSSAPI;
+"""A Kerberized cluster on a Kerberized HDFS (``stack up --region-servers 2 --gateways 3 --hdfs --kerberos``) in
+its own state folder and on its own ports: every server, the NameNode and DataNodes too, logs in from its
+keytab and the region servers reach the master over SASL/GSSAPI; ZooKeeper takes SASL logins and guards
+HBase's znodes, the AccessController refuses a principal without grants;
 the three gateways serve SASL with QOP auth-conf, auth-int and auth, each checked on the wire; the worker
-writes over SASL through all of them, survives gateway-1 killed mid-stream by failing over to the others, and
-every row is compared; ``top`` reads the worker meanwhile, the reads go through the HTTPS + SPNEGO gateways,
+writes over SASL through all of them, survives gateway-1 and a region server killed mid-stream, and every row
+is compared; ``top`` reads the worker meanwhile, the reads go through the HTTPS + SPNEGO gateways,
 and the demo runs over SASL."""
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -40,7 +43,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 # tests' clusters (x90..x93, 2x81, 16x00/16x20 for x = 1..5)
 PORTS = {"kafka_port": 9792, "kafka_controller_port": 9793, "zookeeper_port": 2781, "master_port": 16600,
          "regionserver_port": 16620, "thrift_port": 9790, "thrift2_port": 9791, "kdc_port": 8990,
-         "kerberos_thrift_port": 9890}
+         "kerberos_thrift_port": 9890, "namenode_port": 19200, "datanode_port": 19210}
 PARTITIONS = 4
 EVENTS = 4000
 
@@ -49,7 +52,7 @@ EVENTS = 4000
 def config(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("krb-cluster")
     path = root / "cluster.toml"
-    lines = [f'state_dir = "{root / "state"}"', "region_servers = 2", "gateways = 3", "kerberos = true",
+    lines = [f'state_dir = "{root / "state"}"', "region_servers = 2", "gateways = 3", "kerberos = true", "hdfs = true",
              *(f"{k} = {v}" for k, v in PORTS.items())]
     path.write_text("[stack]\n" + "\n".join(lines) + "\n")
     return path
@@ -95,16 +98,24 @@ def _env(part: KerberosPart) -> dict[str, str]:
 def test_every_server_logs_in_from_its_keytab_and_calls_the_master_over_kerberos(cluster: LocalStack,
                                                                                   config: Path) -> None:
     st = cluster.status()
-    assert [p.name for p in st.processes] == ["kafka", "kdc", "zookeeper", "master", "regionserver-1",
-                                              "regionserver-2", "gateway-1", "gateway-2", "gateway-3"]
+    assert [p.name for p in st.processes] == ["kafka", "kdc", "zookeeper", "namenode", "datanode-1", "master",
+                                              "regionserver-1", "regionserver-2", "gateway-1", "gateway-2",
+                                              "gateway-3"]
     assert all(p.state == "running" for p in st.processes)
     login = f"Login successful for user hbase/localhost@{REALM} using keytab file"
-    for name in ("master", "regionserver-1", "regionserver-2", "gateway-1", "gateway-2", "gateway-3"):
+    for name in ("namenode", "datanode-1", "master", "regionserver-1", "regionserver-2", "gateway-1", "gateway-2",
+                 "gateway-3"):
         assert login in cluster.procs[name].log_file.read_text(errors="replace"), name
     # each region server reports to the master over SASL, authenticated by Kerberos
     master_log = cluster.procs["master"].log_file.read_text(errors="replace")
     assert f"Auth successful for hbase/localhost@{REALM} (auth:KERBEROS)" in master_log
     assert "service=RegionServerStatusService" in master_log
+    namenode_log = cluster.procs["namenode"].log_file.read_text(errors="replace")
+    assert f"Auth successful for hbase/localhost@{REALM} (auth:KERBEROS)" in namenode_log  # HBase, an HDFS client
+    # HBase's files on the Kerberized HDFS, listed through WebHDFS over HTTPS with SPNEGO (the stack's probe)
+    web = cluster.webhdfs
+    assert web is not None and web.base.startswith("https://")
+    assert any(f.path.startswith("/hbase/WALs/") for f in web.walk("/hbase/WALs")), "no WAL file on HDFS"
     out = subprocess.run([sys.executable, "-m", "pipeline", "stack", "status", "-c", str(config)],
                          capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "250"},
                          check=False)
@@ -214,6 +225,19 @@ def test_each_gateway_speaks_its_qop_on_the_wire(part: KerberosPart, monkeypatch
         open_thrift1(part.host, gateway_ports(part, "sasl", 2)[0], 10_000, "buffered", "binary", asking)
 
 
+async def _busiest_region_server(cluster: LocalStack, profile: Path, settings: Settings) -> str:
+    """The region server holding most regions of ``settings``' tables (located as the profile's principal)."""
+    locator = HBaseClient(load_settings(profile).hbase)
+    try:
+        ports: Counter[int] = Counter()
+        for table in {r.table for r in settings.routes}:
+            ports.update(r.port for r in await locator.regions(table))
+    finally:
+        await locator.aclose()
+    port = ports.most_common(1)[0][0]
+    return next(p.name for p in cluster.topology().by_role("regionserver") if p.ports["regionserver"] == port)
+
+
 async def _wait_committed(plain: KafkaSettings, settings: Settings, topic: str, want: dict[int, int],
                           proc: subprocess.Popen[bytes], limit_s: float = 240) -> dict[int, int | None]:
     deadline = time.monotonic() + limit_s
@@ -247,11 +271,17 @@ async def test_ingest_over_sasl_fails_over_between_kerberized_gateways_and_every
         half = await end_offsets(plain, topic)
         done = await _wait_committed(plain, settings, topic, {p: n // 2 for p, n in half.items()}, proc)
         assert proc.poll() is None, f"the worker exited early: {done}"
+        victim = await _busiest_region_server(cluster, sasl, settings)
         kill_9(cluster, "gateway-1")  # its SASL and HTTPS servers with it: the worker goes on through the others
+        # and the region server of most regions: the master splits its WALs on the Kerberized HDFS
+        kill_9(cluster, victim)
+        killed = time.monotonic()
         await produce(produced, topic, events[EVENTS // 2:])
         ends = await end_offsets(plain, topic)
         done = await _wait_committed(plain, settings, topic, ends, proc)
         assert done == ends, f"committed {done}, ends {ends}"
+        sys.stdout.write(f"\n[kerberized cluster, Kerberized HDFS] gateway-1 and {victim} killed -9 mid-ingest: "
+                         f"every offset committed {time.monotonic() - killed:.1f} s after the kills\n")
         top = run_cli("top", "--once", "--interval", "0.5", "--url", f"http://127.0.0.1:{port}/metrics",
                       env=_env(part))
         assert top.returncode == 0, top.stderr[-2000:]
@@ -268,7 +298,7 @@ async def test_ingest_over_sasl_fails_over_between_kerberized_gateways_and_every
         await client.aclose()
     # `up` brings gateway-1 back; its readiness is a call through each of its six Thrift servers
     report = cluster.up()
-    assert [d.name for d in report.died] == ["gateway-1"]
+    assert sorted(d.name for d in report.died) == sorted(["gateway-1", victim])
     scanned = run_cli("scan", "-c", str(https), "--route", "index", "--where", "order_number=ORD00000007",
                       "--format", "jsonl", env=_env(part))
     assert scanned.returncode == 0, scanned.stderr[-3000:]

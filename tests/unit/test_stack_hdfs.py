@@ -108,7 +108,8 @@ def test_namenode_and_datanode_command_lines(tmp_path: Path) -> None:
     assert "-Xmx160m" in dn and dn[main + 1:] == [
         "-D", f"dfs.datanode.data.dir=file://{tmp_path}/state/hdfs/data-2",
         "-D", "dfs.datanode.address=127.0.0.1:19083", "-D", "dfs.datanode.ipc.address=127.0.0.1:19084",
-        "-D", "dfs.datanode.http.address=127.0.0.1:19085", "-D", "dfs.datanode.hostname=127.0.0.1"]
+        "-D", "dfs.datanode.http.address=127.0.0.1:19085", "-D", "dfs.datanode.https.address=127.0.0.1:19085",
+        "-D", "dfs.datanode.hostname=127.0.0.1"]
     assert namenode_format_argv(layout)[-4:] == ["-format", "-nonInteractive", "-clusterId", "hbase-ingest"]
 
 

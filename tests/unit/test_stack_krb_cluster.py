@@ -1,9 +1,10 @@
 """A Kerberized cluster (``stack up --region-servers N --gateways M --kerberos``), its pure pieces: which
 processes run in which order on which ports, the command lines, the rendered ``hbase-site.xml``, the part a
-client reads, and the refusals (HDFS; a running cluster of the other kind)."""
+client reads, a Kerberized HDFS under it, and the refusal of a running cluster of the other kind."""
 
 from __future__ import annotations
 
+import ssl
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from string import Template
@@ -15,9 +16,10 @@ from connectors.stack.kerberos import REALM, KerberosPart, KerberosSettings, clu
 from connectors.stack.krb_client import gateway_ports, gateway_security, hbase_keys
 from connectors.stack.krb_cluster import kerberized_rendered
 from connectors.stack.krb_hbase import krb_hbase_values
-from connectors.stack.launch import server_argv
+from connectors.stack.launch import namenode_format_argv, server_argv
 from connectors.stack.layout import StackLayout, infra_dir
 from connectors.stack.topology import plan_topology, topology_from_json
+from connectors.stack.webhdfs import WebHdfs
 from pipeline.errors import StackError
 from pipeline.settings import StackSettings
 
@@ -48,10 +50,48 @@ def test_each_gateway_serves_sasl_and_https_beside_its_plain_ports() -> None:
     assert plan_topology(CLUSTER).process("gateway-2").ports == {"thrift1": 9100, "thrift2": 9101}
 
 
-def test_a_kerberized_cluster_on_hdfs_is_refused() -> None:
-    with pytest.raises(StackError, match=r"Kerberized cluster runs on the local filesystem only.*--hdfs"):
-        plan_topology(StackSettings(region_servers=2, gateways=2, hdfs=True), ON)
-    plan_topology(StackSettings(region_servers=2, gateways=2, hdfs=True))  # HDFS without Kerberos: as before
+def test_a_kerberized_cluster_runs_on_hdfs_whose_servers_get_the_realm(tmp_path: Path) -> None:
+    s = StackSettings(region_servers=2, gateways=2, hdfs=True, datanodes=2)
+    topo = plan_topology(s, ON)
+    assert [p.name for p in topo.processes][:6] == ["kafka", "kdc", "zookeeper", "namenode", "datanode-1",
+                                                     "datanode-2"]
+    lay = _layout(tmp_path)
+    part = KerberosPart.of(ON, lay, ((9090, 9091, 0), (9100, 9101, 10)))
+    realm = f"-Djava.security.krb5.conf={part.krb5_conf}"
+    for name in ("namenode", "datanode-2"):
+        assert server_argv(topo.process(name), s, lay, tmp_path / "launcher", part)[1] == realm
+        assert realm not in server_argv(plan_topology(s).process(name), s, lay, tmp_path / "launcher")
+    assert namenode_format_argv(lay, part)[1] == realm and realm not in namenode_format_argv(lay)
+
+
+def test_a_kerberized_hdfs_configuration_parses_and_turns_kerberos_on(tmp_path: Path) -> None:
+    lay = _layout(tmp_path)
+    part = KerberosPart.of(ON, lay, ((9090, 9091, 0),))
+    values = {**krb_hbase_values(ON, part, lay, "pw-1"), "NAMENODE_HTTP_PORT": "9881"}
+    props: dict[str, str] = {}
+    for name in ("hdfs-core-security.xml", "hdfs-security.xml"):
+        root = ET.fromstring(f"<configuration>{render_template(infra_dir(), name, values)}</configuration>")
+        props |= {p.findtext("name") or "": p.findtext("value") or "" for p in root.iter("property")}
+    assert props["hadoop.security.authentication"] == "kerberos"
+    assert props["hadoop.http.authentication.type"] == "kerberos"
+    assert props["dfs.block.access.token.enable"] == "true" and props["dfs.http.policy"] == "HTTPS_ONLY"
+    assert props["dfs.data.transfer.protection"] == "authentication"
+    service = part.service_principal
+    assert props["dfs.namenode.kerberos.principal"] == props["dfs.datanode.kerberos.principal"] == service
+    assert props["dfs.web.authentication.kerberos.principal"] == part.http_principal
+    assert props["dfs.namenode.https-address"] == "127.0.0.1:9881"
+    for name, key in (("ssl-server.xml", "ssl.server.keystore.password"),
+                      ("ssl-client.xml", "ssl.client.truststore.password")):
+        root = ET.fromstring(render_template(infra_dir(), name, values))
+        assert {p.findtext("name"): p.findtext("value") for p in root.iter("property")}[key] == "pw-1"
+
+
+def test_webhdfs_of_a_kerberized_hdfs_is_https_with_spnego_and_no_user_name() -> None:
+    web = WebHdfs("127.0.0.1", 9881, tls=ssl.create_default_context(), negotiate=lambda: "Negotiate x")
+    assert web.base == "https://127.0.0.1:9881/webhdfs/v1"
+    assert web._url("/a b", "OPEN", noredirect="true") == ("https://127.0.0.1:9881/webhdfs/v1/a%20b?op=OPEN"
+                                                           "&noredirect=true")
+    assert "user.name=" in WebHdfs("127.0.0.1", 9881)._url("/a", "OPEN")
 
 
 def test_a_gateway_port_clash_names_both_listeners() -> None:
