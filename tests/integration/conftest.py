@@ -1,4 +1,5 @@
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -7,6 +8,15 @@ from connectors.stack.kerberos import KerberosPart
 from connectors.stack.krb_kafka import SsoListener
 from pipeline.settings import StackSettings
 from tests.integration.reader_support import design_tables
+from tests.integration.shown import SHOWN
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """The lines the tests showed (:mod:`tests.integration.shown`), past pytest's capture of passing tests."""
+    if SHOWN:
+        terminalreporter.section("shown by the tests")
+        for text in SHOWN:
+            terminalreporter.write_line(text)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

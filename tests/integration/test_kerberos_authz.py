@@ -8,7 +8,6 @@ writes every row."""
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -25,6 +24,7 @@ from pipeline.runtime.admin.tables import create_tables
 from pipeline.settings import KafkaSettings, Settings, load_settings
 
 from .secure_support import assert_order_rows, cli_env, committed, run_cli, run_until_committed, start_cli
+from .shown import show
 from .worker_support import drop_tables, order_event, order_settings, produce, write_config
 
 PARTITIONS = 2
@@ -92,7 +92,7 @@ async def test_stranger_is_refused_and_the_ingest_principal_writes_and_reads(
 
     done = run_cli("run", "-c", str(stranger), "--no-metrics", env=_env(krb), timeout=120)
     write_error = _error_line(done)
-    sys.stdout.write(f"\n[authz {transport}] stranger run: exit {done.returncode}: {write_error}\n")
+    show(f"\n[authz {transport}] stranger run: exit {done.returncode}: {write_error}\n")
     assert done.returncode == 2, done.stderr[-3000:]
     assert "HBase refused user 'stranger" in write_error and "the WRITE permission on table" in write_error, write_error
     assert any(r.table in write_error for r in settings.routes), write_error
@@ -101,7 +101,7 @@ async def test_stranger_is_refused_and_the_ingest_principal_writes_and_reads(
     scanned = run_cli("scan", "-c", str(stranger), "--route", "index", "--where", "order_number=ORD00000007",
                       "--format", "jsonl", env=_env(krb))
     read_error = _error_line(scanned)
-    sys.stdout.write(f"[authz {transport}] stranger scan: exit {scanned.returncode}: {read_error}\n")
+    show(f"[authz {transport}] stranger scan: exit {scanned.returncode}: {read_error}\n")
     assert scanned.returncode == 2, scanned.stderr[-3000:]
     assert f"the READ permission on table '{settings.routes[2].table}'" in read_error, read_error
     if transport == "sasl":
@@ -109,7 +109,7 @@ async def test_stranger_is_refused_and_the_ingest_principal_writes_and_reads(
                            ",".join(f"{p}:0" for p in range(PARTITIONS)), "--no-progress", "--no-metrics",
                            env=_env(krb))
         backfill_error = _error_line(replayed)
-        sys.stdout.write(f"[authz {transport}] stranger backfill: exit {replayed.returncode}: {backfill_error}\n")
+        show(f"[authz {transport}] stranger backfill: exit {replayed.returncode}: {backfill_error}\n")
         assert replayed.returncode == 2, replayed.stderr[-3000:]
         assert "the WRITE permission on table" in backfill_error, backfill_error
 
@@ -155,7 +155,7 @@ async def test_a_grant_revoked_mid_run_stops_the_worker_uncommitted_and_it_resum
         acl(kerberos_stack.layout, krb, "grant", Grant("ingest", ACTIONS, seller))  # the owner's rights, back
     text = out.decode()
     error = text.strip().splitlines()[-1]
-    sys.stdout.write(f"\n[authz revoke] worker: exit {proc.returncode}: {error}\n")
+    show(f"\n[authz revoke] worker: exit {proc.returncode}: {error}\n")
     assert proc.returncode == 2, text[-3000:]
     assert f"HBase refused user 'ingest': the WRITE permission on table '{seller}'" in error, error
     assert await committed(kafka_settings, settings.kafka.group_id, topic, PARTITIONS) == first

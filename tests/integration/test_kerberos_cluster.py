@@ -35,6 +35,7 @@ from pipeline.settings import FamilySpec, GatewaySpec, HBaseSettings, KafkaSetti
 
 from .fault_support import free_port, kill_9, own_stack
 from .secure_support import assert_order_rows, cli_env, committed, run_cli, start_cli
+from .shown import show
 from .worker_support import order_event, order_settings, produce, write_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
@@ -142,7 +143,7 @@ def test_zookeeper_takes_sasl_logins_and_hbase_s_znodes_are_protected(cluster: L
     unread = _zookeeper_cli(cluster, "get", "/hbase/running")  # the others: the service user's alone
     assert "Insufficient permission : /hbase/running" in unread, unread[-2000:]
     refused = _zookeeper_cli(cluster, "create", "/hbase/intruder", "x")
-    sys.stdout.write(f"\n[kerberized cluster] ZooKeeper ACL of /hbase/master: "
+    show(f"\n[kerberized cluster] ZooKeeper ACL of /hbase/master: "
                      f"{' '.join(line for line in acl.splitlines() if line.startswith((chr(39), ':')))}; "
                      f"an outsider's create under /hbase: {refused.strip().splitlines()[-1]}; its read of "
                      f"/hbase/running: {unread.strip().splitlines()[-1]}\n")
@@ -157,7 +158,7 @@ def test_a_principal_without_grants_is_refused_on_the_cluster(part: KerberosPart
     path.write_text(text.replace(f'"{part.client_keytab}"', f'"{part.stranger_keytab}"'))
     done = run_cli("tables", "create", "-c", str(path), env=_env(part))
     error = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
-    sys.stdout.write(f"\n[kerberized cluster] stranger creates a table: exit {done.returncode}: {error}\n")
+    show(f"\n[kerberized cluster] stranger creates a table: exit {done.returncode}: {error}\n")
     assert done.returncode == 2, (done.stdout + done.stderr)[-3000:]
     assert "stranger" in error and "CREATE" in error, error
 
@@ -183,7 +184,7 @@ async def test_the_native_client_writes_and_reads_at_auth_conf_on_the_cluster(
             got = dict(await native.scan_page(table, limit=1000))
             assert got == {m.row: {b"d:v": m.cells[b"d:v"]} for m in puts}
             servers = {r.server for r in await thrift.regions(table)}
-            sys.stdout.write(f"\n[kerberized cluster] native auth-conf: {len(puts)} rows written and read back "
+            show(f"\n[kerberized cluster] native auth-conf: {len(puts)} rows written and read back "
                              f"from {len(servers)} region server(s) holding its 4 regions\n")
         finally:
             await thrift.delete_table(table)
@@ -280,7 +281,7 @@ async def test_ingest_over_sasl_fails_over_between_kerberized_gateways_and_every
         ends = await end_offsets(plain, topic)
         done = await _wait_committed(plain, settings, topic, ends, proc)
         assert done == ends, f"committed {done}, ends {ends}"
-        sys.stdout.write(f"\n[kerberized cluster, Kerberized HDFS] gateway-1 and {victim} killed -9 mid-ingest: "
+        show(f"\n[kerberized cluster, Kerberized HDFS] gateway-1 and {victim} killed -9 mid-ingest: "
                          f"every offset committed {time.monotonic() - killed:.1f} s after the kills\n")
         top = run_cli("top", "--once", "--interval", "0.5", "--url", f"http://127.0.0.1:{port}/metrics",
                       env=_env(part))

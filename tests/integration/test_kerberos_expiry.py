@@ -13,7 +13,6 @@ import asyncio
 import re
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,6 +40,7 @@ from .secure_support import (
     sso_profile,
     start_cli,
 )
+from .shown import show
 from .worker_support import drop_tables, order_event
 
 #: the client principal's ticket lifetime during these tests
@@ -165,7 +165,7 @@ async def test_workers_run_across_ticket_lifetimes_over_every_transport(
     seen = tickets_per_service(short_tickets, log_start)
     renewals = {service: len(tickets) for service, tickets in sorted(seen.items())}
     retries = {mode: (m.group(1) if (m := re.search(r"retries (\d+)", out)) else "?") for mode, out in outputs.items()}
-    sys.stdout.write(f"\n[ticket expiry] lifetime_s={LIFETIME_S} run_s={ran_s:.0f} connection_cuts={cuts} "
+    show(f"\n[ticket expiry] lifetime_s={LIFETIME_S} run_s={ran_s:.0f} connection_cuts={cuts} "
                      f"events_per_worker={events} write retries per worker: {retries}; client tickets seen per "
                      f"service: {renewals}\n")
     for mode, out in outputs.items():
@@ -202,7 +202,7 @@ async def _stops_on_the_removed_keytab(proc: subprocess.Popen[bytes], keytab: Pa
     assert proc.poll() is not None, "the worker did not stop within three ticket lifetimes"
     out = proc.communicate(timeout=30)[0].decode()
     error = next((line for line in reversed(out.splitlines()) if line.startswith("error: ")), "(no error line)")
-    sys.stdout.write(f"\n[ticket expiry] keytab removed ({label}): exit {proc.returncode} after "
+    show(f"\n[ticket expiry] keytab removed ({label}): exit {proc.returncode} after "
                      f"{stopped_after:.1f} s (lifetime {LIFETIME_S} s): {error}\n")
     assert proc.returncode == 2, out[-3000:]
     assert stopped_after <= LIFETIME_S + 10, stopped_after

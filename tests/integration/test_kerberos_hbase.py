@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from .secure_support import (
     run_cli,
     run_until_committed,
 )
+from .shown import show
 from .worker_support import drop_tables, order_event, order_settings, produce, write_config
 
 EVENTS = 3000
@@ -109,7 +109,7 @@ async def test_a_keytab_without_the_principal_is_a_clear_error(krb: KerberosPart
     settings, _ = refused_setup
     path = _profile(tmp_path, settings, krb, "sasl", "wrong-keytab.toml", kerberos_keytab=f'"{krb.stranger_keytab}"')
     error = _refused(krb, path)
-    sys.stdout.write(f"\n[kerberos errors] wrong keytab: {error}\n")
+    show(f"\n[kerberos errors] wrong keytab: {error}\n")
     assert (f"the keytab {krb.stranger_keytab} holds no key of {krb.client_principal} "
             f"(it holds {krb.stranger_principal})") in error, error
 
@@ -130,7 +130,7 @@ async def test_a_principal_the_kdc_does_not_know_is_a_clear_error(krb: KerberosP
     path = _profile(tmp_path, settings, krb, "sasl", "gone.toml", kerberos_principal=f'"{gone}"',
                     kerberos_keytab=f'"{keytab}"')
     error = _refused(krb, path)
-    sys.stdout.write(f"\n[kerberos errors] principal unknown to the KDC: {error}\n")
+    show(f"\n[kerberos errors] principal unknown to the KDC: {error}\n")
     assert gone in error and "not found in Kerberos database" in error, error
 
 
@@ -138,7 +138,7 @@ async def test_a_qop_mismatch_names_both_qops(krb: KerberosPart, refused_setup: 
     settings, _ = refused_setup
     path = _profile(tmp_path, settings, krb, "sasl", "qop.toml", sasl_qop='"auth"')
     error = _refused(krb, path)
-    sys.stdout.write(f"\n[kerberos errors] QOP mismatch: {error}\n")
+    show(f"\n[kerberos errors] QOP mismatch: {error}\n")
     assert "QOP auth" in error and "auth-conf" in error, error
 
 
@@ -148,7 +148,7 @@ async def test_a_gateway_certificate_that_does_not_verify_is_a_clear_error(
     other = make_ca(tmp_path)
     path = _profile(tmp_path, settings, krb, "https", "wrong-ca.toml", tls_ca_file=f'"{other}"')
     error = _refused(krb, path)
-    sys.stdout.write(f"\n[kerberos errors] certificate: {error}\n")
+    show(f"\n[kerberos errors] certificate: {error}\n")
     assert "certificate does not verify" in error, error
 
 
@@ -165,5 +165,5 @@ async def test_no_credentials_at_all_is_a_clear_error(krb: KerberosPart, refused
     done = run_cli("run", "-c", str(path), "--no-metrics", env=env, timeout=180)
     assert done.returncode == 2, done.stderr[-3000:]
     error = done.stderr.strip().splitlines()[-1]
-    sys.stdout.write(f"\n[kerberos errors] no credentials: {error}\n")
+    show(f"\n[kerberos errors] no credentials: {error}\n")
     assert "ticket cache" in error, error

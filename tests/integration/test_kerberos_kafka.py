@@ -6,7 +6,6 @@ one ``error:`` line naming what is wrong, nothing committed)."""
 from __future__ import annotations
 
 import asyncio
-import sys
 from pathlib import Path
 
 import orjson
@@ -26,6 +25,7 @@ from .secure_support import (
     run_until_committed,
     sso_profile,
 )
+from .shown import show
 from .worker_support import drop_tables, order_event
 
 EVENTS = 200
@@ -115,5 +115,5 @@ async def test_wrong_keytab_and_bad_tokens_are_clear_errors(sso: SsoListener, ka
         assert token not in error
         assert ("expired at" in error) if label == "expired token" else ("does not hold a JWT" in error), error
         errors[label] = error
-    sys.stdout.write("\n[kafka kerberos errors] " + "\n[kafka kerberos errors] ".join(
+    show("\n[kafka kerberos errors] " + "\n[kafka kerberos errors] ".join(
         f"{k}: {v}" for k, v in errors.items()) + "\n")
