@@ -10,6 +10,7 @@ WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY pipeline pipeline
 COPY connectors connectors
+COPY devstack devstack
 COPY config config
 COPY infra infra
 COPY --from=idl /tmp/org/apache/hadoop/hbase/thrift2/hbase.thrift /opt/hbase2.thrift

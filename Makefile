@@ -129,7 +129,7 @@ stack-down:
 	$(BIN)/hbase-ingest stack down
 
 lint: install
-	$(BIN)/ruff check pipeline connectors tests bench hatch_build.py
+	$(BIN)/ruff check pipeline connectors devstack tests bench hatch_build.py
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 

@@ -25,7 +25,8 @@ import anyio
 
 from connectors.hbase import HBaseClient
 from connectors.kafka import KafkaBroker, delete_topics, end_offsets
-from connectors.stack import LocalStack
+from devstack import LocalStack
+from devstack.settings import load_stack_settings
 from pipeline.cli.logsetup import configure_logging
 from pipeline.core.examples import generate
 from pipeline.runtime.admin.tables import create_tables
@@ -83,7 +84,7 @@ async def _run(settings: Settings, hbase: HBaseClient, args: SliceArgs, rate: fl
 
 
 async def main(ns: argparse.Namespace) -> dict[str, Any]:
-    LocalStack.recorded(load_settings(None).stack).up()  # the running shape: one JVM or a cluster
+    LocalStack.recorded(load_stack_settings(None)).up()  # the running shape: one JVM or a cluster
     settings = bench_settings()
     await delete_topics(settings.kafka, [TOPIC])
     await anyio.sleep(1)

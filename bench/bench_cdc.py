@@ -30,7 +30,8 @@ from bench.profile_worker import RESULTS, _us
 from bench.worker_child import alternate, measure_worker, run_child
 from connectors.hbase import HBaseClient
 from connectors.kafka import create_topics, delete_topics, make_producer
-from connectors.stack import LocalStack
+from devstack import LocalStack
+from devstack.settings import load_stack_settings
 from pipeline.core.examples import generate
 from pipeline.runtime.admin.tables import create_tables
 from pipeline.settings import Settings, load_settings
@@ -105,7 +106,7 @@ def _run(stack: LocalStack, kind: str, topic: str, table: str, partitions: int) 
 
 
 def main(args: argparse.Namespace) -> dict[str, Any]:
-    stack = LocalStack(load_settings(None).stack)
+    stack = LocalStack(load_stack_settings(None))
     stack.up()
     run_id = uuid.uuid4().hex[:8]
     names = {kind: (f"bench-{kind}-{run_id}", f"bench_{kind}_{run_id}") for kind in ("json", "cdc")}

@@ -30,11 +30,12 @@ from bench.cpu import CpuMeter
 from bench.profile_worker import RESULTS, _us
 from bench.worker_child import alternate, measure_worker, run_child
 from connectors.hbase import HBaseClient
-from connectors.stack import LocalStack
+from devstack import LocalStack
+from devstack.settings import StackSettings
 from pipeline.core.examples import generate
 from pipeline.core.model import TopicPartition
 from pipeline.core.routes.router import Router
-from pipeline.settings import Settings, StackSettings, load_settings
+from pipeline.settings import Settings, load_settings
 
 KINDS = ("named", "dynamic")
 NAMED: dict[str, Any] = {"l:hostname": "hostname", "l:log_event": "log_event",

@@ -45,10 +45,10 @@ from functools import partial
 from pathlib import Path
 from typing import IO, Any
 
-from connectors.stack import HBASE_VERSION
-from connectors.stack.launch import gateway_argv
-from connectors.stack.processes import port_in_use, tail
-from connectors.stack.provision import ensure_launcher
+from devstack import HBASE_VERSION
+from devstack.launch import gateway_argv
+from devstack.processes import port_in_use, tail
+from devstack.provision import ensure_launcher
 
 from .bench_peer import RESULTS, PeerBench, free_port, machine, positive_ints, save
 from .cpu import cpu_seconds

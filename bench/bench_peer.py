@@ -46,7 +46,8 @@ import orjson
 from bench.cpu import hbase_cpu_seconds
 from connectors.hbase import HBaseClient
 from connectors.kafka import KafkaBroker, create_topics, delete_topics, end_offsets, make_admin
-from connectors.stack import HBASE_VERSION, KAFKA_VERSION, LocalStack
+from devstack import HBASE_VERSION, KAFKA_VERSION, LocalStack
+from devstack.settings import load_stack_settings
 from pipeline.core.examples import generate
 from pipeline.core.ingest.batcher import BatchBy
 from pipeline.core.model import Origin, TopicPartition
@@ -165,7 +166,7 @@ class PeerBench:
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
-        self.stack = LocalStack.recorded(load_settings(None).stack)  # the running shape, one JVM or a cluster
+        self.stack = LocalStack.recorded(load_stack_settings(None))  # the running shape, one JVM or a cluster
         self.tag = f"{time.strftime('%H%M%S')}_{os.getpid()}"
         self.topic = f"bench-peer-{self.tag}"
         self.dlq = f"{self.topic}-dlq"

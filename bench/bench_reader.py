@@ -85,14 +85,15 @@ import anyio
 
 from bench.cpu import children_cpu_seconds, hbase_cpu_seconds
 from connectors.hbase import HBaseClient
-from connectors.stack import LocalStack
+from devstack import LocalStack
+from devstack.settings import load_profile
 from pipeline.core.model import Mutation, MutationKind, Origin, TopicPartition
 from pipeline.rowkey import compile_rowkey
 from pipeline.rowkey.splits import split_points
 from pipeline.runtime.process.proctune import tune_process
 from pipeline.runtime.read.merge import Row, merge_batches, merge_pieces
 from pipeline.runtime.read.reader import PAGE_SIZE, PROCESS_PAGE_SIZE, Reader, ReadRow
-from pipeline.settings import ColumnSpec, FamilySpec, RouteSpec, load_settings
+from pipeline.settings import ColumnSpec, FamilySpec, RouteSpec
 
 SPEC = "[salt(host, 16)][host][_][reverse_ts(ts)]"
 #: the same rows in a time-led design: newest first is then by time across every host
@@ -300,7 +301,7 @@ async def single_scanner(hb: HBaseClient, table: str) -> tuple[float, int]:
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
-    settings = load_settings(args.config)
+    settings = load_profile(args.config)  # the worker's settings, [stack] validated
     tune_process(settings.runtime)  # as `hbase-ingest scan` does; HBASE_INGEST_RUNTIME__CPU_AFFINITY='[1]' pins
     FullScan.stack = LocalStack.recorded(settings.stack)
     table = f"bench_reader_{args.rows}"

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
-from connectors.stack import HBASE_VERSION, KAFKA_VERSION
+from devstack import HBASE_VERSION, KAFKA_VERSION
 from pipeline.core.examples import generate
 from pipeline.core.ingest.batcher import BatchBy
 

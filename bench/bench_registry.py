@@ -30,13 +30,14 @@ from bench.cpu import CpuMeter
 from bench.profile_worker import RESULTS, _us
 from bench.worker_child import alternate, measure_worker, run_child
 from connectors.registry import RegistryClient
-from connectors.stack import LocalStack
+from devstack import LocalStack
+from devstack.settings import StackSettings
 from pipeline.core.avro_examples import AVRO_EXAMPLES, avro_writer
 from pipeline.core.examples import generate
 from pipeline.core.records.decode import loads
 from pipeline.core.records.schemas import RegisteredSchema, SchemaCache, registry_decoder
 from pipeline.core.records.wire import frame
-from pipeline.settings import Settings, StackSettings, load_settings
+from pipeline.settings import Settings, load_settings
 
 KINDS = ("json", "avro")
 

@@ -49,7 +49,8 @@ from bench.bench_worker import bench_settings
 from bench.cpu import cpu_seconds
 from connectors.hbase import HBaseClient
 from connectors.kafka import KafkaBroker, create_topics, delete_topics, end_offsets
-from connectors.stack import LocalStack
+from devstack import LocalStack
+from devstack.settings import load_stack_settings
 from pipeline.core.examples import generate
 from pipeline.core.model import TopicPartition
 from pipeline.runtime.admin.tables import create_tables, describe_table
@@ -234,7 +235,7 @@ def _summary(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
-    stack = LocalStack.recorded(load_settings(None).stack)  # HBASE_INGEST_STACK__* as the CLI reads them
+    stack = LocalStack.recorded(load_stack_settings(None))  # HBASE_INGEST_STACK__* as the CLI reads them
     topo = stack.topology()
     if topo.mode != "cluster" or len(topo.region_server_ports) < 2 or len(stack.gateways) < 2:
         raise SystemExit("bench_scale_out needs the local cluster: `hbase-ingest stack down` then "

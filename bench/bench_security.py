@@ -29,12 +29,13 @@ from bench.profile_worker import RESULTS, _us
 from bench.worker_child import alternate, measure_worker, run_child
 from connectors.hbase import HBaseClient
 from connectors.kafka import delete_topics
-from connectors.stack import LocalStack
-from connectors.stack.kerberos import KerberosPart
-from connectors.stack.krb_client import GatewayKind, hbase_keys
+from devstack import LocalStack
+from devstack.kerberos import KerberosPart
+from devstack.krb_client import GatewayKind, hbase_keys
+from devstack.settings import StackSettings
 from pipeline.core.examples import generate
 from pipeline.runtime.admin.tables import create_tables
-from pipeline.settings import Settings, StackSettings, load_settings
+from pipeline.settings import Settings, load_settings
 
 KINDS = ("plain", "sasl", "https")
 

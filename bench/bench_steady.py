@@ -114,11 +114,12 @@ from bench.profile_worker import RESULTS, _us
 from bench.worker_child import _summary
 from connectors.hbase import HBaseClient
 from connectors.kafka import KafkaBroker, create_topics, end_offsets
-from connectors.stack import LocalStack
+from devstack import LocalStack
+from devstack.settings import StackSettings
 from pipeline.core.examples import generate
 from pipeline.core.model import TopicPartition
 from pipeline.runtime.process.proctune import tune_process
-from pipeline.settings import Settings, StackSettings
+from pipeline.settings import Settings
 
 __all__ = ["FLINK", "KINDS", "Line", "Progress", "Window", "flink_settings", "latency_summary", "parse_kinds",
            "parse_line", "settings_for", "source_consuming"]

@@ -35,7 +35,8 @@ from connectors.hbase import HBaseClient
 from connectors.kafka import KafkaBroker, create_topics, delete_topics, end_offsets, make_consumer
 from connectors.kafka import TopicPartition as KafkaTP
 from connectors.kafka.records import DECODED_RECORDS
-from connectors.stack import LocalStack
+from devstack import LocalStack
+from devstack.settings import load_stack_settings
 from pipeline.core.examples import generate
 from pipeline.core.model import Origin, TopicPartition
 from pipeline.core.routes.router import Router
@@ -178,7 +179,7 @@ async def _child(partitions: int) -> dict[str, Any]:
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
-    stack = LocalStack.recorded(load_settings(None).stack)  # the running shape: one JVM or a cluster
+    stack = LocalStack.recorded(load_stack_settings(None))  # the running shape: one JVM or a cluster
     stack.up()
     cpu: dict[str, dict[str, float]] = {}
     settings = bench_settings(args.partitions)

@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.profile_worker import RESULTS, _drop, _names, _produce, _settings, _summary, end_to_end
-from connectors.stack import LocalStack
+from devstack import LocalStack
+from devstack.settings import load_stack_settings
 from pipeline.runtime.process.proctune import tune_process
-from pipeline.settings import load_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 _FIGURES = ("worker_us_per_event", "hbase_jvm_us_per_event", "events_per_s")
@@ -59,7 +59,7 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
     current = _git("rev-parse", "HEAD")
     # changes to the results and the docs do not change what runs
     dirty = bool(_git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!bench/results", ":!docs"))
-    stack = LocalStack.recorded(load_settings(None).stack)
+    stack = LocalStack.recorded(load_stack_settings(None))
     stack.up()
     topic, table = _names(uuid.uuid4().hex[:8])
     settings = _settings(topic, table, args.partitions)

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from connectors.stack import LocalStack
+from devstack import LocalStack
 
 __all__ = ["CpuMeter", "children_cpu_seconds", "cpu_seconds", "hbase_cpu_seconds", "status_mb"]
 

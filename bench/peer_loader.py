@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from connectors.stack.launch import HBASE_JDK17
+from devstack.launch import HBASE_JDK17
 
 __all__ = ["LOADER_JDK_FLAGS", "Row", "encode_rows", "loader_command", "run_loader"]
 

@@ -5,7 +5,7 @@ job (``infra/flink/FlinkPeerJob.java``) compiled once against them.
 
 The cache folders are ``<cache>/flume-<version>/lib``, ``<cache>/flink-<version>/lib-<pom digest>``
 and ``<cache>/flink-<version>/job-<source and pom digest>`` (the cache root is the stack's, see
-:mod:`connectors.stack.layout`; a digest in the name means an edited pom or source is resolved or
+:mod:`devstack.layout`; a digest in the name means an edited pom or source is resolved or
 compiled afresh). Each counts only once its ``.complete`` marker exists, so an interrupted download
 or build is redone rather than half-used.
 """
@@ -17,7 +17,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from connectors.stack.layout import StackLayout
+from devstack.layout import StackLayout
 
 from .peer_flink import FLINK_VERSION, flink_classpath
 from .peer_flume import FLUME_VERSION, merge_classpath

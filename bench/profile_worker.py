@@ -75,7 +75,8 @@ from bench.cpu import CpuMeter, hbase_cpu_seconds
 from connectors.hbase import HBaseClient, putwire
 from connectors.hbase.putwire import encode_put_multiple, encode_python, thriftpy2_message, tputs
 from connectors.hbase.thrift2 import load_idl
-from connectors.stack import LocalStack
+from devstack import LocalStack
+from devstack.settings import load_stack_settings
 from pipeline.core.examples import generate
 from pipeline.core.ingest.batcher import Batch, RegionBatcher
 from pipeline.core.ingest.offsets import OffsetTracker
@@ -85,7 +86,7 @@ from pipeline.core.routes import router as routing
 from pipeline.core.routes.router import Router, loads
 from pipeline.rowkey.splits import split_points
 from pipeline.runtime.process.proctune import tune_process
-from pipeline.settings import Settings, load_settings
+from pipeline.settings import Settings
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ENCODERS = ("thriftpy2", "direct")  # the order of the first alternation
@@ -359,7 +360,7 @@ def against_previous(previous: dict[str, Any], stages: dict[str, Any], e2e: dict
 
 
 def main(args: argparse.Namespace) -> dict[str, Any]:
-    stack = LocalStack.recorded(load_settings(None).stack)  # the running shape: one JVM or a cluster
+    stack = LocalStack.recorded(load_stack_settings(None))  # the running shape: one JVM or a cluster
     stack.up()
     topic, table = _names(uuid.uuid4().hex[:8])
     settings = _settings(topic, table, args.partitions)

@@ -17,7 +17,7 @@
 //       one gateway of a Kerberized cluster: the same six gateways, without the master, its SASL ones
 //       with QOP <qop> (auth, auth-int or auth-conf).
 //   HBaseStack.java acl <grant|revoke> <user> <actions> <@namespace|table>
-//       a grant to (or revoke from) <user> on the Kerberized HBase (connectors/stack/krb_authz.py): logs in
+//       a grant to (or revoke from) <user> on the Kerberized HBase (devstack/krb_authz.py): logs in
 //       from the master's keytab (the superuser), calls the AccessController, exits 0 once HBase applied it.
 //       <actions> is a subset of RWXCA (read, write, exec, create, admin).
 //

@@ -9,9 +9,10 @@ may be given as a JSON object (``HBASE_INGEST_HBASE='{"host": "h", "port": 9090}
 over the file's (a variable naming one key wins over the section's object). Tables and routes come
 from the TOML file only: ``HBASE_INGEST_TABLES`` and ``HBASE_INGEST_ROUTES`` are refused. Every other
 ``HBASE_INGEST_*`` variable must name a setting (a misspelt one is an error suggesting the intended
-name), except the few the project reads itself (:data:`NON_SETTING_VARIABLES`). Every wrong variable
-is named in one :class:`~pipeline.errors.ConfigError`; a value that is not valid JSON is not echoed
-(it may hold a secret).
+name), except the few the project reads itself (:data:`NON_SETTING_VARIABLES`). An open section (a
+mapping the worker does not read: ``[stack]``, which ``devstack.settings`` types and checks) takes any
+key, its value as given. Every wrong variable is named in one :class:`~pipeline.errors.ConfigError`;
+a value that is not valid JSON is not echoed (it may hold a secret).
 
 The sections and their keys are those of the settings model handed in (``settings_cls``, the
 :class:`~pipeline.settings.Settings` class): this module does not import :mod:`pipeline.settings`,
@@ -44,9 +45,9 @@ ENV_NESTED_DELIMITER = "__"
 
 #: ``HBASE_INGEST_*`` variables that are not settings: the project reads them itself.
 NON_SETTING_VARIABLES = frozenset({
-    "HBASE_INGEST_CACHE",  # connectors.stack.layout: the download cache folder
-    "HBASE_INGEST_STATE",  # connectors.stack.layout: the local stack's state folder
-    "HBASE_INGEST_INFRA",  # connectors.stack.layout: the infra folder (poms, config templates)
+    "HBASE_INGEST_CACHE",  # connectors.hbase.thrift2_idl, devstack.layout: the download cache folder
+    "HBASE_INGEST_STATE",  # devstack.layout: the local stack's state folder
+    "HBASE_INGEST_INFRA",  # devstack.layout: the infra folder (poms, config templates)
     "HBASE_INGEST_THRIFT2_IDL",  # connectors.hbase.thrift2_idl: the Thrift2 IDL file or jar (the Dockerfile sets it)
     "HBASE_INGEST_MAVEN_REPO",  # connectors.hbase.thrift2_idl: where a missing IDL's jar is downloaded from
     "HBASE_INGEST_PURE_PYTHON",  # pipeline.compiled: 1 = no compiled part is used
@@ -88,12 +89,17 @@ def _json_kind(info: FieldInfo) -> str | None:
     return None
 
 
-def _sections(settings_cls: type[BaseModel]) -> dict[str, type[BaseModel]]:
-    """The sections of ``settings_cls`` an environment variable may set, by name."""
-    out: dict[str, type[BaseModel]] = {}
+def _sections(settings_cls: type[BaseModel]) -> dict[str, type[BaseModel] | None]:
+    """The sections of ``settings_cls`` an environment variable may set, by name: a section's model, or
+    None for an open section (a mapping, such as the worker's ``[stack]``: any key, its value as given)."""
+    out: dict[str, type[BaseModel] | None] = {}
     for name, info in settings_cls.model_fields.items():
-        if name not in FILE_ONLY and is_model(info.annotation):
+        if name in FILE_ONLY:
+            continue
+        if is_model(info.annotation):
             out[name] = info.annotation
+        elif get_origin(info.annotation) is dict:
+            out[name] = None
     return out
 
 
@@ -101,7 +107,8 @@ def _variable_names(settings_cls: type[BaseModel]) -> list[str]:
     names = sorted(NON_SETTING_VARIABLES)
     for section, model in _sections(settings_cls).items():
         names.append(f"{ENV_PREFIX}{section.upper()}")
-        names += [f"{ENV_PREFIX}{section.upper()}{ENV_NESTED_DELIMITER}{key.upper()}" for key in model.model_fields]
+        keys = model.model_fields if model is not None else ()
+        names += [f"{ENV_PREFIX}{section.upper()}{ENV_NESTED_DELIMITER}{key.upper()}" for key in keys]
     return names
 
 
@@ -163,23 +170,29 @@ def read_environment(environ: Mapping[str, str], settings_cls: type[BaseModel]) 
             problems.append(f"{var}: {path[0]} come from the TOML config file only ([[{path[0]}]] blocks), "
                             f"not from the environment; unset {var}")
             continue
-        model = sections.get(path[0])
+        if path[0] not in sections:
+            problems.append(_unknown_variable(var, settings_cls))
+            continue
+        model = sections[path[0]]
         info = model.model_fields.get(path[1]) if model is not None and len(path) == 2 else None
-        if model is None or (len(path) == 2 and info is None) or len(path) > 2:
+        if (model is not None and len(path) == 2 and info is None) or len(path) > 2:
             problems.append(_unknown_variable(var, settings_cls))
             continue
         if path in seen:
             problems.append(f"{var}: the same setting as {seen[path]}; set only one of them")
             continue
         seen[path] = var
-        if info is None:  # a whole section, as a JSON object
-            value, problem = _parse_json(var, raw, "object", _example(model, None))
+        if len(path) == 1:  # a whole section, as a JSON object
+            value, problem = _parse_json(var, raw, "object", _example(model, None) if model else "'{\"key\": ...}'")
             if problem is not None:
                 problems.append(problem)
                 continue
             env.values.setdefault(path[0], {}).update(value)
             env.origins.update({(path[0], str(key)): var for key in value})
             env.origins[path] = var
+            continue
+        if info is None:  # a key of an open section: its value as given, for whoever reads the section
+            nested.append((var, path[0], path[1], raw))
             continue
         kind = _json_kind(info)
         if kind is None:

@@ -7,9 +7,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from connectors.stack import LocalStack
-from connectors.stack.secure import SecureListener
-from pipeline.settings import HBaseSettings, KafkaSettings, StackSettings
+from devstack import LocalStack
+from devstack.secure import SecureListener
+from devstack.settings import StackSettings
+from pipeline.settings import HBaseSettings, KafkaSettings
 
 
 @pytest.fixture(scope="session")

@@ -32,8 +32,8 @@ from connectors.hbase.native.locate import meta_location, table_regions
 from connectors.hbase.native.messages import scan_next, scan_open
 from connectors.hbase.native.multi import build_multi, encode_batch
 from connectors.hbase.native.wire import hello
-from connectors.stack import LocalStack
-from connectors.stack.layout import HBASE_VERSION
+from devstack import LocalStack
+from devstack.layout import HBASE_VERSION
 from pipeline.core.model import Mutation, MutationKind, Origin, TopicPartition
 from pipeline.settings import FamilySpec, HBaseSettings
 

@@ -41,14 +41,23 @@ from pipeline.errors import ConfigError
 
 __all__ = [
     "DEFAULT_MAVEN_REPO",
+    "HBASE_THRIFT_VERSION",
+    "HBASE_VERSION",
     "IDL_ENV",
     "IDL_MEMBER",
     "REPO_ENV",
     "THRIFT_JAR_SHA256",
+    "default_cache_dir",
     "extract_idl",
     "resolve_idl",
+    "thrift2_idl_path",
     "thrift_jar_url",
 ]
+
+# Pinned to what Maven Central serves: hbase-thrift exists there only as 2.6.1 (see infra/hbase/pom.xml).
+# The local stack (devstack) runs this release too and extracts its IDL into the same cache.
+HBASE_VERSION = "2.6.1-hadoop3"
+HBASE_THRIFT_VERSION = "2.6.1"
 
 IDL_ENV = "HBASE_INGEST_THRIFT2_IDL"
 REPO_ENV = "HBASE_INGEST_MAVEN_REPO"
@@ -67,10 +76,22 @@ _HOW = (f"set {IDL_ENV} to an hbase.thrift file or to your HBase's lib/hbase-thr
         "to a reachable Maven repository")
 
 
+def default_cache_dir() -> Path:
+    """The download cache (the IDL here; the local stack's jars too): ``$HBASE_INGEST_CACHE``, else
+    ``$XDG_CACHE_HOME/hbase-ingest``, else ``~/.cache/hbase-ingest``."""
+    if env := os.environ.get("HBASE_INGEST_CACHE"):
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "hbase-ingest"
+
+
+def thrift2_idl_path(cache: Path) -> Path:
+    """Where ``cache`` keeps the Thrift2 IDL (``stack up`` extracts it there; so does a download)."""
+    return cache / f"hbase-{HBASE_VERSION}" / "hbase2.thrift"
+
+
 def thrift_jar_url(repo: str) -> str:
     """The ``hbase-thrift`` jar's URL in a Maven repository laid out like Central."""
-    from connectors.stack.layout import HBASE_THRIFT_VERSION  # see resolve_idl
-
     name = f"hbase-thrift-{HBASE_THRIFT_VERSION}.jar"
     return f"{repo.rstrip('/')}/org/apache/hbase/hbase-thrift/{HBASE_THRIFT_VERSION}/{name}"
 
@@ -148,8 +169,6 @@ def _download(url: str, *, expect_sha256: str, max_bytes: int, timeout_s: float)
 
 
 def _pinned_sha256() -> str:
-    from connectors.stack.layout import HBASE_THRIFT_VERSION  # see resolve_idl
-
     try:
         return THRIFT_JAR_SHA256[HBASE_THRIFT_VERSION]
     except KeyError:
@@ -159,10 +178,7 @@ def _pinned_sha256() -> str:
 
 def resolve_idl(env: Mapping[str, str] | None = None, cache: Path | None = None) -> Path:
     """The path of a Thrift2 IDL file, from the first source that has one (module docstring).
-    ``env`` defaults to ``os.environ``, ``cache`` to the stack's cache folder."""
-    # imported here: the stack package imports this one (provisioning, readiness), not the reverse
-    from connectors.stack.layout import default_cache_dir, thrift2_idl_path
-
+    ``env`` defaults to ``os.environ``, ``cache`` to :func:`default_cache_dir`."""
     env = os.environ if env is None else env
     cache = default_cache_dir() if cache is None else cache
     if value := env.get(IDL_ENV):

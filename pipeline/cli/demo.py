@@ -20,8 +20,8 @@ from rich.table import Table
 
 from connectors.hbase import HBaseClient
 from connectors.kafka import KafkaBroker, delete_topics, end_offsets
-from connectors.stack import LocalStack
 from pipeline.cli.console import output_console
+from pipeline.cli.errors import check_devstack
 from pipeline.cli.logsetup import configure_logging
 from pipeline.core.examples import EXAMPLES, generate
 from pipeline.core.model import TopicPartition
@@ -33,7 +33,7 @@ from pipeline.runtime.process.proctune import tune_process
 from pipeline.runtime.produce import produce_events
 from pipeline.runtime.read.reader import Reader
 from pipeline.runtime.read.rows import compile_row_decoder
-from pipeline.settings import Settings, load_settings
+from pipeline.settings import Settings
 
 __all__ = ["DEMO_CONFIG", "register"]
 
@@ -136,7 +136,11 @@ def demo(count: int = typer.Option(5000, "--count", "-n", min=1, help="events pe
          partitions: int = typer.Option(8, min=1, help="partitions of each demo topic"),
          config: Path = typer.Option(DEMO_CONFIG, "--config", "-c")) -> None:
     """Run the whole pipeline on embedded defaults against the local stack."""
-    settings = load_settings(config)
+    check_devstack("hbase-ingest demo")
+    from devstack import LocalStack  # the local stack, a test bed: imported when the demo runs
+    from devstack.settings import load_profile
+
+    settings = load_profile(config)
     configure_logging("WARNING", settings.logging.format)
     tune_process(settings.runtime)
     stack = LocalStack(settings.stack)

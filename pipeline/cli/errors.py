@@ -11,6 +11,7 @@ The ``check_*`` helpers validate option values up front and raise
 
 from __future__ import annotations
 
+import importlib.util
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,6 +25,7 @@ from pipeline.rowkey.codecs import JAVA_LONG_MAX, JAVA_LONG_MIN
 
 __all__ = [
     "LOG_LEVELS",
+    "check_devstack",
     "check_log_level",
     "check_not_empty",
     "check_rate",
@@ -135,3 +137,11 @@ def check_time_range(start: int, stop: int, options: tuple[str, str] = ("--from"
         raise ConfigError(f"{options[0]} {start} is not before {options[1]} {stop}: the range "
                           f"[{options[0]}, {options[1]}) is empty (the end is exclusive)")
     return start, stop
+
+
+def check_devstack(what: str) -> None:
+    """Raise :class:`ConfigError` unless the local stack's package (``devstack``) can be imported:
+    ``what`` (a command) starts or reads the local stack, a test bed the worker itself never needs."""
+    if importlib.util.find_spec("devstack") is None:
+        raise ConfigError(f"{what} needs the local test stack (the devstack package), which comes with a source "
+                          "checkout of hbase-ingest and with its wheel; it is not installed here")

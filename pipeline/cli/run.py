@@ -15,7 +15,15 @@ import typer
 from connectors.hbase import HBaseClient
 from connectors.kafka import KafkaBroker
 from connectors.registry import RegistryClient, open_registry
-from pipeline.cli.errors import LOG_LEVELS, check_log_level, check_not_empty, check_rate, check_topic, error_leaves
+from pipeline.cli.errors import (
+    LOG_LEVELS,
+    check_devstack,
+    check_log_level,
+    check_not_empty,
+    check_rate,
+    check_topic,
+    error_leaves,
+)
 from pipeline.cli.logsetup import LOG_FORMAT_HELP, STDERR, check_log_format, configure_logging, tell
 from pipeline.cli.metrics_address import METRICS_HOST_HELP, METRICS_PORT_HELP, with_metrics_address
 from pipeline.cli.signals import EXIT_INTERRUPTED, stop_on_signals
@@ -153,13 +161,15 @@ def produce(example: str = typer.Option(..., "--example", "-e", help=f"one of: {
     check_rate(rate)
     check_topic(topic)
     settings = load_settings(config)
+    url = settings.registry.url
+    if value_format == "avro" and url is None:
+        url = _local_registry_url(config)
     target = EXAMPLES[example][0] if topic is None else topic
     kafka = KafkaBroker(settings.kafka)
 
     async def send() -> tuple[int, str]:
         if value_format == "json":
             return await produce_events(kafka, target, events, partitions=partitions, rate=rate), ""
-        url = settings.registry.url or f"http://127.0.0.1:{settings.stack.registry_port}/apis/ccompat/v7"
         registry = RegistryClient(settings.registry.model_copy(update={"url": url}))
         try:
             ident = await registry.register(f"{target}-value", orjson.dumps(AVRO_EXAMPLES[example]).decode())
@@ -171,6 +181,14 @@ def produce(example: str = typer.Option(..., "--example", "-e", help=f"one of: {
         return sent, f" as Avro (schema id {ident} in {url})"
     sent, how = anyio.run(send)
     STDERR.print(f"produced {sent} {example} events to {target!r}{how}")
+
+
+def _local_registry_url(config: Path | None) -> str:
+    """The schema registry of the local stack (``stack up --registry``; ``[stack] registry_port``)."""
+    check_devstack("produce --format avro without [registry] url")
+    from devstack.settings import load_stack_settings  # the local stack, a test bed: imported when asked for
+
+    return f"http://127.0.0.1:{load_stack_settings(config).registry_port}/apis/ccompat/v7"
 
 
 def register(app: typer.Typer) -> None:

@@ -1,8 +1,14 @@
-"""``hbase-ingest stack up | status | down``."""
+"""``hbase-ingest stack up | status | down``.
+
+The local stack is a test bed, not part of the worker: its package, ``devstack``, is imported by
+the commands when they run (:func:`~pipeline.cli.errors.check_devstack` says so when it is missing),
+never when the CLI is loaded.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from pydantic import ValidationError
@@ -10,16 +16,14 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from connectors.stack import LocalStack, StackStatus
-from connectors.stack.connect import CONNECTOR_NAME
-from connectors.stack.krb_kafka import KERBEROS_USER, OAUTH_SUBJECT
-from connectors.stack.layout import APICURIO_VERSION, DEBEZIUM_VERSION
-from connectors.stack.pgserver import CDC_USER, DATABASE, POSTGRES_MAJOR, captured_tables
-from connectors.stack.secure import GROUP_PREFIX, OTHER_USER, TOPIC_PREFIX, WORKER_USER
 from pipeline.cli.console import output_console
+from pipeline.cli.errors import check_devstack
 from pipeline.cli.logsetup import quiet_kafka_repeats
 from pipeline.errors import ConfigError
-from pipeline.settings import StackSettings, load_settings
+
+if TYPE_CHECKING:
+    from devstack import LocalStack, StackStatus
+    from devstack.settings import StackSettings
 
 __all__ = ["stack_app"]
 
@@ -71,7 +75,10 @@ KerberosOpt = typer.Option(
 def _settings(config: Path | None, region_servers: int | None, gateways: int | None,
               secure: bool = False, cdc: bool = False, hdfs: bool = False, registry: bool = False,
               kerberos: bool = False) -> StackSettings:
-    base = load_settings(config).stack
+    check_devstack("hbase-ingest stack")
+    from devstack.settings import StackSettings, load_stack_settings
+
+    base = load_stack_settings(config)
     shape: dict[str, object] = {
         k: v for k, v in (("region_servers", region_servers), ("gateways", gateways)) if v is not None}
     if secure:
@@ -95,7 +102,11 @@ def _settings(config: Path | None, region_servers: int | None, gateways: int | N
 
 def _recorded(config: Path | None) -> LocalStack:
     """The stack the last ``up`` started in the configured state folder (its shape included)."""
-    return LocalStack.recorded(load_settings(config).stack)
+    check_devstack("hbase-ingest stack")
+    from devstack import LocalStack
+    from devstack.settings import load_stack_settings
+
+    return LocalStack.recorded(load_stack_settings(config))
 
 
 def _print_deaths(stack_dead: list[str]) -> None:
@@ -115,7 +126,10 @@ def up(config: Path | None = ConfigOpt, region_servers: int | None = RegionServe
     With --registry: also Apicurio Registry, ready once a schema is registered and read back by its id.
     With --kerberos: also a KDC and a Kerberized HBase, ready once a ticket is issued from a keytab and
     each of its six Thrift gateways answers a call (SASL and SPNEGO as the client principal)."""
-    stack = LocalStack(_settings(config, region_servers, gateways, secure, cdc, hdfs, registry, kerberos))
+    settings = _settings(config, region_servers, gateways, secure, cdc, hdfs, registry, kerberos)
+    from devstack import LocalStack
+
+    stack = LocalStack(settings)
     quiet_kafka_repeats()  # the probes retry a broker that is starting: only the outcome is reported
     report = stack.up()
     _print_deaths([d.describe() + "\n  (restarted by this `stack up`)" for d in report.died])
@@ -153,6 +167,8 @@ def _print_secure(stack: LocalStack) -> None:
     if not stack.secure:
         _console.print("secured listener: none (plaintext only; `stack up --secure` adds SASL_SSL)")
         return
+    from devstack.secure import GROUP_PREFIX, OTHER_USER, TOPIC_PREFIX, WORKER_USER
+
     lst = stack.secure_listener
     _console.print(f"secured listener: SASL_SSL {lst.bootstrap} (SCRAM-SHA-512; plaintext stays on {stack.bootstrap})",
                    soft_wrap=True)
@@ -188,6 +204,9 @@ def _print_kerberos(stack: LocalStack) -> None:
 
 def _print_sso(stack: LocalStack) -> None:
     """Kafka's GSSAPI/OAUTHBEARER listener: port, mechanisms, principals (never a secret)."""
+    from devstack.krb_kafka import KERBEROS_USER, OAUTH_SUBJECT
+    from devstack.secure import WORKER_USER
+
     lst = stack.sso_listener
     if lst is None or not stack.sso:
         return
@@ -200,6 +219,8 @@ def _print_sso(stack: LocalStack) -> None:
 
 def _print_registry(stack: LocalStack) -> None:
     """Where the schema registry's Confluent-compatible API answers, and where it keeps its schemas."""
+    from devstack.layout import APICURIO_VERSION
+
     url = stack.registry_url
     if url is not None:
         _console.print(f"schema registry: {url} (Apicurio Registry {APICURIO_VERSION}, Confluent-compatible API; "
@@ -209,6 +230,10 @@ def _print_registry(stack: LocalStack) -> None:
 def _print_cdc(stack: LocalStack) -> None:
     """Where PostgreSQL and Kafka Connect listen, who logs in (a password file's path, never its
     contents), and which table goes to which topic."""
+    from devstack.connect import CONNECTOR_NAME
+    from devstack.layout import DEBEZIUM_VERSION
+    from devstack.pgserver import CDC_USER, DATABASE, POSTGRES_MAJOR, captured_tables
+
     cdc = stack.cdc
     if cdc is None:
         return
@@ -240,6 +265,9 @@ def status(config: Path | None = ConfigOpt) -> None:
     """Show the state folder, every process (state, pid, memory, ports, log), any server that died and
     the log lines that say why, and whether the stack answers real round trips."""
     stack = _recorded(config)
+    from devstack.layout import APICURIO_VERSION, DEBEZIUM_VERSION
+    from devstack.pgserver import POSTGRES_MAJOR
+
     st = stack.status()
     cdc = f", PostgreSQL {POSTGRES_MAJOR}, Debezium {DEBEZIUM_VERSION}" if stack.cdc is not None else ""
     registry = f", Apicurio Registry {APICURIO_VERSION}" if stack.registry_url is not None else ""

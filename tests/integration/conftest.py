@@ -3,10 +3,10 @@ from typing import Any
 
 import pytest
 
-from connectors.stack import LocalStack
-from connectors.stack.kerberos import KerberosPart
-from connectors.stack.krb_kafka import SsoListener
-from pipeline.settings import StackSettings
+from devstack import LocalStack
+from devstack.kerberos import KerberosPart
+from devstack.krb_kafka import SsoListener
+from devstack.settings import StackSettings
 from tests.integration.reader_support import design_tables
 from tests.integration.shown import SHOWN
 

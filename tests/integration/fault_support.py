@@ -30,10 +30,11 @@ import orjson
 from connectors.hbase.thrift2 import load_idl, open_client
 from connectors.kafka import TopicPartition as KafkaTP
 from connectors.kafka import make_consumer, make_producer
-from connectors.stack import LocalStack
-from connectors.stack.launch import HBASE_JDK17
-from connectors.stack.layout import infra_dir
-from pipeline.settings import HBaseClientKind, HBaseSettings, Settings, StackSettings, load_settings
+from devstack import LocalStack
+from devstack.launch import HBASE_JDK17
+from devstack.layout import infra_dir
+from devstack.settings import StackSettings
+from pipeline.settings import HBaseClientKind, HBaseSettings, Settings, load_settings
 
 from .worker_support import TEST_FETCH, expected_cells
 

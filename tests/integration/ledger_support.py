@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from connectors.stack.webhdfs import WebHdfs
+from devstack.webhdfs import WebHdfs
 
 _STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d),(\d{3}) ")
 

@@ -11,7 +11,7 @@ import anyio
 import orjson
 
 from connectors.hbase import HBaseClient
-from connectors.stack import LocalStack
+from devstack import LocalStack
 from pipeline.core.model import Mutation, MutationKind, Origin, TopicPartition
 from pipeline.rowkey import RowKey, compile_rowkey
 from pipeline.rowkey.splits import split_points

@@ -12,9 +12,9 @@ from pathlib import Path
 
 from connectors.hbase import HBaseClient
 from connectors.kafka import TopicPartition, make_consumer
-from connectors.stack.kerberos import KerberosPart
-from connectors.stack.krb_kafka import SsoListener
-from connectors.stack.secure import GROUP_PREFIX, TOPIC_PREFIX, WORKER_USER, SecureListener
+from devstack.kerberos import KerberosPart
+from devstack.krb_kafka import SsoListener
+from devstack.secure import GROUP_PREFIX, TOPIC_PREFIX, WORKER_USER, SecureListener
 from pipeline.settings import KafkaSettings, Settings, load_settings
 
 from .worker_support import expected_cells, order_event, order_settings, write_config

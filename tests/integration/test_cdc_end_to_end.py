@@ -29,8 +29,8 @@ from anyio.to_thread import run_sync
 
 from connectors.hbase import HBaseClient
 from connectors.kafka import KafkaBroker, end_offsets, make_consumer
-from connectors.stack import LocalStack
-from connectors.stack.connect import connector_properties
+from devstack import LocalStack
+from devstack.connect import connector_properties
 from pipeline.core.model import TopicPartition
 from pipeline.runtime.admin.tables import create_tables
 from pipeline.runtime.ingest.deadletter import HEADER_PREFIX

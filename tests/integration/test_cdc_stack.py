@@ -14,9 +14,9 @@ from typing import Any
 import orjson
 
 from connectors.kafka import TopicPartition, end_offsets, make_consumer, partitions
-from connectors.stack import LocalStack
-from connectors.stack.cdc import CdcServers
-from connectors.stack.pgserver import DATABASE, SlotRecord
+from devstack import LocalStack
+from devstack.cdc import CdcServers
+from devstack.pgserver import DATABASE, SlotRecord
 from pipeline.errors import KafkaError
 from pipeline.settings import KafkaSettings
 

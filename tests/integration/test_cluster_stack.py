@@ -17,9 +17,9 @@ import happybase
 import pytest
 
 from connectors.hbase.thrift2 import load_idl, open_client
-from connectors.stack import LocalStack
-from connectors.stack.readiness import hbase_round_trip
-from pipeline.settings import StackSettings
+from devstack import LocalStack
+from devstack.readiness import hbase_round_trip
+from devstack.settings import StackSettings
 
 from .fault_support import own_stack
 

@@ -24,7 +24,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from connectors.hbase import HBaseClient
 from connectors.kafka import KafkaBroker, create_topics
 from connectors.registry import RegistryClient
-from connectors.stack import LocalStack
+from devstack import LocalStack
 from pipeline.runtime.admin.tables import create_tables
 from pipeline.runtime.ingest.worker import Worker
 from pipeline.settings import load_settings

@@ -35,9 +35,10 @@ from anyio.to_thread import run_sync
 
 from connectors.hbase import HBaseClient
 from connectors.kafka import make_producer
-from connectors.stack import LocalStack
+from devstack import LocalStack
+from devstack.settings import StackSettings
 from pipeline.rowkey import compile_rowkey
-from pipeline.settings import HBaseSettings, Settings, StackSettings, load_settings
+from pipeline.settings import HBaseSettings, Settings, load_settings
 
 from .fault_support import WorkerProcess, committed_offsets, kill_9, own_stack, scan_versions, up_until_ok
 from .ledger_support import (

@@ -21,8 +21,8 @@ import pytest
 from anyio.to_thread import run_sync
 
 from connectors.hbase import HBaseClient
-from connectors.stack import LocalStack
-from connectors.stack.readiness import hbase_round_trip
+from devstack import LocalStack
+from devstack.readiness import hbase_round_trip
 from pipeline.settings import HBaseClientKind, Settings
 
 from .fault_support import (

@@ -39,9 +39,10 @@ import pytest
 from anyio.to_thread import run_sync
 
 from connectors.hbase import HBaseClient
-from connectors.stack import LocalStack
-from connectors.stack.processes import port_in_use
-from pipeline.settings import HBaseClientKind, Settings, StackSettings
+from devstack import LocalStack
+from devstack.processes import port_in_use
+from devstack.settings import StackSettings
+from pipeline.settings import HBaseClientKind, Settings
 
 from .fault_support import (
     WorkerProcess,

@@ -19,13 +19,14 @@ import structlog
 
 from connectors.hbase import HBaseClient
 from connectors.hbase.thrift2 import load_idl, open_client
-from connectors.stack import LocalStack
+from devstack import LocalStack
+from devstack.settings import StackSettings
 from pipeline.core.model import Mutation, MutationKind, Origin, TopicPartition
 from pipeline.errors import HBaseError
 from pipeline.rowkey import compile_rowkey
 from pipeline.rowkey.splits import split_points
 from pipeline.runtime.read.reader import Reader
-from pipeline.settings import FamilySpec, HBaseSettings, RouteSpec, StackSettings
+from pipeline.settings import FamilySpec, HBaseSettings, RouteSpec
 
 from .fault_support import own_stack
 

@@ -1,5 +1,5 @@
 """Authorization on the Kerberized HBase (``stack up --kerberos``: the AccessController, and the stack's grant of
-CREATE on the ``default`` namespace to the ingest principal, :mod:`connectors.stack.krb_authz`): a principal
+CREATE on the ``default`` namespace to the ingest principal, :mod:`devstack.krb_authz`): a principal
 without rights (``stranger``) is refused on write and on read, over the SASL gateway and over the native RPC,
 with a clear error and nothing committed or dead-lettered; the ingest principal writes and reads the tables it
 created; a grant revoked mid-run stops the worker uncommitted, and a worker started once the grant is back
@@ -17,9 +17,9 @@ import pytest
 
 from connectors.hbase import HBaseClient
 from connectors.kafka import create_topics, end_offsets
-from connectors.stack import LocalStack
-from connectors.stack.kerberos import KerberosPart
-from connectors.stack.krb_authz import ACTIONS, Grant, acl
+from devstack import LocalStack
+from devstack.kerberos import KerberosPart
+from devstack.krb_authz import ACTIONS, Grant, acl
 from pipeline.runtime.admin.tables import create_tables
 from pipeline.settings import KafkaSettings, Settings, load_settings
 

@@ -27,9 +27,10 @@ import pytest
 from connectors.hbase import HBaseClient, transport
 from connectors.hbase.transport import GssapiSasl, open_thrift1
 from connectors.kafka import create_topics, end_offsets
-from connectors.stack import LocalStack
-from connectors.stack.kerberos import REALM, KerberosPart
-from connectors.stack.krb_client import gateway_ports, gateway_security, hbase_keys
+from devstack import LocalStack
+from devstack.kerberos import REALM, KerberosPart
+from devstack.krb_client import gateway_ports, gateway_security, hbase_keys
+from devstack.settings import load_stack_settings
 from pipeline.core.model import Mutation, MutationKind, Origin, TopicPartition
 from pipeline.settings import FamilySpec, GatewaySpec, HBaseSettings, KafkaSettings, Settings, load_settings
 
@@ -61,7 +62,7 @@ def config(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def cluster(config: Path) -> Iterator[LocalStack]:
-    yield from own_stack(load_settings(config).stack)
+    yield from own_stack(load_stack_settings(config))
 
 
 @pytest.fixture

@@ -23,9 +23,9 @@ import pytest
 
 from connectors.hbase import HBaseClient
 from connectors.kafka import create_topics, end_offsets, make_producer
-from connectors.stack import LocalStack
-from connectors.stack.kerberos import KerberosPart, max_ticket_life
-from connectors.stack.krb_kafka import SsoListener
+from devstack import LocalStack
+from devstack.kerberos import KerberosPart, max_ticket_life
+from devstack.krb_kafka import SsoListener
 from pipeline.runtime.admin.tables import create_tables
 from pipeline.settings import KafkaSettings, Settings, load_settings
 

@@ -16,7 +16,7 @@ import pytest
 
 from connectors.hbase import HBaseClient
 from connectors.kafka import create_topics, end_offsets
-from connectors.stack.kerberos import KerberosPart
+from devstack.kerberos import KerberosPart
 from pipeline.settings import KafkaSettings, Settings, load_settings
 
 from .secure_support import (

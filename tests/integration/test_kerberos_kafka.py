@@ -1,5 +1,5 @@
 """The worker against Kafka's SSO listener (``stack up --secure --kerberos``: GSSAPI and OAUTHBEARER over
-TLS, :mod:`connectors.stack.krb_kafka`): a full ingest over each mechanism with every row checked, and the
+TLS, :mod:`devstack.krb_kafka`): a full ingest over each mechanism with every row checked, and the
 errors a user sees for a keytab without the principal's keys and for an expired or garbage token (exit 2,
 one ``error:`` line naming what is wrong, nothing committed)."""
 
@@ -12,7 +12,7 @@ import orjson
 
 from connectors.hbase import HBaseClient
 from connectors.kafka import create_topics, end_offsets, make_producer
-from connectors.stack.krb_kafka import SsoListener, unsecured_token
+from devstack.krb_kafka import SsoListener, unsecured_token
 from pipeline.runtime.admin.tables import create_tables
 from pipeline.settings import KafkaSettings, Settings
 

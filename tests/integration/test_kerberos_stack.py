@@ -14,9 +14,9 @@ from Hbase_thrift import ColumnDescriptor, Mutation
 
 from connectors.hbase import transport
 from connectors.hbase.transport import GssapiSasl, credentials, open_thrift1
-from connectors.stack import LocalStack
-from connectors.stack.kerberos import KerberosPart, kinit_check
-from connectors.stack.krb_client import gateway_ports, gateway_security, https_status_without_credentials
+from devstack import LocalStack
+from devstack.kerberos import KerberosPart, kinit_check
+from devstack.krb_client import gateway_ports, gateway_security, https_status_without_credentials
 from pipeline.errors import StackError
 
 

@@ -18,8 +18,8 @@ from anyio.streams.tls import TLSStream
 from connectors.hbase import HBaseClient, sasl
 from connectors.hbase.native import NativeClient
 from connectors.hbase.sasl import GssSession, KerberosLogin
-from connectors.stack import LocalStack
-from connectors.stack.kerberos import KerberosPart
+from devstack import LocalStack
+from devstack.kerberos import KerberosPart
 from pipeline.core.model import Mutation, MutationKind, Origin
 from pipeline.core.model import TopicPartition as TP
 from pipeline.errors import HBaseAuthError

@@ -13,7 +13,7 @@ import pytest
 from connectors.hbase import HBaseClient
 from connectors.hbase.native import NativeClient, Region
 from connectors.kafka import KafkaBroker
-from connectors.stack import LocalStack
+from devstack import LocalStack
 from pipeline.core.model import Mutation, MutationKind, Origin
 from pipeline.core.model import TopicPartition as TP
 from pipeline.errors import HBaseRequestError

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from connectors.hbase import HBaseClient
-from connectors.stack import LocalStack
+from devstack import LocalStack
 from pipeline.errors import TableNotFound
 from pipeline.rowkey import compile_rowkey
 from pipeline.runtime.read.reader import QueryError, Reader, ReadRow, Scan

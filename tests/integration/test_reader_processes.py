@@ -18,7 +18,7 @@ import anyio
 import pytest
 
 from connectors.hbase import HBaseClient
-from connectors.stack import LocalStack
+from devstack import LocalStack
 from pipeline.core.model import Mutation, MutationKind
 from pipeline.rowkey import RowKey, compile_rowkey
 from pipeline.runtime.read.reader import QueryError, Reader

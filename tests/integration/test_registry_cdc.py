@@ -14,8 +14,8 @@ from anyio.to_thread import run_sync
 from connectors.hbase import HBaseClient
 from connectors.kafka import KafkaBroker, create_topics, end_offsets, make_consumer
 from connectors.registry import RegistryClient
-from connectors.stack import LocalStack
-from connectors.stack.connect import connector_properties
+from devstack import LocalStack
+from devstack.connect import connector_properties
 from pipeline.runtime.admin.tables import create_tables
 from pipeline.runtime.ingest.worker import Worker
 from pipeline.settings import RegistrySettings, Settings, TopicSpec

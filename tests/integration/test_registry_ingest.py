@@ -29,7 +29,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from connectors.hbase import HBaseClient
 from connectors.kafka import KafkaBroker, create_topics, make_consumer
 from connectors.registry import RegistryClient
-from connectors.stack import LocalStack
+from devstack import LocalStack
 from pipeline.core.avro_examples import AVRO_EXAMPLES
 from pipeline.core.examples import generate
 from pipeline.core.records.wire import frame

@@ -12,8 +12,8 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from connectors.stack import LocalStack
-from connectors.stack.registry import PROBE_SUBJECT_PREFIX
+from devstack import LocalStack
+from devstack.registry import PROBE_SUBJECT_PREFIX
 
 _JSON = "application/vnd.schemaregistry.v1+json"
 

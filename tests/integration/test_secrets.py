@@ -19,7 +19,7 @@ import pytest
 
 from connectors.hbase import HBaseClient
 from connectors.kafka import create_topics, end_offsets, make_producer
-from connectors.stack.secure import SecureListener
+from devstack.secure import SecureListener
 from pipeline.errors import KafkaAuthError
 from pipeline.runtime.admin.tables import create_tables
 from pipeline.settings import KafkaSettings, load_settings

@@ -11,7 +11,7 @@ import orjson
 
 from connectors.hbase import HBaseClient
 from connectors.kafka import create_topics, end_offsets, make_producer
-from connectors.stack.secure import OTHER_USER, WORKER_USER, SecureListener
+from devstack.secure import OTHER_USER, WORKER_USER, SecureListener
 from pipeline.runtime.admin.tables import create_tables
 from pipeline.settings import KafkaSettings, Settings
 

@@ -6,7 +6,7 @@ import subprocess
 import sys
 import time
 
-from connectors.stack import LocalStack
+from devstack import LocalStack
 
 
 def test_up_is_idempotent_and_fast_when_running(stack: LocalStack) -> None:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from connectors.stack import LocalStack
-from connectors.stack.launch import server_argv
-from connectors.stack.layout import StackLayout
-from connectors.stack.provision import ensure_launcher
-from connectors.stack.topology import plan_topology
-from pipeline.settings import StackSettings
+from devstack import LocalStack
+from devstack.launch import server_argv
+from devstack.layout import StackLayout
+from devstack.provision import ensure_launcher
+from devstack.settings import StackSettings
+from devstack.topology import plan_topology
 
 
 def test_the_launcher_is_compiled_once_into_the_cache_and_run_as_a_class(stack: LocalStack, tmp_path: Path) -> None:

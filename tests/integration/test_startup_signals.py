@@ -27,7 +27,7 @@ import pytest
 
 from connectors.hbase import HBaseClient
 from connectors.kafka import create_topics, delete_topics
-from connectors.stack import LocalStack
+from devstack import LocalStack
 from pipeline.runtime.admin.tables import create_tables
 from pipeline.settings import HBaseSettings, KafkaSettings, load_settings
 from tests.ops_kit import ROOT

@@ -11,7 +11,7 @@ import textwrap
 from pathlib import Path
 
 from connectors.hbase.thrift2_idl import thrift_jar_url
-from connectors.stack import HBASE_THRIFT_VERSION, LocalStack
+from devstack import HBASE_THRIFT_VERSION, LocalStack
 from tests.file_server import serve_files
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -37,7 +37,7 @@ def test_only_connectors_import_client_libraries() -> None:
 
 def test_every_public_module_declares_all() -> None:
     missing = []
-    for pkg in ("pipeline", "connectors"):
+    for pkg in ("pipeline", "connectors", "devstack"):
         for path in (ROOT / pkg).rglob("*.py"):
             if path.name in ("__main__.py",) or (path.stem.startswith("_") and path.name != "__init__.py"):
                 continue
@@ -54,7 +54,7 @@ def test_outside_the_rowkey_package_no_code_tests_a_segment_s_class() -> None:
     """Segments answer for themselves (``Segment.numeric``, ``.time_descending``, ``.key_op``...): no
     module outside ``pipeline/rowkey`` imports a segment kind (the ``Segment`` base, for types, is fine)."""
     offenders = []
-    for top in ("pipeline", "connectors", "bench"):
+    for top in ("pipeline", "connectors", "devstack", "bench"):
         for path in (ROOT / top).rglob("*.py"):
             if path.is_relative_to(ROOT / "pipeline" / "rowkey"):
                 continue

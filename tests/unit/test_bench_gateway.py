@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from bench.bench_gateway import CONFIGS, gateway_table, summarize_gateway
-from connectors.stack.launch import gateway_argv
-from connectors.stack.layout import StackLayout
+from devstack.launch import gateway_argv
+from devstack.layout import StackLayout
 
 
 def ingest(config: str, rs_cpu_s: float, gateway_cpu_s: float, warmup: bool = False) -> dict[str, Any]:

@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench.bench_scale_out import scale_settings, to_toml
-from connectors.stack import LocalStack
-from pipeline.settings import StackSettings, load_settings
+from devstack import LocalStack
+from devstack.settings import StackSettings
+from pipeline.settings import load_settings
 
 
 def test_the_profile_written_for_the_workers_reads_back_as_the_same_settings(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ import pytest
 from pydantic import ValidationError
 
 from connectors.kafka.oauth import ClientCredentialsProvider, FileTokenProvider, token_provider
-from connectors.stack.krb_kafka import unsecured_token
+from devstack.krb_kafka import unsecured_token
 from pipeline.errors import KafkaAuthError
 from pipeline.settings import KafkaSettings
 

@@ -1,4 +1,4 @@
-"""The ``[hbase]`` keys of the Kerberized stack's gateways (connectors.stack.krb_client.hbase_keys) are
+"""The ``[hbase]`` keys of the Kerberized stack's gateways (devstack.krb_client.hbase_keys) are
 the settings spelling of ``gateway_security``: a client made from them reaches the gateway the same way."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from connectors.hbase.transport import security_of
-from connectors.stack.kerberos import KerberosPart
-from connectors.stack.krb_client import GatewayKind, gateway_security, hbase_keys
+from devstack.kerberos import KerberosPart
+from devstack.krb_client import GatewayKind, gateway_security, hbase_keys
 from pipeline.settings import HBaseSettings
 
 PART = KerberosPart("HBASE-INGEST.TEST", Path("/k"), 8890, 9690, 9691, 9692, 9693, 9694, 9695, Path("/k/ca.pem"))

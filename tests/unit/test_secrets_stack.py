@@ -8,9 +8,9 @@ import stat
 import subprocess
 from pathlib import Path
 
-from connectors.stack.layout import StackLayout, infra_dir
-from connectors.stack.provision import render_configs
-from connectors.stack.secure import (
+from devstack.layout import StackLayout, infra_dir
+from devstack.provision import render_configs
+from devstack.secure import (
     OTHER_USER,
     WORKER_USER,
     SecureListener,
@@ -18,7 +18,7 @@ from connectors.stack.secure import (
     render_secure_config,
     secure_port,
 )
-from pipeline.settings import StackSettings
+from devstack.settings import StackSettings
 
 VALUES = {"KAFKA_PORT": "19092", "KAFKA_CONTROLLER_PORT": "19093", "ZK_PORT": "12181", "MASTER_PORT": "16000",
           "REGIONSERVER_PORT": "16020", "CLIENT_RETRIES": "5", "CLIENT_OPERATION_TIMEOUT_MS": "30000",

@@ -118,7 +118,6 @@ def test_routes_and_tables_must_be_arrays_of_tables(tmp_path: Path, text: str) -
 @pytest.mark.parametrize(("text", "where"), [
     ("[runtime]\ngc_threshold0 = 99999999999999999999\n", r"runtime\.gc_threshold0: .*less than or equal to"),
     ("[runtime]\ncpu_affinity = [-1]\n", r"runtime\.cpu_affinity\.0: .*greater than or equal to 0"),
-    ("[stack]\nkafka_port = 70000\n", r"stack\.kafka_port: .*less than or equal to 65535"),
     ("[kafka]\nfetch_max_bytes = 2147483648\n", r"kafka\.fetch_max_bytes: .*less than or equal to"),
     ("[writer]\nretry_max_ms = 99999999999999999999\n", r"writer\.retry_max_ms: .*less than or equal to"),
     ("[writer]\nretry_deadline_s = nan\n", r"writer\.retry_deadline_s: .*finite number"),
@@ -208,8 +207,6 @@ def test_routes_and_tables_come_from_the_file_only(
                                              r"HBASE_INGEST_KAFKA__BOOTSTRAP_SERVERS\? \(a section and its key are "
                                              r"joined by '__'\)"),
     ("HBASE_INGEST_WRITER__MAX_BATCH_ROWZ", r"did you mean HBASE_INGEST_WRITER__MAX_BATCH_ROWS\?"),
-    ("HBASE_INGEST_STACK__THRIFT1_PORT", r"did you mean HBASE_INGEST_STACK__THRIFT_PORT\?"),
-    ("HBASE_INGEST_STACK__HBASE_MASTER_PORT", r"did you mean HBASE_INGEST_STACK__MASTER_PORT\?"),
     ("HBASE_INGEST_KAFKA__CLIENT_ID__X", r"HBASE_INGEST_KAFKA__CLIENT_ID__X: not a setting"),
     ("HBASE_INGEST_", r"HBASE_INGEST_: not a setting"),
 ])

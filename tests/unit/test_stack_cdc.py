@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from connectors.stack import LocalStack
-from connectors.stack.cdc import probe_matches
-from connectors.stack.connect import (
+from devstack import LocalStack
+from devstack.cdc import probe_matches
+from devstack.connect import (
     CONNECTOR_NAME,
     connect_argv,
     connector_problem,
@@ -24,8 +24,8 @@ from connectors.stack.connect import (
     render_properties,
     worker_properties,
 )
-from connectors.stack.layout import StackLayout, infra_dir
-from connectors.stack.pgserver import (
+from devstack.layout import StackLayout, infra_dir
+from devstack.pgserver import (
     DEBIAN_BIN_DIR,
     PROBE_TABLE,
     RunAs,
@@ -40,10 +40,10 @@ from connectors.stack.pgserver import (
     slot_action,
     tables_sql,
 )
-from connectors.stack.processes import OwnedProcess
-from connectors.stack.topology import plan_topology, topology_from_json
+from devstack.processes import OwnedProcess
+from devstack.settings import StackSettings, load_stack_settings
+from devstack.topology import plan_topology, topology_from_json
 from pipeline.errors import ConfigError, StackError
-from pipeline.settings import StackSettings, load_settings
 
 CDC = StackSettings(cdc=True)
 
@@ -61,9 +61,9 @@ def test_cdc_is_off_by_default_and_set_by_file_or_environment(tmp_path: Path, mo
     assert [p.name for p in plan_topology(s).processes] == ["kafka", "hbase"]
     path = tmp_path / "p.toml"
     path.write_text('[stack]\ncdc = true\ncdc_tables = ["public.orders", "sales.refunds"]\n')
-    assert load_settings(path).stack.cdc_tables == ["public.orders", "sales.refunds"]
+    assert load_stack_settings(path).cdc_tables == ["public.orders", "sales.refunds"]
     monkeypatch.setenv("HBASE_INGEST_STACK__CDC", "true")
-    assert load_settings(None).stack.cdc
+    assert load_stack_settings(None).cdc
 
 
 @pytest.mark.parametrize("tables", ['["orders"]', '["public.Orders"]', '["public.o; drop"]', "[]"])
@@ -71,7 +71,7 @@ def test_captured_tables_must_be_plain_schema_dot_table(tmp_path: Path, tables: 
     path = tmp_path / "p.toml"
     path.write_text(f"[stack]\ncdc_tables = {tables}\n")
     with pytest.raises(ConfigError, match="cdc_tables"):
-        load_settings(path)
+        load_stack_settings(path)
 
 
 def test_cdc_processes_come_after_hbase_so_down_stops_them_first() -> None:

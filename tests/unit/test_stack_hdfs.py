@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from connectors.stack import LocalStack
-from connectors.stack.hdfs import WEBAPPS, replication
-from connectors.stack.launch import namenode_format_argv, server_argv
-from connectors.stack.layout import StackLayout, infra_dir
-from connectors.stack.topology import plan_topology, topology_from_json
+from devstack import LocalStack
+from devstack.hdfs import WEBAPPS, replication
+from devstack.launch import namenode_format_argv, server_argv
+from devstack.layout import StackLayout, infra_dir
+from devstack.settings import StackSettings
+from devstack.topology import plan_topology, topology_from_json
 from pipeline.errors import ConfigError, StackError
-from pipeline.settings import StackSettings
 
 PORTS = {"zookeeper_port": 2281, "master_port": 16100, "regionserver_port": 16120, "thrift_port": 9190,
          "thrift2_port": 9191, "kafka_port": 9192, "kafka_controller_port": 9193, "namenode_port": 19070,

@@ -8,11 +8,11 @@ import sys
 import time
 from pathlib import Path
 
-from connectors.stack import LocalStack
-from connectors.stack.health import START_MARKER, death_cause
-from connectors.stack.processes import OwnedProcess
-from connectors.stack.readiness import parse_region_servers, serving_as
-from pipeline.settings import StackSettings
+from devstack import LocalStack
+from devstack.health import START_MARKER, death_cause
+from devstack.processes import OwnedProcess
+from devstack.readiness import parse_region_servers, serving_as
+from devstack.settings import StackSettings
 
 _OOM_LOG = """\
 2026-11-20T10:00:00,000 INFO  [main] ServerCommandLine: vmInputArguments=[-Xmx1g, -XX:OnOutOfMemoryError=kill -9 %p]

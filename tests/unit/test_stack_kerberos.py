@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from connectors.stack import LocalStack, krb_authz
-from connectors.stack.kerberos import (
+from devstack import LocalStack, krb_authz
+from devstack.kerberos import (
     CLIENT_USER,
     GATEWAY_PORT_OFFSETS,
     REALM,
@@ -29,13 +29,13 @@ from connectors.stack.kerberos import (
     kdc_argv,
     render_kerberos_configs,
 )
-from connectors.stack.krb_authz import INGEST_GRANTS, Grant
-from connectors.stack.krb_hbase import krb_hbase_values, render_krb_hbase_configs
-from connectors.stack.launch import acl_argv, kerberos_argv
-from connectors.stack.layout import StackLayout, infra_dir
-from connectors.stack.topology import plan_topology, topology_from_json
+from devstack.krb_authz import INGEST_GRANTS, Grant
+from devstack.krb_hbase import krb_hbase_values, render_krb_hbase_configs
+from devstack.launch import acl_argv, kerberos_argv
+from devstack.layout import StackLayout, infra_dir
+from devstack.settings import StackSettings
+from devstack.topology import plan_topology, topology_from_json
 from pipeline.errors import StackError
-from pipeline.settings import StackSettings
 
 ON = KerberosSettings(kerberos=True)
 

@@ -11,17 +11,17 @@ from string import Template
 
 import pytest
 
-from connectors.stack import LocalStack
-from connectors.stack.kerberos import REALM, KerberosPart, KerberosSettings, cluster_qop, render_template
-from connectors.stack.krb_client import gateway_ports, gateway_security, hbase_keys
-from connectors.stack.krb_cluster import kerberized_rendered
-from connectors.stack.krb_hbase import krb_hbase_values
-from connectors.stack.launch import namenode_format_argv, server_argv
-from connectors.stack.layout import StackLayout, infra_dir
-from connectors.stack.topology import plan_topology, topology_from_json
-from connectors.stack.webhdfs import WebHdfs
+from devstack import LocalStack
+from devstack.kerberos import REALM, KerberosPart, KerberosSettings, cluster_qop, render_template
+from devstack.krb_client import gateway_ports, gateway_security, hbase_keys
+from devstack.krb_cluster import kerberized_rendered
+from devstack.krb_hbase import krb_hbase_values
+from devstack.launch import namenode_format_argv, server_argv
+from devstack.layout import StackLayout, infra_dir
+from devstack.settings import StackSettings
+from devstack.topology import plan_topology, topology_from_json
+from devstack.webhdfs import WebHdfs
 from pipeline.errors import StackError
-from pipeline.settings import StackSettings
 
 ON = KerberosSettings(kerberos=True)
 CLUSTER = StackSettings(region_servers=2, gateways=2)

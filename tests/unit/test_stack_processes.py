@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from connectors.stack.layout import StackLayout, infra_dir
-from connectors.stack.processes import OwnedProcess, port_in_use
-from connectors.stack.provision import render_configs
+from devstack.layout import StackLayout, infra_dir
+from devstack.processes import OwnedProcess, port_in_use
+from devstack.provision import render_configs
 from pipeline.errors import StackError
 
 
@@ -79,7 +79,7 @@ def test_port_in_use_detects_listener() -> None:
 
 
 def test_render_configs_fills_every_placeholder(tmp_path: Path) -> None:
-    from connectors.stack.hdfs import hbase_fs_values
+    from devstack.hdfs import hbase_fs_values
 
     layout = StackLayout(tmp_path / "cache", tmp_path / "state", infra_dir())
     render_configs(layout, {"KAFKA_PORT": "19092", "KAFKA_CONTROLLER_PORT": "19093", "ZK_PORT": "12181",
@@ -93,7 +93,7 @@ def test_render_configs_fills_every_placeholder(tmp_path: Path) -> None:
 
 
 def test_missing_java_or_maven_is_explained(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from connectors.stack.provision import ensure_tools
+    from devstack.provision import ensure_tools
 
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(StackError, match="`java` was not found on PATH: install a JDK 17"):
@@ -107,8 +107,8 @@ def test_missing_java_or_maven_is_explained(monkeypatch: pytest.MonkeyPatch, tmp
 def test_port_taken_by_a_stranger_is_named(tmp_path: Path) -> None:
     import socket
 
-    from connectors.stack import LocalStack
-    from pipeline.settings import StackSettings
+    from devstack import LocalStack
+    from devstack.settings import StackSettings
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -124,8 +124,8 @@ def test_port_taken_by_a_stranger_is_named(tmp_path: Path) -> None:
 
 
 def test_unreachable_maven_central_is_explained(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from connectors.stack import provision
-    from connectors.stack.layout import StackLayout, infra_dir
+    from devstack import provision
+    from devstack.layout import StackLayout, infra_dir
 
     class Done:
         returncode = 1
@@ -144,8 +144,8 @@ def test_up_and_down_wait_for_each_other(tmp_path: Path) -> None:
     import threading
     import time
 
-    from connectors.stack import LocalStack
-    from pipeline.settings import StackSettings
+    from devstack import LocalStack
+    from devstack.settings import StackSettings
 
     stack = LocalStack(StackSettings(state_dir=tmp_path / "state", cache_dir=tmp_path / "cache"))
     (tmp_path / "state").mkdir()

@@ -19,11 +19,11 @@ from urllib.error import HTTPError
 
 import pytest
 
-from connectors.stack import LocalStack
-from connectors.stack.launch import server_argv
-from connectors.stack.layout import APICURIO_VERSION, StackLayout, infra_dir
-from connectors.stack.provision import ensure_registry_dist, extract_archive
-from connectors.stack.registry import (
+from devstack import LocalStack
+from devstack.launch import server_argv
+from devstack.layout import APICURIO_VERSION, StackLayout, infra_dir
+from devstack.provision import ensure_registry_dist, extract_archive
+from devstack.registry import (
     PROBE_SUBJECT_PREFIX,
     probe_schema,
     registry_argv,
@@ -32,9 +32,9 @@ from connectors.stack.registry import (
     registry_url,
     schema_round_trip,
 )
-from connectors.stack.topology import plan_topology, topology_from_json
+from devstack.settings import StackSettings, load_stack_settings
+from devstack.topology import plan_topology, topology_from_json
 from pipeline.errors import StackError
-from pipeline.settings import StackSettings, load_settings
 
 REGISTRY = StackSettings(registry=True)
 
@@ -53,9 +53,9 @@ def test_registry_is_off_by_default_and_set_by_file_or_environment(tmp_path: Pat
     assert "registry" not in [p.name for p in plan_topology(s).processes]
     path = tmp_path / "p.toml"
     path.write_text("[stack]\nregistry = true\nregistry_port = 18085\n")
-    assert load_settings(path).stack.registry_port == 18085
+    assert load_stack_settings(path).registry_port == 18085
     monkeypatch.setenv("HBASE_INGEST_STACK__REGISTRY", "true")
-    assert load_settings(None).stack.registry
+    assert load_stack_settings(None).registry
 
 
 def test_registry_comes_after_hbase_and_before_the_cdc_processes() -> None:
@@ -277,5 +277,5 @@ def test_cli_up_offers_registry() -> None:
                                                   "apicurio-registry-utils-converter"),
     ("itu-1.10.2.jar", "itu"), ("json-20240303.jar", "json"), ("zstd-jni-1.5.6-4.jar", "zstd-jni")])
 def test_a_converter_jar_is_matched_to_debeziums_by_artifact_name(jar: str, artifact: str) -> None:
-    from connectors.stack.provision import _artifact
+    from devstack.provision import _artifact
     assert _artifact(jar) == artifact

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from connectors.stack import LocalStack
-from connectors.stack.launch import server_argv
-from connectors.stack.layout import StackLayout, infra_dir
-from connectors.stack.topology import GATEWAY_PORT_STEP, plan_topology, topology_from_json
+from devstack import LocalStack
+from devstack.launch import server_argv
+from devstack.layout import StackLayout, infra_dir
+from devstack.settings import StackProfile, StackSettings
+from devstack.topology import GATEWAY_PORT_STEP, plan_topology, topology_from_json
 from pipeline.errors import ConfigError, StackError
-from pipeline.settings import Settings, StackSettings
 
 CLUSTER = {"zookeeper_port": 2281, "master_port": 16100, "regionserver_port": 16120, "thrift_port": 9190,
            "thrift2_port": 9191, "kafka_port": 9192, "kafka_controller_port": 9193}
@@ -149,7 +149,7 @@ def test_every_cluster_jvm_has_its_heap_role_and_ports(tmp_path: Path) -> None:
 
 
 def test_settings_file_keys_reach_the_stack(tmp_path: Path) -> None:
-    settings = Settings.model_validate({"stack": {"region_servers": 2, "gateways": 1, **CLUSTER}})
+    settings = StackProfile.model_validate({"stack": {"region_servers": 2, "gateways": 1, **CLUSTER}})
     assert LocalStack(settings.stack).topology().mode == "cluster"
 
 

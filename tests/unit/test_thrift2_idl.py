@@ -15,8 +15,15 @@ import pytest
 
 from connectors.hbase import thrift2_idl
 from connectors.hbase.thrift2 import parse_idl
-from connectors.hbase.thrift2_idl import IDL_ENV, IDL_MEMBER, REPO_ENV, extract_idl, resolve_idl, thrift_jar_url
-from connectors.stack.layout import HBASE_THRIFT_VERSION
+from connectors.hbase.thrift2_idl import (
+    HBASE_THRIFT_VERSION,
+    IDL_ENV,
+    IDL_MEMBER,
+    REPO_ENV,
+    extract_idl,
+    resolve_idl,
+    thrift_jar_url,
+)
 from pipeline.errors import ConfigError, HBaseError
 from tests.file_server import serve_files
 

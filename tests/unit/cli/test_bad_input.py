@@ -165,7 +165,7 @@ def test_backfill_passes_valid_values_on(profile: Path, tmp_path: Path, backfill
 
 
 def test_demo_rejects_zero_partitions(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("pipeline.cli.demo.LocalStack", None)  # never reached
+    monkeypatch.setattr("devstack.LocalStack", None)  # never reached
     _rejected(["demo", "--partitions", "0"], "--partitions")
     _rejected(["demo", "--count", "0"], "--count")
 

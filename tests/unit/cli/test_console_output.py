@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from connectors.stack import ProcessInfo, StackStatus
+from devstack import ProcessInfo, StackStatus
 from pipeline.cli import top
 from pipeline.cli.console import UNFOLDED_WIDTH, output_console, unfolded
 from pipeline.cli.stack import print_processes

@@ -1,6 +1,6 @@
 """HBase's own protobuf messages as Python classes, generated at test time from the ``.proto`` files of the
 HBase the local stack runs: ``hbase-protocol-shaded-<version>.jar`` (package ``hbase.pb``, proto2) holds
-them. The jar is looked for where ``hbase-ingest stack up`` puts it (:class:`~connectors.stack.layout.StackLayout`:
+them. The jar is looked for where ``hbase-ingest stack up`` puts it (:class:`~devstack.layout.StackLayout`:
 the HBase classpath ``hbase_lib``, else the stack's Maven repository ``m2``); nothing of it is kept in the
 repository. The ``.proto`` files the messages need (and those they import, followed from their ``import``
 lines) are extracted to a temporary folder and compiled with ``protoc`` (``grpcio-tools``, run in this
@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from connectors.stack.layout import HBASE_VERSION, StackLayout, default_cache_dir, default_state_dir, infra_dir
+from devstack.layout import HBASE_VERSION, StackLayout, default_cache_dir, default_state_dir, infra_dir
 
 __all__ = ["JAR", "HBaseProtos", "find_jar", "hbase_protos", "protos_or_skip"]
 

@@ -36,9 +36,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from pipeline.settings import StackSettings
-
 from .layout import APICURIO_VERSION, StackLayout
+from .settings import StackSettings
 
 __all__ = ["CCOMPAT_PATH", "PROBE_SUBJECT_PREFIX", "probe_schema", "registry_argv", "registry_jar",
            "registry_system_properties", "registry_url", "schema_round_trip"]

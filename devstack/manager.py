@@ -56,7 +56,6 @@ from pathlib import Path
 from typing import Literal
 
 from pipeline.errors import StackError
-from pipeline.settings import StackSettings
 
 from .cdc import CdcServers
 from .hdfs import hbase_fs_values, hdfs_values
@@ -96,6 +95,7 @@ from .secure import (
     secure_round_trip,
     setup_users_and_acls,
 )
+from .settings import StackSettings
 from .topology import (
     CDC_ROLES,
     HOST,

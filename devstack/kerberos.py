@@ -45,9 +45,9 @@ from string import Template
 from pydantic import ValidationError
 
 from pipeline.errors import StackError
-from pipeline.settings import KerberosStackKeys, StackSettings
 
 from .layout import StackLayout
+from .settings import KerberosStackKeys, StackSettings
 
 __all__ = [
     "CLIENT_USER",
@@ -96,7 +96,7 @@ GATEWAY_PORT_OFFSETS = {"krb plain thrift1": 0, "krb plain thrift2": 1, "krb sas
 
 
 class KerberosSettings(KerberosStackKeys):
-    """The Kerberos part's ``[stack]`` keys (:class:`~pipeline.settings.KerberosStackKeys`) on their own, with
+    """The Kerberos part's ``[stack]`` keys (:class:`~devstack.settings.KerberosStackKeys`) on their own, with
     the ports they derive and the record a later ``up`` reads back."""
 
     @classmethod

@@ -12,7 +12,7 @@
   HBase its data in ``hbase-krb/`` and its configuration in ``conf/hbase-krb/``.
 - **infra** (the project's poms, config templates and the HBase launcher): ``$HBASE_INGEST_INFRA``,
   else ``infra/`` of the checkout the package runs from, else the copy an installed wheel carries
-  (``connectors/stack/infra``, mapped from ``infra/`` by pyproject.toml).
+  (``devstack/infra``, mapped from ``infra/`` by pyproject.toml).
 """
 
 from __future__ import annotations
@@ -20,6 +20,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+
+# the HBase release and the cache folder are the worker's too: its Thrift2 IDL comes from that release's
+# hbase-thrift jar and is kept in that cache (connectors.hbase.thrift2_idl); the stack runs that release
+from connectors.hbase.thrift2_idl import HBASE_THRIFT_VERSION, HBASE_VERSION, default_cache_dir, thrift2_idl_path
 
 __all__ = [
     "APICURIO_CONVERTER_VERSION",
@@ -37,10 +41,7 @@ __all__ = [
     "write_private",
 ]
 
-# Pinned to what Maven Central serves: hbase-thrift exists there only as 2.6.1 (see infra/hbase/pom.xml).
 KAFKA_VERSION = "4.2.1"
-HBASE_VERSION = "2.6.1-hadoop3"
-HBASE_THRIFT_VERSION = "2.6.1"
 #: the Hadoop of the local cluster's HDFS (``stack up --hdfs``; infra/hadoop/): HBase 2.6.1-hadoop3's own
 HADOOP_VERSION = "3.3.5"
 #: the Debezium PostgreSQL connector Kafka Connect runs (``stack up --cdc``; infra/connect/)
@@ -51,13 +52,6 @@ APICURIO_VERSION = "3.0.9"
 APICURIO_CONVERTER_VERSION = "2.6.13.Final"
 
 
-def default_cache_dir() -> Path:
-    if env := os.environ.get("HBASE_INGEST_CACHE"):
-        return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "hbase-ingest"
-
-
 def default_state_dir() -> Path:
     if env := os.environ.get("HBASE_INGEST_STATE"):
         return Path(env)
@@ -65,16 +59,11 @@ def default_state_dir() -> Path:
     return Path(base) / "hbase-ingest" / "stack"
 
 
-def thrift2_idl_path(cache: Path) -> Path:
-    """Where ``cache`` keeps the Thrift2 IDL (``stack up`` extracts it there; so does a download)."""
-    return cache / f"hbase-{HBASE_VERSION}" / "hbase2.thrift"
-
-
 def infra_dir() -> Path:
     if env := os.environ.get("HBASE_INGEST_INFRA"):
         return Path(env)
     here = Path(__file__).resolve().parent
-    checkout = here.parents[1] / "infra"
+    checkout = here.parent / "infra"
     return checkout if (checkout / "hbase" / "pom.xml").is_file() else here / "infra"
 
 

@@ -40,9 +40,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pipeline.errors import StackError
-from pipeline.settings import StackSettings
 
 from .kerberos import GATEWAY_PORT_OFFSETS, KerberosSettings
+from .settings import StackSettings
 
 __all__ = ["CDC_ROLES", "CLUSTER_KRB_LABELS", "DATANODE_PORT_STEP", "GATEWAY_PORT_STEP", "HOST", "KERBEROS_ROLES",
            "OPTIONAL_ROLES", "SETTING_OF_LABEL", "Gateway", "ServerProcess", "StackTopology", "kerberos_processes",

@@ -28,10 +28,11 @@ from pathlib import Path
 from string import Template
 
 from pipeline.errors import StackError
-from pipeline.settings import KafkaSettings, StackSettings
+from pipeline.settings import KafkaSettings
 
 from .layout import StackLayout
 from .readiness import kafka_round_trip
+from .settings import StackSettings
 
 __all__ = [
     "GROUP_PREFIX",

@@ -26,7 +26,6 @@ import uuid
 from collections.abc import Callable
 
 from pipeline.errors import StackError
-from pipeline.settings import StackSettings
 
 from .connect import (
     CONNECTOR_NAME,
@@ -43,6 +42,7 @@ from .postgres import PostgresServer, first_line
 from .processes import OwnedProcess
 from .provision import cdc_classpaths_ready, ensure_cdc_classpaths
 from .readiness import change_event_round_trip, ensure_topics, wait_until
+from .settings import StackSettings
 
 __all__ = ["CdcServers", "probe_matches"]
 

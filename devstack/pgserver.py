@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pipeline.settings import StackSettings
+from .settings import StackSettings
 
 __all__ = [
     "CDC_USER",

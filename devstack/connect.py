@@ -33,10 +33,9 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from pipeline.settings import StackSettings
-
 from .layout import StackLayout
 from .pgserver import CDC_USER, DATABASE, PUBLICATION, SLOT, captured_tables
+from .settings import StackSettings
 
 __all__ = [
     "CONNECTOR_NAME",

@@ -16,7 +16,6 @@ import subprocess
 from pathlib import Path
 
 from pipeline.errors import StackError
-from pipeline.settings import StackSettings
 
 from .layout import StackLayout
 from .pgserver import (
@@ -39,6 +38,7 @@ from .pgserver import (
     slot_action,
     tables_sql,
 )
+from .settings import StackSettings
 
 __all__ = ["PostgresServer", "first_line"]
 

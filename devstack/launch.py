@@ -34,13 +34,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from pipeline.settings import StackSettings
-
 from .hdfs import datanode_options, format_args
 from .kerberos import GATEWAY_PORT_OFFSETS, KerberosPart, KerberosSettings, cluster_qop, kdc_argv
 from .krb_cluster import zookeeper_client_options, zookeeper_sasl_options
 from .layout import StackLayout
 from .registry import registry_argv
+from .settings import StackSettings
 from .topology import CLUSTER_KRB_LABELS, ServerProcess
 
 __all__ = ["CLUSTER_ID", "HBASE_JDK17", "acl_argv", "gateway_argv", "kafka_format_argv", "kerberos_argv",
