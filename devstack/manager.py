@@ -52,6 +52,7 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Literal
 
@@ -75,6 +76,7 @@ from .layout import (
     infra_dir,
     write_private,
 )
+from .part import Part
 from .pgserver import STOP_SIGNAL
 from .processes import OwnedProcess, port_in_use, tail, tail_lines
 from .provision import (
@@ -87,7 +89,7 @@ from .provision import (
     render_hdfs_configs,
 )
 from .readiness import hbase_round_trip, kafka_round_trip, registered_region_servers, serving_as, wait_until
-from .registry import registry_url, schema_round_trip
+from .registry import RegistryPart
 from .secure import (
     SecureListener,
     ensure_tls_and_passwords,
@@ -205,6 +207,11 @@ class LocalStack:
         #: Kafka's GSSAPI/OAUTHBEARER listener (:mod:`.krb_kafka`), served when the stack is secure too
         self.sso_listener = (SsoListener.of(ks, self.secure_listener, self.kerberos) if self.kerberos is not None
                              else None)
+        #: the schema registry (``--registry``; see :mod:`.registry`), None when this stack has none
+        self.registry = next((RegistryPart(s, self.layout, p, self.procs[p.name])
+                              for p in self._topology.by_role("registry")), None)
+        #: the parts behind the :class:`~.part.Part` interface, in the order their processes start
+        self._parts: list[Part] = [addon for addon in (self.registry,) if addon is not None]
 
     @property
     def kerberized_cluster(self) -> bool:
@@ -264,8 +271,7 @@ class LocalStack:
     def registry_url(self) -> str | None:
         """The schema registry's Confluent-compatible API, ``http://127.0.0.1:<registry_port>/apis/ccompat/v7``
         (no trailing slash; ``--registry``), None when this stack has no registry part."""
-        found = self._topology.by_role("registry")
-        return registry_url(HOST, found[0].ports["registry"]) if found else None
+        return self.registry.url if self.registry is not None else None
 
     @property
     def hbase_root(self) -> str:
@@ -329,7 +335,7 @@ class LocalStack:
             sso_round_trip(self.sso_listener, timeout_s)
         self._check_hbase(timeout_s)
         self._check_kerberos(timeout_s)
-        self._check_registry(timeout_s)
+        self._check_parts(timeout_s)
         if self.cdc is not None:
             self.cdc.check_ready(timeout_s)
 
@@ -350,14 +356,12 @@ class LocalStack:
             raise StackError(f"the Kerberized HBase (gateways {part.plain_thrift1_port}..{part.https_thrift2_port}) "
                              f"failed its round trip: {exc!r}") from exc
 
-    def _check_registry(self, timeout_s: float) -> None:
-        url = self.registry_url
-        if url is None:
-            return
-        try:
-            schema_round_trip(url, timeout_s)
-        except Exception as exc:
-            raise StackError(f"the schema registry at {url} failed its round trip: {exc!r}") from exc
+    def _check_parts(self, timeout_s: float) -> None:
+        for addon in self._parts:
+            try:
+                addon.ready(timeout_s)
+            except Exception as exc:
+                raise StackError(f"{addon.what} failed its round trip: {exc!r}") from exc
 
     def _check_hdfs(self, timeout_s: float) -> None:
         web = self.webhdfs
@@ -471,6 +475,8 @@ class LocalStack:
             names = [p.name for p in reversed(self._topology.processes)]
             names += [n for n in self._pid_file_names() if n not in names]
             stopped = [n for n in names if self.procs.get(n, self._owned(n)).stop()]
+            for addon in reversed(self._parts):
+                addon.stop()
             if wipe and self.layout.state.exists():
                 shutil.rmtree(self.layout.state)
         return stopped
@@ -549,6 +555,8 @@ class LocalStack:
             render_secure_config(self.secure_listener, self.layout, {"STATE": str(self.layout.state), **values})
         if sso and self.sso_listener is not None:
             render_sso_config(self.sso_listener, self.layout, {"STATE": str(self.layout.state), **values})
+        for addon in self._parts:
+            addon.render()
         (self.layout.state / "topology.json").write_text(topo.to_json())
 
     def _start(self, proc: ServerProcess, deadline: float) -> None:
@@ -565,14 +573,10 @@ class LocalStack:
                 part = self.kerberos
                 self._wait(owned, lambda: kinit_check(part, timeout_s=5.0), deadline)
             return
-        if proc.role == "registry":
-            (lay.registry_state / "tmp").mkdir(parents=True, exist_ok=True)  # java.io.tmpdir; H2 makes db/
-            try:
-                argv = server_argv(proc, self.settings, lay)
-            except ValueError as exc:
-                raise StackError(str(exc)) from exc
-            self.procs[proc.name].start(argv, cwd=lay.registry_state)
-            return
+        for addon in self._parts:
+            if proc.role in addon.roles:
+                addon.start(proc, deadline)
+                return
         if proc.role == "kafka":
             data = lay.state / "kafka" / "data"
             data.mkdir(parents=True, exist_ok=True)
@@ -656,9 +660,9 @@ class LocalStack:
         if self.kerberos is not None:
             self._wait(self.procs.get("hbase-krb") or main, lambda: self._check_kerberos(10.0), deadline)
             ensure_grants(self.layout, self.kerberos, cluster=self.kerberized_cluster)
-        url = self.registry_url
-        if url is not None:
-            self._wait(self.procs["registry"], lambda: schema_round_trip(url, 10.0), deadline)
+        for addon in self._parts:
+            first = next(self.procs[p.name] for p in self._topology.processes if p.role in addon.roles)
+            self._wait(first, partial(addon.ready, 10.0), deadline)
         if self.cdc is not None:
             self.cdc.wait_ready(deadline)
 

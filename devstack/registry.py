@@ -24,6 +24,8 @@ nor HBase: it starts with them and is ready in seconds.
 **Readiness** (:func:`schema_round_trip`): an Avro schema unique to the probe is registered under a
 subject of its own (``hbase-ingest.ready-<token>``), read back by the id the registry returned, and
 compared; then the subject is deleted (soft, then permanently), so that probes leave no subjects behind.
+
+**Part** (:class:`RegistryPart`): the above behind the stack's part interface (:mod:`.part`).
 """
 
 from __future__ import annotations
@@ -36,10 +38,14 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from .layout import APICURIO_VERSION, StackLayout
-from .settings import StackSettings
+from pipeline.errors import StackError
 
-__all__ = ["CCOMPAT_PATH", "PROBE_SUBJECT_PREFIX", "probe_schema", "registry_argv", "registry_jar",
+from .layout import APICURIO_VERSION, StackLayout
+from .processes import OwnedProcess
+from .settings import StackSettings
+from .topology import HOST, ServerProcess
+
+__all__ = ["CCOMPAT_PATH", "PROBE_SUBJECT_PREFIX", "RegistryPart", "probe_schema", "registry_argv", "registry_jar",
            "registry_system_properties", "registry_url", "schema_round_trip"]
 
 #: the Confluent-compatible API's path on the registry's port
@@ -130,3 +136,47 @@ def schema_round_trip(url: str, timeout_s: float = 10.0) -> int:
             _call("DELETE", f"{url}/subjects/{subject}", timeout_s)
             _call("DELETE", f"{url}/subjects/{subject}?permanent=true", timeout_s)
     return schema_id
+
+
+class RegistryPart:
+    """The schema registry as a part of the stack (:class:`~.part.Part`): the ``registry`` process."""
+
+    roles = frozenset({"registry"})
+
+    def __init__(self, settings: StackSettings, layout: StackLayout, proc: ServerProcess,
+                 process: OwnedProcess) -> None:
+        self.settings = settings
+        self.layout = layout
+        self.port = proc.ports["registry"]
+        self.process = process
+
+    @property
+    def url(self) -> str:
+        """The Confluent-compatible API (:func:`registry_url`)."""
+        return registry_url(HOST, self.port)
+
+    @property
+    def what(self) -> str:
+        return f"the schema registry at {self.url}"
+
+    def render(self) -> None:
+        """Nothing: the registry's configuration is its command line (:func:`registry_argv`)."""
+
+    def start(self, proc: ServerProcess, deadline: float) -> None:
+        tmp = self.layout.registry_state / "tmp"
+        tmp.mkdir(parents=True, exist_ok=True)  # java.io.tmpdir; H2 makes db/
+        try:
+            argv = registry_argv(proc.ports["registry"], self.settings, self.layout)
+        except ValueError as exc:
+            raise StackError(str(exc)) from exc
+        self.process.start(argv, cwd=self.layout.registry_state)
+
+    def ready(self, timeout_s: float) -> None:
+        schema_round_trip(self.url, timeout_s)
+
+    def stop(self) -> None:
+        """Nothing beyond its process: the schemas stay in the state folder (``down --wipe`` deletes it)."""
+
+    def status(self) -> list[str]:
+        return [f"schema registry: {self.url} (Apicurio Registry {APICURIO_VERSION}, Confluent-compatible API; "
+                f"schemas in {self.layout.registry_state / 'db'})"]

@@ -219,12 +219,9 @@ def _print_sso(stack: LocalStack) -> None:
 
 def _print_registry(stack: LocalStack) -> None:
     """Where the schema registry's Confluent-compatible API answers, and where it keeps its schemas."""
-    from devstack.layout import APICURIO_VERSION
-
-    url = stack.registry_url
-    if url is not None:
-        _console.print(f"schema registry: {url} (Apicurio Registry {APICURIO_VERSION}, Confluent-compatible API; "
-                       f"schemas in {stack.layout.registry_state / 'db'})", soft_wrap=True)
+    if stack.registry is not None:
+        for line in stack.registry.status():
+            _console.print(line, soft_wrap=True)
 
 
 def _print_cdc(stack: LocalStack) -> None:
