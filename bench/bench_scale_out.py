@@ -3,6 +3,7 @@ servers and two Thrift gateways, with the CPU seconds of every process.
 
     hbase-ingest stack up --region-servers 2 --gateways 2
     python -m bench.bench_scale_out [--events 600000] [--partitions 12] [--workers 1,2,3] [--rounds 2]
+                                    [--rtt-ms 0,1,5]
 
 (``make bench-scale`` stops the default stack and runs both with a state folder of their own.) The
 events are produced once, into a topic of ``--partitions`` partitions (12 divide evenly among 1, 2
@@ -27,7 +28,15 @@ they imply on this machine: if every process were CPU-bound and the cores were t
 run could not be shorter than (all CPU seconds) / cores. ``of_bound`` is the achieved events/s over
 that bound's events/s.
 
-Results go to bench/results/scale_out.json.
+With ``--rtt-ms 0,1,5`` every run goes through latency proxies (Toxiproxy, :mod:`devstack.latency`)
+in front of each gateway's Thrift1 and Thrift2 ports and of Kafka (its DISTANT listener, which the
+broker advertises at the proxy's port), and every worker count runs at each round trip
+(the order reversed every other round). The 0 ms case goes through the proxies too, so that only the
+delay differs; the proxy's CPU seconds count in the bound. Each round trip's median time of a small
+Thrift1 call through the proxy is measured first and reported (``thrift_call_ms``), and each count's
+events/s is given as a ratio to its 0 ms figure (``of_0_ms``).
+
+Results go to bench/results/scale_out.json (``--out``).
 """
 
 from __future__ import annotations
@@ -45,11 +54,14 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+import happybase
+
 from bench.bench_worker import bench_settings
 from bench.cpu import cpu_seconds
 from connectors.hbase import HBaseClient
 from connectors.kafka import KafkaBroker, create_topics, delete_topics, end_offsets
 from devstack import LocalStack
+from devstack.latency import Toxiproxy
 from devstack.settings import load_stack_settings
 from pipeline.core.examples import generate
 from pipeline.core.model import TopicPartition
@@ -63,6 +75,8 @@ DLQ = "bench-scale-dlq"
 TABLE = "bench_scale"
 #: how long one run may take before the benchmark gives up on it
 RUN_TIMEOUT_S = 600.0
+#: the first loopback port of the latency proxies (``--rtt-ms``), one per gateway port
+PROXY_PORT = 18500
 
 
 class RunFailed(RuntimeError):
@@ -101,19 +115,66 @@ def to_toml(data: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def scale_settings(stack: LocalStack, partitions: int, servers: list[str | None]) -> Settings:
+def scale_settings(stack: LocalStack, partitions: int, servers: list[str | None],
+                   distance: Distance | None = None) -> Settings:
     """``bench_worker``'s settings on this benchmark's topic and table, with the stack's gateways,
-    gateway j declared to sit with region server ``servers[j]`` (``host:port``, None: no locality)."""
+    gateway j declared to sit with region server ``servers[j]`` (``host:port``, None: no locality).
+    With ``distance``, the gateways and Kafka as reached through its latency proxies."""
+    via = distance.ports if distance is not None else {}
     data = bench_settings(partitions).model_dump(mode="json", exclude_unset=True)
     data["kafka"]["dead_letter_topic"] = DLQ
     data["tables"][0]["name"] = TABLE
     data["routes"][0].update(topic=TOPIC, table=TABLE)
     gateways = []
     for g, server in zip(stack.gateways, servers, strict=True):
-        gateways.append({"host": g.host, "port": g.thrift_port, "thrift2_port": g.thrift2_port}
+        gateways.append({"host": g.host, "port": via.get(g.thrift_port, g.thrift_port),
+                         "thrift2_port": via.get(g.thrift2_port, g.thrift2_port)}
                         | ({"server": server} if server else {}))
     data["hbase"] = {"pool_size": data["hbase"].get("pool_size", 8), "gateways": gateways}
+    if distance is not None:
+        data["kafka"]["bootstrap_servers"] = distance.bootstrap
     return load_settings(None, **data)
+
+
+class Distance:
+    """Latency proxies (:mod:`devstack.latency`) in front of every gateway's Thrift1 and Thrift2 ports and of
+    Kafka's DISTANT listener: the workers connect through them, so that every call to a gateway or to the
+    broker pays the round trip set."""
+
+    def __init__(self, stack: LocalStack, first_port: int = PROXY_PORT) -> None:
+        if not stack.distant_rendered():
+            raise SystemExit("--rtt-ms needs Kafka's DISTANT listener, which this Kafka was started without: "
+                             "`hbase-ingest stack down`, then `stack up` again with the same shape")
+        self.proxy = Toxiproxy(stack.layout)
+        self.proxy.start()
+        upstream = [p for g in stack.gateways for p in (g.thrift_port, g.thrift2_port)]
+        self.proxies = [self.proxy.proxy(f"gateway-{port}", first_port + i, port) for i, port in enumerate(upstream)]
+        distant = stack.settings.kafka_distant_port
+        self.proxies.append(self.proxy.proxy("kafka", distant + 1, distant))
+        #: gateway port -> the port of the proxy in front of it
+        self.ports = {p.upstream_port: p.listen_port for p in self.proxies[:-1]}
+        self.bootstrap = stack.distant_bootstrap
+        self.gateway = (stack.gateways[0].host, self.proxies[0].listen_port)
+
+    def set_rtt(self, rtt_ms: int) -> None:
+        for p in self.proxies:
+            self.proxy.set_rtt(p, rtt_ms)
+
+    def call_ms(self, calls: int = 41) -> float:
+        """The median time of a small Thrift1 call (``getTableNames``) through the first gateway's proxy."""
+        conn = happybase.Connection(*self.gateway, timeout=10_000)
+        try:
+            took = []
+            for _ in range(calls):
+                t0 = time.perf_counter()
+                conn.tables()
+                took.append((time.perf_counter() - t0) * 1000)
+        finally:
+            conn.close()
+        return round(statistics.median(took), 2)
+
+    def stop(self) -> None:
+        self.proxy.stop()
 
 
 async def _fresh_table(settings: Settings) -> list[str]:
@@ -157,16 +218,23 @@ def _start_workers(config: Path, group: str, n: int,
 
 
 async def one_run(stack: LocalStack, args: argparse.Namespace, n_workers: int, total: int,
-                  tps: list[TopicPartition], work: Path) -> dict[str, Any]:
+                  tps: list[TopicPartition], work: Path, distance: Distance | None = None,
+                  rtt_ms: int = 0) -> dict[str, Any]:
+    """One run of ``n_workers`` workers; with ``distance``, through its proxies at ``rtt_ms``."""
     plain = scale_settings(stack, args.partitions, [None] * len(stack.gateways))
     servers = await _fresh_table(plain)
     by_port = {int(s.rpartition(":")[2]): s for s in servers}
     rs_ports = stack.topology().region_server_ports
-    settings = scale_settings(stack, args.partitions, [by_port.get(p) for p in rs_ports[:len(stack.gateways)]])
+    if distance is not None:
+        distance.set_rtt(rtt_ms)
+    settings = scale_settings(stack, args.partitions, [by_port.get(p) for p in rs_ports[:len(stack.gateways)]],
+                              distance)
     group = f"bench-scale-{n_workers}-{time.time_ns()}"
     config = work / f"scale-{n_workers}.toml"
     config.write_text(to_toml(settings.model_dump(mode="json", exclude_unset=True, exclude_none=True)))
     server_pids = _server_pids(stack)
+    if distance is not None and (proxy_pid := distance.proxy.process.pid()) is not None:
+        server_pids["toxiproxy"] = proxy_pid  # its copying is CPU of this machine too: counted in the bound
     cpu0 = {name: cpu_seconds(pid) for name, pid in server_pids.items()}
     t0 = time.perf_counter()
     procs, logs = _start_workers(config, group, n_workers, work)
@@ -205,7 +273,8 @@ async def one_run(stack: LocalStack, args: argparse.Namespace, n_workers: int, t
     cores = os.cpu_count() or 1
     bound = total / (all_cpu / cores)
     return {
-        "workers": n_workers, "events": total, "rows_checked": rows, "rows_per_region_server": per_server,
+        "workers": n_workers, **({"rtt_ms": rtt_ms} if distance is not None else {}), "events": total,
+        "rows_checked": rows, "rows_per_region_server": per_server,
         "wall_s": round(wall, 1), "first_commit_s": round((first or end) - t0, 1),
         "events_per_s": round(total / wall), "events_per_s_first_to_last_commit": round(total / (end - (first or t0))),
         "cpu_s_workers": [round(c, 1) for c in worker_cpu], "cpu_s_servers": server_cpu,
@@ -219,13 +288,14 @@ async def one_run(stack: LocalStack, args: argparse.Namespace, n_workers: int, t
 
 def _summary(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
-    for n in sorted({r["workers"] for r in runs}):
-        mine = [r for r in runs if r["workers"] == n]
+    for rtt, n in sorted({(r.get("rtt_ms"), r["workers"]) for r in runs}, key=lambda k: (k[0] or 0, k[1])):
+        mine = [r for r in runs if r["workers"] == n and r.get("rtt_ms") == rtt]
 
         def med(key: str, digits: int = 1, rs: list[dict[str, Any]] = mine) -> float:
             return round(float(statistics.median(r[key] for r in rs)), digits)
 
-        out.append({"workers": n, "runs": len(mine), "events_per_s": med("events_per_s", 0),
+        out.append({"workers": n, **({"rtt_ms": rtt} if rtt is not None else {}), "runs": len(mine),
+                    "events_per_s": med("events_per_s", 0),
                     "events_per_s_range": [min(r["events_per_s"] for r in mine), max(r["events_per_s"] for r in mine)],
                     "events_per_s_first_to_last_commit": med("events_per_s_first_to_last_commit", 0),
                     "worker_cpu_us_per_event": med("worker_cpu_us_per_event"),
@@ -243,7 +313,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                          f"{topo.mode} with {len(topo.region_server_ports)} region server(s) and "
                          f"{len(stack.gateways)} gateway(s))")
     stack.check_ready()
-    kafka = scale_settings(stack, args.partitions, [None] * len(stack.gateways)).kafka
+    base = scale_settings(stack, args.partitions, [None] * len(stack.gateways))
+    kafka = base.kafka
     await delete_topics(kafka, [TOPIC])
     await create_topics(kafka, {TOPIC: args.partitions, DLQ: 1})
     t0 = time.perf_counter()
@@ -252,27 +323,52 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
           flush=True)
     tps = [TopicPartition(TOPIC, p) for p in sorted(await end_offsets(kafka, TOPIC))]
     order = [int(x) for x in args.workers.split(",")]
-    plan = [n for r in range(args.rounds) for n in (order if r % 2 == 0 else order[::-1])]
+    rtts = [int(x) for x in args.rtt_ms.split(",")] if args.rtt_ms else [None]
+    # every other round runs the whole plan backwards, so that neither end always meets a fresher stack
+    plan = [(rtt, n) for r in range(args.rounds)
+            for rtt in (rtts if r % 2 == 0 else rtts[::-1]) for n in (order if r % 2 == 0 else order[::-1])]
     work = Path(tempfile.mkdtemp(prefix="bench-scale-"))
-    warmup = []
-    for _ in range(args.warmup):
-        # a freshly started cluster's JVMs compile their hot paths during the first loads: the servers
-        # spent 52.7 CPU-us per event on the first run of a fresh cluster and 14.0 on the sixth
-        warmup.append(await one_run(stack, args, 1, total, tps, work))
-        print(f"warm-up, 1 worker (not counted): {warmup[-1]['events_per_s']:,} events/s, servers "
-              f"{warmup[-1]['servers_cpu_us_per_event']} CPU-us per event", flush=True)
-    runs = []
-    for n in plan:
-        run = await one_run(stack, args, n, total, tps, work)
-        runs.append(run)
-        print(f"{n} worker(s): {run['events_per_s']:,} events/s ({run['events_per_s_first_to_last_commit']:,} "
-              f"first to last commit), worker CPU {run['cpu_s_workers']} s, servers {run['cpu_s_servers']} s, "
-              f"bound {run['bound_events_per_s']:,}/s ({run['of_bound']:.2f} of it)", flush=True)
+    distance = Distance(stack) if args.rtt_ms else None
+    warmup, runs, call_ms = [], [], {}
+    try:
+        if distance is not None:
+            for rtt in sorted({r or 0 for r in rtts}):
+                distance.set_rtt(rtt)
+                call_ms[rtt] = distance.call_ms()
+                print(f"{rtt} ms of round trip set: a Thrift1 call through the proxy takes {call_ms[rtt]} ms "
+                      "(median)", flush=True)
+        for _ in range(args.warmup):
+            # a freshly started cluster's JVMs compile their hot paths during the first loads: the servers
+            # spent 52.7 CPU-us per event on the first run of a fresh cluster and 14.0 on the sixth
+            warmup.append(await one_run(stack, args, 1, total, tps, work, distance))
+            print(f"warm-up, 1 worker (not counted): {warmup[-1]['events_per_s']:,} events/s, servers "
+                  f"{warmup[-1]['servers_cpu_us_per_event']} CPU-us per event", flush=True)
+        for at_rtt, n in plan:
+            run = await one_run(stack, args, n, total, tps, work, distance, at_rtt or 0)
+            runs.append(run)
+            at = f" at {at_rtt} ms" if at_rtt is not None else ""
+            print(f"{n} worker(s){at}: {run['events_per_s']:,} events/s ({run['events_per_s_first_to_last_commit']:,} "
+                  f"first to last commit), worker CPU {run['cpu_s_workers']} s, servers {run['cpu_s_servers']} s, "
+                  f"bound {run['bound_events_per_s']:,}/s ({run['of_bound']:.2f} of it)", flush=True)
+    finally:
+        if distance is not None:
+            distance.stop()
     summary = _summary(runs)
     for s in summary:
-        print(f"median, {s['workers']} worker(s): {s['events_per_s']:,.0f} events/s "
+        at = f" at {s['rtt_ms']} ms" if "rtt_ms" in s else ""
+        print(f"median, {s['workers']} worker(s){at}: {s['events_per_s']:,.0f} events/s "
               f"(range {s['events_per_s_range']}), {s['of_bound']:.2f} of the CPU bound", flush=True)
-    return {"events": total, "partitions": args.partitions, "region_servers": len(topo.region_server_ports),
+    if distance is not None:
+        for s in summary:
+            zero = next((b for b in summary if b["workers"] == s["workers"] and b["rtt_ms"] == 0), None)
+            if zero is not None and s["rtt_ms"]:
+                s["of_0_ms"] = round(s["events_per_s"] / zero["events_per_s"], 2)
+                print(f"{s['workers']} worker(s) at {s['rtt_ms']} ms: {s['of_0_ms']:.2f} x the events/s at 0 ms",
+                      flush=True)
+    return {"settings": {"concurrency": base.writer.concurrency, "max_batch_rows": base.writer.max_batch_rows,
+                         "max_batch_age_ms": base.writer.max_batch_age_ms, "pool_size": base.hbase.pool_size},
+            **({"rtt_ms": rtts, "thrift_call_ms": call_ms} if distance is not None else {}),
+            "events": total, "partitions": args.partitions, "region_servers": len(topo.region_server_ports),
             "gateways": len(stack.gateways), "hdfs": topo.namenode is not None,
             "cores": os.cpu_count(), "date_utc": time.strftime("%Y-%m-%d %H:%M"),
             "summary": summary, "runs": runs, "warmup": warmup}
@@ -286,6 +382,9 @@ if __name__ == "__main__":
     p.add_argument("--rounds", type=int, default=2, help="rounds; every other one runs the counts in reverse")
     p.add_argument("--warmup", type=int, default=3,
                    help="uncounted 1-worker runs first, to warm the cluster's JVMs up")
+    p.add_argument("--rtt-ms", default="",
+                   help="round trips (whole ms, comma-separated, e.g. 0,1,5) between the workers and the gateways, "
+                        "through latency proxies (Toxiproxy); every count of --workers runs at each")
     p.add_argument("--out", type=Path, default=RESULTS / "scale_out.json")
     ns = p.parse_args()
     result = asyncio.run(main(ns))

@@ -66,6 +66,7 @@ from .krb_authz import ensure_grants
 from .krb_cluster import cluster_security, hdfs_security, kerberized_rendered
 from .krb_hbase import ensure_krb_hbase
 from .krb_kafka import SsoListener, kafka_jvm_options, render_sso_config, setup_sso_acls, sso_rendered, sso_round_trip
+from .latency import PROXY_PROCESS
 from .launch import kafka_format_argv, kerberos_argv, namenode_format_argv, server_argv
 from .layout import (
     HBASE_VERSION,
@@ -244,6 +245,19 @@ class LocalStack:
     @property
     def bootstrap(self) -> str:
         return f"{HOST}:{self.settings.kafka_port}"
+
+    @property
+    def distant_bootstrap(self) -> str:
+        """Kafka's DISTANT listener as its clients reach it: through the latency proxy on ``kafka_distant_port
+        + 1`` (:mod:`.latency`), which the broker advertises, so that every call of such a client crosses it."""
+        return f"{HOST}:{self.settings.kafka_distant_port + 1}"
+
+    def distant_rendered(self) -> bool:
+        """Whether the rendered Kafka config (what a running Kafka was started with) has the DISTANT listener."""
+        try:
+            return "DISTANT://" in (self.layout.conf / "server.properties").read_text()
+        except OSError:
+            return False
 
     def topology(self) -> StackTopology:
         """The processes, ports and gateways of this stack (``topology.json`` in the state folder)."""
@@ -488,7 +502,8 @@ class LocalStack:
 
     def _check_other_shape(self) -> None:
         """Refuse to start one shape while processes of the other run from the same state folder."""
-        foreign = [n for n in self._pid_file_names() if n not in self.procs and self._owned(n).pid() is not None]
+        foreign = [n for n in self._pid_file_names()
+                   if n not in self.procs and n != PROXY_PROCESS and self._owned(n).pid() is not None]
         if foreign:
             raise StackError(
                 f"the stack in {self.layout.state} runs {', '.join(foreign)}, which this {self._topology.mode} "
@@ -523,6 +538,7 @@ class LocalStack:
         s, topo = self.settings, self._topology
         values = {
             "KAFKA_PORT": str(s.kafka_port), "KAFKA_CONTROLLER_PORT": str(s.kafka_controller_port),
+            "KAFKA_DISTANT_PORT": str(s.kafka_distant_port), "KAFKA_DISTANT_PROXY_PORT": str(s.kafka_distant_port + 1),
             "ZK_PORT": str(s.zookeeper_port), "MASTER_PORT": str(s.master_port),
             "REGIONSERVER_PORT": str(s.regionserver_port), "CLIENT_RETRIES": "5",
             "CLIENT_OPERATION_TIMEOUT_MS": "30000", "SESSION_TIMEOUT_MS": str(s.session_timeout_ms),

@@ -57,6 +57,10 @@ class StackSettings(KerberosStackKeys):
     state_dir: Path | None = None
     kafka_port: int = Field(default=9092, ge=1, le=MAX_PORT)
     kafka_controller_port: int = Field(default=9093, ge=1, le=MAX_PORT)
+    kafka_distant_port: int = Field(
+        default=9097, ge=1, le=MAX_PORT - 1,
+        description="a plaintext Kafka listener advertised at the latency proxy on kafka_distant_port + 1, which a "
+                    "client reaches through that proxy only (devstack.latency)")
     zookeeper_port: int = Field(default=2181, ge=1, le=MAX_PORT)
     master_port: int = Field(default=16000, ge=1, le=MAX_PORT)
     regionserver_port: int = Field(default=16020, ge=1, le=MAX_PORT)

@@ -52,6 +52,7 @@ HOST = "127.0.0.1"
 GATEWAY_PORT_STEP = 10
 #: port label (as ``status`` shows it) -> the ``[stack]`` setting it derives from
 SETTING_OF_LABEL = {"kafka": "kafka_port", "kafka controller": "kafka_controller_port",
+                    "kafka distant": "kafka_distant_port",
                     "zookeeper": "zookeeper_port", "hbase master": "master_port", "master": "master_port",
                     "hbase regionserver": "regionserver_port", "regionserver": "regionserver_port",
                     "thrift1": "thrift_port", "thrift2": "thrift2_port", "postgres": "postgres_port",
@@ -188,7 +189,8 @@ def plan_topology(s: StackSettings, kerberos: KerberosSettings | None = None) ->
     """The processes and ports for ``s`` (and ``kerberos``, by default as ``s`` declares it). Raises
     :class:`StackError` when two listeners would share a port or a derived port passes 65535, naming the
     listeners and the settings to change."""
-    kafka = ServerProcess("kafka", "kafka", {"kafka": s.kafka_port, "kafka controller": s.kafka_controller_port})
+    kafka = ServerProcess("kafka", "kafka", {"kafka": s.kafka_port, "kafka controller": s.kafka_controller_port,
+                                             "kafka distant": s.kafka_distant_port})
     ks = kerberos or KerberosSettings.of(s)
     if s.region_servers == 0:
         hbase = ServerProcess("hbase", "hbase", {

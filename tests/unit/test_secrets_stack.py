@@ -20,7 +20,8 @@ from devstack.secure import (
 )
 from devstack.settings import StackSettings
 
-VALUES = {"KAFKA_PORT": "19092", "KAFKA_CONTROLLER_PORT": "19093", "ZK_PORT": "12181", "MASTER_PORT": "16000",
+VALUES = {"KAFKA_PORT": "19092", "KAFKA_CONTROLLER_PORT": "19093", "KAFKA_DISTANT_PORT": "19097",
+          "KAFKA_DISTANT_PROXY_PORT": "19098", "ZK_PORT": "12181", "MASTER_PORT": "16000",
           "REGIONSERVER_PORT": "16020", "CLIENT_RETRIES": "5", "CLIENT_OPERATION_TIMEOUT_MS": "30000",
           "SESSION_TIMEOUT_MS": "30000", "DISTRIBUTED": "false", "ROOTDIR": "file:///tmp/hbase/root",
           "STREAM_CAPABILITY_ENFORCE": "false", "WAL_PROVIDER": "filesystem"}

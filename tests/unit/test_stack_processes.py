@@ -82,13 +82,17 @@ def test_render_configs_fills_every_placeholder(tmp_path: Path) -> None:
     from devstack.hdfs import hbase_fs_values
 
     layout = StackLayout(tmp_path / "cache", tmp_path / "state", infra_dir())
-    render_configs(layout, {"KAFKA_PORT": "19092", "KAFKA_CONTROLLER_PORT": "19093", "ZK_PORT": "12181",
+    render_configs(layout, {"KAFKA_PORT": "19092", "KAFKA_CONTROLLER_PORT": "19093", "KAFKA_DISTANT_PORT": "19097",
+                            "KAFKA_DISTANT_PROXY_PORT": "19098", "ZK_PORT": "12181",
                             "MASTER_PORT": "16000", "REGIONSERVER_PORT": "16020", "CLIENT_RETRIES": "5",
                             "CLIENT_OPERATION_TIMEOUT_MS": "30000", "SESSION_TIMEOUT_MS": "30000",
                             "DISTRIBUTED": "false", **hbase_fs_values(layout.state, None)})
     server = (layout.conf / "server.properties").read_text()
     site = (layout.conf / "hbase" / "hbase-site.xml").read_text()
     assert "PLAINTEXT://127.0.0.1:19092" in server and f"log.dirs={tmp_path}/state/kafka/data" in server
+    # the DISTANT listener listens on its port and is advertised at the latency proxy's, one above
+    assert ",DISTANT://127.0.0.1:19097\n" in server and "advertised.listeners=PLAINTEXT://127.0.0.1:19092," \
+        "DISTANT://127.0.0.1:19098\n" in server
     assert "<value>12181</value>" in site and "${" not in site and "${" not in server
 
 
