@@ -9,7 +9,7 @@ round trip of ``rtt_ms`` is ``rtt_ms / 2`` on the upstream (client to server) an
 downstream stream of a proxy.
 
 Toxiproxy is built from its Go module (``go install``, :data:`TOXIPROXY_VERSION`) into the cache folder
-the first time it is needed (about 30 s and 16 MB; ``go`` must be on PATH), and runs as the
+the first time it is needed (about 30 s and 16 MB; ``go`` on PATH, or where Go's tarball puts it), and runs as the
 ``toxiproxy`` process of the state folder (pid file and log there; ``stack down`` stops it too). Its
 REST API listens on loopback, ``api_port``; each proxy listens on a loopback port of its own and forwards
 to one upstream port. A proxy with no toxic adds only the copy through a user-space process: a benchmark
@@ -47,6 +47,8 @@ TOXIPROXY_MODULE = "github.com/Shopify/toxiproxy/v2/cmd/server"
 TOXIPROXY_VERSION = "v2.5.0"
 #: the process name (pid file ``toxiproxy.pid``, log ``toxiproxy.log`` in the state folder)
 PROXY_PROCESS = "toxiproxy"
+#: where Go's own tarball installs it, for shells whose PATH leaves it out (a non-interactive one)
+GO_FALLBACKS = (Path("/usr/local/go/bin/go"),)
 #: the REST API's default loopback port (clear of the stack's: Kafka 909x, Thrift 909x/91xx, HBase 16xxx)
 DEFAULT_API_PORT = 18474
 
@@ -58,7 +60,7 @@ def ensure_toxiproxy(layout: StackLayout, timeout_s: float = 600.0) -> Path:
     binary = layout.cache / "toxiproxy" / TOXIPROXY_VERSION / "toxiproxy-server"
     if binary.is_file():
         return binary
-    go = shutil.which("go")
+    go = shutil.which("go") or next((str(p) for p in GO_FALLBACKS if p.is_file()), None)
     if go is None:
         raise StackError("`go` was not found on PATH: the latency proxy (Toxiproxy) is built from its Go module; "
                          "install Go 1.21 or newer (e.g. `apt-get install golang`) or put its bin folder on PATH")

@@ -12,8 +12,9 @@ from devstack import LocalStack
 def test_up_is_idempotent_and_fast_when_running(stack: LocalStack) -> None:
     t0 = time.monotonic()
     report = stack.up()
-    assert report.reused
-    assert time.monotonic() - t0 < 2.0
+    assert report.reused and "start" not in report.timings_s
+    # one round trip per part (about 1.5 s on a quiet machine), where a start takes 25 s or more
+    assert time.monotonic() - t0 < 15.0
 
 
 def test_status_reports_state_folder_and_processes(stack: LocalStack) -> None:

@@ -63,8 +63,8 @@ def test_rendered_config_has_the_secure_listener_and_is_private(tmp_path: Path) 
     text = conf.read_text()
     assert _mode(conf) == 0o600
     props = dict(line.split("=", 1) for line in text.splitlines() if line and not line.startswith("#"))
-    assert props["listeners"].endswith("SECURE://127.0.0.1:19094")  # the later key wins in a properties file
-    assert props["listener.security.protocol.map"].endswith("SECURE:SASL_SSL")
+    assert props["listeners"].endswith("SECURE://127.0.0.1:19094,DISTANT://127.0.0.1:19097")  # the later key wins
+    assert props["listener.security.protocol.map"].endswith("SECURE:SASL_SSL,DISTANT:PLAINTEXT")
     assert props["super.users"] == "User:ANONYMOUS"
     for user in (WORKER_USER, OTHER_USER):  # user passwords live in their files only
         assert listener.password_file(user).read_text().strip() not in text
