@@ -57,31 +57,39 @@ def hbase_fs_values(state: Path, namenode: ServerProcess | None) -> dict[str, st
     if namenode is None:
         return {"ROOTDIR": f"file://{state}/hbase/root", "STREAM_CAPABILITY_ENFORCE": "false",
                 "WAL_PROVIDER": "filesystem"}
-    return {"ROOTDIR": f"hdfs://{HOST}:{namenode.ports['namenode']}{HBASE_ROOT}",
+    return {"ROOTDIR": f"hdfs://{namenode.host}:{namenode.ports['namenode']}{HBASE_ROOT}",
             "STREAM_CAPABILITY_ENFORCE": "true", "WAL_PROVIDER": WAL_PROVIDER}
 
 
 def hdfs_values(namenode: ServerProcess, datanodes: int) -> dict[str, str]:
     """The placeholders of ``core-site.xml.in`` and ``hdfs-site.xml.in`` for the topology's NameNode and
     its ``datanodes`` DataNodes (STATE is added by the renderer). CORE_SECURITY and HDFS_SECURITY are empty:
-    a Kerberized cluster fills them (:func:`.krb_cluster.hdfs_security`)."""
-    return {"NAMENODE_PORT": str(namenode.ports["namenode"]),
+    a Kerberized cluster fills them (:func:`.krb_cluster.hdfs_security`). A NameNode in a namespace
+    (``[stack] netns``) takes its DataNodes by address: HDFS_SECURITY then turns off the reverse lookup of
+    their addresses at registration, which the bridge's addresses have no name for."""
+    netns = namenode.host != HOST
+    return {"NAMENODE_HOST": namenode.host, "NAMENODE_PORT": str(namenode.ports["namenode"]),
             "NAMENODE_HTTP_PORT": str(namenode.ports["namenode http"]),
             "REPLICATION": str(replication(datanodes)),
             "REPLACE_DATANODE": "true" if datanodes >= 3 else "false",
-            "CORE_SECURITY": "", "HDFS_SECURITY": ""}
+            "CORE_SECURITY": "", "HDFS_SECURITY": _NO_HOSTNAME_CHECK if netns else ""}
+
+
+_NO_HOSTNAME_CHECK = ("  <property><name>dfs.namenode.datanode.registration.ip-hostname-check</name>"
+                      "<value>false</value></property>\n")
 
 
 def datanode_options(proc: ServerProcess, data_dir: str) -> list[str]:
-    """The generic ``-D`` options that give DataNode ``proc`` its own folder and loopback ports. Its web
-    port is both the HTTP and the HTTPS address: a Kerberized HDFS serves HTTPS only, a plain one HTTP only."""
-    p = proc.ports
+    """The generic ``-D`` options that give DataNode ``proc`` its own folder and ports on its address
+    (loopback, or its namespace's). Its web port is both the HTTP and the HTTPS address: a Kerberized HDFS
+    serves HTTPS only, a plain one HTTP only."""
+    p, host = proc.ports, proc.host
     return ["-D", f"dfs.datanode.data.dir=file://{data_dir}",
-            "-D", f"dfs.datanode.address={HOST}:{p['datanode']}",
-            "-D", f"dfs.datanode.ipc.address={HOST}:{p['datanode ipc']}",
-            "-D", f"dfs.datanode.http.address={HOST}:{p['datanode http']}",
-            "-D", f"dfs.datanode.https.address={HOST}:{p['datanode http']}",
-            "-D", f"dfs.datanode.hostname={HOST}"]
+            "-D", f"dfs.datanode.address={host}:{p['datanode']}",
+            "-D", f"dfs.datanode.ipc.address={host}:{p['datanode ipc']}",
+            "-D", f"dfs.datanode.http.address={host}:{p['datanode http']}",
+            "-D", f"dfs.datanode.https.address={host}:{p['datanode http']}",
+            "-D", f"dfs.datanode.hostname={host}"]
 
 
 def format_args() -> list[str]:

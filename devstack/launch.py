@@ -40,7 +40,7 @@ from .krb_cluster import zookeeper_client_options, zookeeper_sasl_options
 from .layout import StackLayout
 from .registry import registry_argv
 from .settings import StackSettings
-from .topology import CLUSTER_KRB_LABELS, ServerProcess
+from .topology import CLUSTER_KRB_LABELS, HOST, ServerProcess
 
 __all__ = ["CLUSTER_ID", "HBASE_JDK17", "acl_argv", "gateway_argv", "kafka_format_argv", "kerberos_argv",
            "namenode_format_argv", "server_argv"]
@@ -143,6 +143,16 @@ def gateway_argv(lay: StackLayout, heap_mb: int, thrift1: int, thrift2: int, opt
     return [*_hbase_jvm(lay, heap_mb // 4, heap_mb, launcher), main, "gateway", str(thrift1), str(thrift2), *options]
 
 
+def _own_address(proc: ServerProcess) -> list[str]:
+    """The generic options that make the master or a region server in a namespace (``[stack] netns``) bind
+    to and announce its address (``hbase-site.xml`` says loopback and ``localhost``); none on loopback."""
+    if proc.host == HOST:
+        return []
+    kind = "master" if proc.role == "master" else "regionserver"
+    name = "hbase.master.hostname" if proc.role == "master" else "hbase.unsafe.regionserver.hostname"
+    return ["-D", f"{name}={proc.host}", "-D", f"hbase.{kind}.ipc.address={proc.host}"]
+
+
 def server_argv(proc: ServerProcess, s: StackSettings, lay: StackLayout, launcher: Path | None = None,
                 krb: KerberosPart | None = None) -> list[str]:
     """The command that starts ``proc`` (one process of :func:`~.topology.plan_topology`). ``launcher``:
@@ -161,7 +171,8 @@ def server_argv(proc: ServerProcess, s: StackSettings, lay: StackLayout, launche
             qop = cluster_qop(int(proc.name.rpartition("-")[2]) - 1)  # gateway-1 is j = 0
             return [*_kerberized(jvm, krb, cluster=True), main, "kerberos-gateway", qop, *map(str, ports)]
         if proc.role == "gateway":
-            return gateway_argv(lay, heap, proc.ports["thrift1"], proc.ports["thrift2"], (), launcher)
+            argv = gateway_argv(lay, heap, proc.ports["thrift1"], proc.ports["thrift2"], (), launcher)
+            return argv if proc.host == HOST else [argv[0], f"-Dhbase.stack.bind={proc.host}", *argv[1:]]
         return [*jvm, main, "standalone", str(proc.ports["thrift1"]), str(proc.ports["thrift2"])]
     if proc.role == "kafka":
         return ["java", f"-Xms{s.kafka_heap_mb}m", f"-Xmx{s.kafka_heap_mb}m", *_KAFKA_JVM, _log4j(lay),
@@ -176,12 +187,12 @@ def server_argv(proc: ServerProcess, s: StackSettings, lay: StackLayout, launche
     if proc.role == "master":
         heap = s.master_heap_mb
         return [*_kerberized(_hbase_jvm(lay, heap // 4, heap), krb, cluster=True),
-                "org.apache.hadoop.hbase.master.HMaster", "start"]
+                "org.apache.hadoop.hbase.master.HMaster", *_own_address(proc), "start"]
     if proc.role == "regionserver":
         heap = s.regionserver_heap_mb
         return [*_kerberized(_hbase_jvm(lay, heap // 4, heap), krb, cluster=True),
                 "org.apache.hadoop.hbase.regionserver.HRegionServer",
-                "-D", f"hbase.regionserver.port={proc.ports['regionserver']}", "start"]
+                "-D", f"hbase.regionserver.port={proc.ports['regionserver']}", *_own_address(proc), "start"]
     if proc.role == "namenode":
         return [*_with_realm(_hadoop_jvm(lay, s.namenode_heap_mb), krb),
                 "org.apache.hadoop.hdfs.server.namenode.NameNode"]

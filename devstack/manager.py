@@ -77,6 +77,7 @@ from .layout import (
     infra_dir,
     write_private,
 )
+from .netns import ensure_network, exec_prefix, remove_network
 from .part import Part
 from .pgserver import STOP_SIGNAL
 from .processes import OwnedProcess, port_in_use, tail, tail_lines
@@ -275,7 +276,7 @@ class LocalStack:
         if nn is None:
             return None
         if self.kerberos is None or not self.kerberized_cluster:
-            return WebHdfs(HOST, nn.ports["namenode http"])
+            return WebHdfs(nn.host, nn.ports["namenode http"])
         from .krb_client import service_spnego  # gssapi is loaded only by stacks with Kerberos
 
         return WebHdfs(HOST, nn.ports["namenode http"], tls=ssl.create_default_context(cafile=self.kerberos.ca_file),
@@ -385,13 +386,14 @@ class LocalStack:
         try:
             web.round_trip()
         except Exception as exc:
-            raise StackError(f"HDFS (NameNode {HOST}:{self._topology.process('namenode').ports['namenode']}) "
+            nn = self._topology.process("namenode")
+            raise StackError(f"HDFS (NameNode {nn.host}:{nn.ports['namenode']}) "
                              f"failed its round trip: {exc!r}") from exc
 
     def _check_hbase(self, timeout_s: float) -> None:
         self._check_hdfs(timeout_s)
         if self._topology.mode == "cluster":
-            live = registered_region_servers(HOST, self._topology.zookeeper_port, timeout_s)
+            live = registered_region_servers(self._topology.zookeeper_host, self._topology.zookeeper_port, timeout_s)
             missing = [rs.name for rs in self._topology.by_role("regionserver")
                        if not self._registered(rs, live)]
             if missing:
@@ -471,6 +473,8 @@ class LocalStack:
             self.kafka.stop()  # a running Kafka without a listener asked for: restart it (only it)
         self._check_ports()
         self._check_cluster_security()
+        if self._topology.network is not None:
+            ensure_network(self._topology.network)
         self._render(secure, sso)
         deadline = time.monotonic() + self.settings.start_timeout_s
         for proc in self._topology.processes:
@@ -491,6 +495,8 @@ class LocalStack:
             stopped = [n for n in names if self.procs.get(n, self._owned(n)).stop()]
             for addon in reversed(self._parts):
                 addon.stop()
+            if self._topology.network is not None:  # after the processes: a namespace in use outlives its name
+                remove_network(self._topology.network)
             if wipe and self.layout.state.exists():
                 shutil.rmtree(self.layout.state)
         return stopped
@@ -524,7 +530,7 @@ class LocalStack:
 
     def _check_ports(self) -> None:
         for proc in self._topology.processes:
-            if self.procs[proc.name].pid() is not None:
+            if self.procs[proc.name].pid() is not None or proc.host != HOST:  # a namespace's ports are its own
                 continue
             for label, port in proc.ports.items():
                 if port_in_use(port):
@@ -539,7 +545,7 @@ class LocalStack:
         values = {
             "KAFKA_PORT": str(s.kafka_port), "KAFKA_CONTROLLER_PORT": str(s.kafka_controller_port),
             "KAFKA_DISTANT_PORT": str(s.kafka_distant_port), "KAFKA_DISTANT_PROXY_PORT": str(s.kafka_distant_port + 1),
-            "ZK_PORT": str(s.zookeeper_port), "MASTER_PORT": str(s.master_port),
+            "ZK_PORT": str(s.zookeeper_port), "ZK_HOST": topo.zookeeper_host, "MASTER_PORT": str(s.master_port),
             "REGIONSERVER_PORT": str(s.regionserver_port), "CLIENT_RETRIES": "5",
             "CLIENT_OPERATION_TIMEOUT_MS": "30000", "SESSION_TIMEOUT_MS": str(s.session_timeout_ms),
             "DISTRIBUTED": "true" if topo.mode == "cluster" else "false", "SECURITY": "",
@@ -610,6 +616,8 @@ class LocalStack:
         owned = self.procs[proc.name]
         krb = self.kerberos if self.kerberized_cluster else None
         argv = server_argv(proc, self.settings, lay, self._launcher, krb)
+        if self._topology.network is not None and proc.host != HOST:
+            argv = [*exec_prefix(self._topology.network, proc.name), *argv]  # it execs: the pid stays the server's
         if proc.role == "kafka" and self.sso_listener is not None and sso_rendered(lay):
             # the broker logs in from its keytab as it starts: the KDC must answer first
             kdc = self._topology.by_role("kdc")[0]
@@ -619,7 +627,7 @@ class LocalStack:
         owned.start(argv)
         if proc.role == "zookeeper":
             # every HBase server needs ZooKeeper: wait for its port before starting them
-            self._wait(owned, lambda: _connectable(proc.ports["zookeeper"]), deadline)
+            self._wait(owned, lambda: _connectable(proc.ports["zookeeper"], proc.host), deadline)
         if proc.role == "datanode" and proc == self._topology.by_role("datanode")[-1]:
             # the master writes to HDFS as it starts: wait for a file written and read back first
             datanodes = [self.procs[d.name] for d in self._topology.by_role("datanode")]
@@ -702,6 +710,6 @@ class LocalStack:
             self._wait(self.kafka, lambda: sso_round_trip(listener, 10.0), deadline)
 
 
-def _connectable(port: int) -> None:
-    if not port_in_use(port):
-        raise ConnectionRefusedError(f"nothing listens on {HOST}:{port} yet")
+def _connectable(port: int, host: str = HOST) -> None:
+    if not port_in_use(port, host):
+        raise ConnectionRefusedError(f"nothing listens on {host}:{port} yet")

@@ -276,7 +276,8 @@ def ensure_launcher(layout: StackLayout) -> Path | None:
 def render_configs(layout: StackLayout, values: dict[str, str]) -> None:
     """Fill the ``${NAME}`` placeholders of the config templates into ``state/conf``."""
     (layout.conf / "hbase").mkdir(parents=True, exist_ok=True)
-    values = {"STATE": str(layout.state), "SECURITY": "", **values}  # SECURITY: a Kerberized cluster's
+    # SECURITY: a Kerberized cluster's; ZK_HOST: ZooKeeper's address, its namespace's with [stack] netns
+    values = {"STATE": str(layout.state), "SECURITY": "", "ZK_HOST": "127.0.0.1", **values}
     templates = {
         layout.infra / "conf" / "kafka" / "server.properties.in": layout.conf / "server.properties",
         layout.infra / "conf" / "hbase" / "hbase-site.xml.in": layout.conf / "hbase" / "hbase-site.xml",
@@ -310,7 +311,7 @@ def render_hdfs_configs(layout: StackLayout, values: dict[str, str] | None,
     hadoop = layout.conf / "hadoop"
     for app in WEBAPPS:
         (hadoop / "webapps" / app).mkdir(parents=True, exist_ok=True)
-    values = {"STATE": str(layout.state), **values}
+    values = {"STATE": str(layout.state), "NAMENODE_HOST": "127.0.0.1", **values}
     for name in _HDFS_CONFIGS:
         src = layout.infra / "conf" / "hadoop" / f"{name}.in"
         try:

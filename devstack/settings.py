@@ -113,6 +113,14 @@ class StackSettings(KerberosStackKeys):
                                description="the registry's HTTP port (Confluent-compatible API under /apis/ccompat/v7)")
     registry_heap_mb: int = Field(default=256, ge=128, le=1024 * 1024)
 
+    netns: bool = Field(default=False,
+                        description="each cluster server in a network namespace of its own on a bridge (root; "
+                                    "devstack.netns): faults cut links between servers")
+    netns_prefix: str = Field(default="hi", pattern=r"^[a-z][a-z0-9]{0,7}$",
+                              description="the start of the bridge's, namespaces' and veth pairs' names")
+    netns_subnet: str = Field(default="10.213.0.0/24", pattern=r"^\d+\.\d+\.\d+\.\d+/\d+$",
+                              description="the bridge's IPv4 subnet (.1 on the host; a /24 or larger)")
+
     @model_validator(mode="after")
     def _cluster_shape(self) -> StackSettings:
         if (self.region_servers == 0) != (self.gateways == 0):
@@ -123,6 +131,12 @@ class StackSettings(KerberosStackKeys):
             raise ValueError(
                 "hdfs runs only under a local cluster: set region_servers and gateways too (e.g. `stack up "
                 "--region-servers 2 --gateways 2 --hdfs`); the one-JVM stack keeps HBase on the local filesystem")
+        if self.netns and self.region_servers == 0:
+            raise ValueError(
+                "netns runs only under a local cluster: set region_servers and gateways too (e.g. `stack up "
+                "--region-servers 2 --gateways 1 --netns`); the one-JVM stack stays on loopback")
+        if self.netns and self.kerberos:
+            raise ValueError("netns and kerberos together are not supported: the realm's servers are on loopback")
         return self
 
 

@@ -27,6 +27,11 @@ Two shapes, chosen by ``[stack] region_servers`` / ``gateways``:
 - **cdc** (``[stack] cdc``, on top of either shape): ``postgres`` (PostgreSQL on ``postgres_port``)
   and ``connect`` (Kafka Connect with Debezium, REST on ``connect_port``), after the HBase processes,
   so that ``stack down`` (reverse order) stops Connect first, then PostgreSQL.
+- **netns** (``[stack] netns``, ``stack up --netns``, a cluster only): each process of :data:`NETNS_ROLES`
+  in a network namespace of its own on a bridge (:mod:`.netns`), listening on and announcing its
+  namespace's address (:attr:`ServerProcess.host`, the gateways' :attr:`Gateway.host`) on the same ports;
+  Kafka and the optional parts stay on loopback. ``topology.json`` records the plan's prefix and subnet, so
+  that ``stack down`` removes the namespaces and the bridge after the processes.
 
 :func:`plan_topology` refuses a plan in which two listeners share a port, naming both.
 :class:`Gateway` is the typed description other code reads (``LocalStack.topology().gateways``, and
@@ -36,17 +41,18 @@ Two shapes, chosen by ``[stack] region_servers`` / ``gateways``:
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from pipeline.errors import StackError
 
 from .kerberos import GATEWAY_PORT_OFFSETS, KerberosSettings
+from .netns import NetworkPlan, plan_network
 from .settings import StackSettings
 
 __all__ = ["CDC_ROLES", "CLUSTER_KRB_LABELS", "DATANODE_PORT_STEP", "GATEWAY_PORT_STEP", "HOST", "KERBEROS_ROLES",
-           "OPTIONAL_ROLES", "SETTING_OF_LABEL", "Gateway", "ServerProcess", "StackTopology", "kerberos_processes",
-           "plan_topology", "topology_from_json"]
+           "NETNS_ROLES", "OPTIONAL_ROLES", "SETTING_OF_LABEL", "Gateway", "ServerProcess", "StackTopology",
+           "in_namespaces", "kerberos_processes", "plan_topology", "topology_from_json"]
 
 HOST = "127.0.0.1"
 GATEWAY_PORT_STEP = 10
@@ -95,11 +101,13 @@ class Gateway:
 @dataclass(frozen=True)
 class ServerProcess:
     """One server process of the stack: its name (pid and log file names), role and listening ports
-    (label -> port; the label names the ``[stack]`` setting it derives from in messages)."""
+    (label -> port; the label names the ``[stack]`` setting it derives from in messages), and the address
+    it listens on and is reached at: loopback, or its namespace's address (``[stack] netns``)."""
 
     name: str
     role: Role
     ports: dict[str, int]
+    host: str = HOST
 
 
 @dataclass(frozen=True)
@@ -111,6 +119,14 @@ class StackTopology:
     processes: tuple[ServerProcess, ...]
     gateways: tuple[Gateway, ...]
     zookeeper_port: int
+    #: the namespaces of the cluster's servers (``[stack] netns``), None when every server is on loopback
+    network: NetworkPlan | None = None
+
+    @property
+    def zookeeper_host(self) -> str:
+        """The address ZooKeeper is reached at (its namespace's with ``netns``, else loopback)."""
+        found = self.by_role("zookeeper")
+        return found[0].host if found else HOST
 
     def process(self, name: str) -> ServerProcess:
         for p in self.processes:
@@ -133,29 +149,37 @@ class StackTopology:
 
     def to_json(self) -> str:
         """The description written to ``topology.json``: mode, ZooKeeper port, gateways, processes."""
+        netns = {} if self.network is None else {
+            "netns": {"prefix": self.network.prefix, "subnet": self.network.subnet}}
         return json.dumps({
             "mode": self.mode, "host": HOST, "zookeeper_port": self.zookeeper_port,
             "gateways": [g.to_dict() for g in self.gateways],
-            "processes": [{"name": p.name, "role": p.role, "ports": p.ports} for p in self.processes],
-        }, indent=2) + "\n"
+            "processes": [{"name": p.name, "role": p.role, "ports": p.ports, **({"host": p.host} if p.host != HOST
+                                                                                 else {})}
+                          for p in self.processes],
+            **netns}, indent=2) + "\n"
 
 
 def topology_from_json(text: str) -> StackTopology:
     """Read back :meth:`StackTopology.to_json`. Raises :class:`StackError` naming what is malformed."""
     try:
         data = json.loads(text)
-        procs = tuple(ServerProcess(str(p["name"]), p["role"], {str(k): int(v) for k, v in p["ports"].items()})
+        procs = tuple(ServerProcess(str(p["name"]), p["role"], {str(k): int(v) for k, v in p["ports"].items()},
+                                    str(p.get("host", HOST)))
                       for p in data["processes"])
         gateways = tuple(Gateway(str(g["name"]), str(g["host"]), int(g["thrift_port"]), int(g["thrift2_port"]))
                          for g in data["gateways"])
         mode, zookeeper_port = data["mode"], int(data["zookeeper_port"])
+        netns = data.get("netns")
+        network = None if netns is None else plan_network([p.name for p in procs if p.host != HOST],
+                                                          str(netns["prefix"]), str(netns["subnet"]))
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise StackError(f"the stack's topology.json is malformed ({exc!r}): run `stack up` again to rewrite it"
                          ) from exc
     if mode not in ("standalone", "cluster") or any(p.role not in _ROLES for p in procs):
         raise StackError(f"the stack's topology.json names an unknown mode or role ({mode!r}, "
                          f"{[p.role for p in procs]}): run `stack up` again to rewrite it")
-    return StackTopology(mode, procs, gateways, zookeeper_port)
+    return StackTopology(mode, procs, gateways, zookeeper_port, network)
 
 
 #: the secured gateways a Kerberized cluster's gateway serves beside its plain Thrift1/Thrift2
@@ -216,7 +240,22 @@ def plan_topology(s: StackSettings, kerberos: KerberosSettings | None = None) ->
         procs = (*procs, ServerProcess("postgres", "postgres", {"postgres": s.postgres_port}),
                  ServerProcess("connect", "connect", {"connect": s.connect_port}))
     _check_ports(procs)
-    return StackTopology(mode, procs, gateways, s.zookeeper_port)
+    topo = StackTopology(mode, procs, gateways, s.zookeeper_port)
+    return in_namespaces(topo, s.netns_prefix, s.netns_subnet) if s.netns and mode == "cluster" else topo
+
+
+#: the roles that run in a namespace of their own under ``[stack] netns`` (Kafka and the optional parts stay
+#: on the host's loopback)
+NETNS_ROLES = ("zookeeper", "namenode", "datanode", "master", "regionserver", "gateway")
+
+
+def in_namespaces(topo: StackTopology, prefix: str, subnet: str) -> StackTopology:
+    """``topo`` with each process of :data:`NETNS_ROLES` at its namespace's address (:func:`.netns.plan_network`)
+    and the plan recorded; ports unchanged."""
+    plan = plan_network([p.name for p in topo.processes if p.role in NETNS_ROLES], prefix, subnet)
+    procs = tuple(replace(p, host=plan.address(p.name)) if p.role in NETNS_ROLES else p for p in topo.processes)
+    gateways = tuple(replace(g, host=plan.address(g.name)) for g in topo.gateways)
+    return replace(topo, processes=procs, gateways=gateways, network=plan)
 
 
 def _hdfs(s: StackSettings) -> tuple[ServerProcess, ...]:

@@ -54,7 +54,9 @@ public class HBaseStack {
   }
 
   static String[] serverArgs(String port, String[] options) {
-    java.util.List<String> argv = new java.util.ArrayList<>(java.util.List.of("-p", port, "-b", "127.0.0.1"));
+    // loopback, or (a cluster in network namespaces) the gateway's namespace address
+    String bind = System.getProperty("hbase.stack.bind", "127.0.0.1");
+    java.util.List<String> argv = new java.util.ArrayList<>(java.util.List.of("-p", port, "-b", bind));
     argv.addAll(java.util.List.of(options));
     return argv.toArray(new String[0]);
   }

@@ -72,9 +72,16 @@ KerberosOpt = typer.Option(
          "serving SASL and HTTPS+SPNEGO on 9692..9695 + 10 * j beside plain Thrift (not with --hdfs)")
 
 
+NetnsOpt = typer.Option(
+    False, "--netns",
+    help="each server of a local cluster in a network namespace of its own on a bridge (root; [stack] netns, "
+         "netns_prefix, netns_subnet), Kafka on loopback: faults can cut links between servers; needs "
+         "--region-servers and --gateways")
+
+
 def _settings(config: Path | None, region_servers: int | None, gateways: int | None,
               secure: bool = False, cdc: bool = False, hdfs: bool = False, registry: bool = False,
-              kerberos: bool = False) -> StackSettings:
+              kerberos: bool = False, netns: bool = False) -> StackSettings:
     check_devstack("hbase-ingest stack")
     from devstack.settings import StackSettings, load_stack_settings
 
@@ -91,12 +98,16 @@ def _settings(config: Path | None, region_servers: int | None, gateways: int | N
         shape["registry"] = True
     if kerberos:
         shape["kerberos"] = True
+    if netns:
+        shape["netns"] = True
     if not shape:
         return base
     try:
         return StackSettings.model_validate({**base.model_dump(), **shape})
     except ValidationError as exc:
-        what = "--hdfs" if hdfs and "hdfs" in exc.errors()[0]["msg"] else "--region-servers/--gateways"
+        msg = exc.errors()[0]["msg"]
+        what = ("--hdfs" if hdfs and "hdfs" in msg else "--netns" if netns and "netns" in msg
+                else "--region-servers/--gateways")
         raise ConfigError(f"{what}: {exc.errors()[0]['msg']}") from exc
 
 
@@ -117,7 +128,8 @@ def _print_deaths(stack_dead: list[str]) -> None:
 @stack_app.command()
 def up(config: Path | None = ConfigOpt, region_servers: int | None = RegionServersOpt,
        gateways: int | None = GatewaysOpt, secure: bool = SecureOpt, cdc: bool = CdcOpt,
-       hdfs: bool = HdfsOpt, registry: bool = RegistryOpt, kerberos: bool = KerberosOpt) -> None:
+       hdfs: bool = HdfsOpt, registry: bool = RegistryOpt, kerberos: bool = KerberosOpt,
+       netns: bool = NetnsOpt) -> None:
     """Provision (first run downloads jars into the user cache) and start Kafka + HBase + Thrift; wait
     until real round trips succeed. Returns at once when the stack already runs. With --region-servers
     N --gateways M: ZooKeeper, a master, N region servers and M gateways, each its own JVM. With --cdc:
@@ -126,7 +138,7 @@ def up(config: Path | None = ConfigOpt, region_servers: int | None = RegionServe
     With --registry: also Apicurio Registry, ready once a schema is registered and read back by its id.
     With --kerberos: also a KDC and a Kerberized HBase, ready once a ticket is issued from a keytab and
     each of its six Thrift gateways answers a call (SASL and SPNEGO as the client principal)."""
-    settings = _settings(config, region_servers, gateways, secure, cdc, hdfs, registry, kerberos)
+    settings = _settings(config, region_servers, gateways, secure, cdc, hdfs, registry, kerberos, netns)
     from devstack import LocalStack
 
     stack = LocalStack(settings)

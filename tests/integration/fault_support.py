@@ -33,6 +33,7 @@ from connectors.kafka import make_consumer, make_producer
 from devstack import LocalStack
 from devstack.launch import HBASE_JDK17
 from devstack.layout import infra_dir
+from devstack.netns import Faults
 from devstack.settings import StackSettings
 from pipeline.settings import HBaseClientKind, HBaseSettings, Settings, load_settings
 
@@ -273,6 +274,15 @@ def partitioned(pid: int, listening: Iterable[int]) -> Iterator[list[int]]:
         _heal()
 
 
+def network_faults(stack: LocalStack) -> Faults:
+    """The fault API of a cluster started with ``[stack] netns`` (:class:`devstack.netns.Faults`): links
+    between its servers (and the host, :data:`devstack.netns.HOST_NODE`) cut and healed, both ways or one
+    way, for a bounded time (:meth:`~devstack.netns.Faults.partitioned`)."""
+    plan = stack.topology().network
+    assert plan is not None, f"the stack in {stack.layout.state} does not run in network namespaces ([stack] netns)"
+    return Faults(plan)
+
+
 def stop_hbase(stack: LocalStack) -> None:
     """Stop every HBase process (gateways first, ZooKeeper last), as `stack down` does, Kafka left running."""
     for name in reversed(hbase_names(stack)):
@@ -317,7 +327,7 @@ def region_admin(stack: LocalStack, *ops: str, timeout_s: float = 300) -> list[d
     move:TABLE, regions:TABLE); returns its JSON line per operation."""
     source = infra_dir() / "RegionAdmin.java"
     cmd = ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.net.preferIPv4Stack=true",
-           *HBASE_JDK17, "-cp", f"{stack.layout.hbase_lib}/*", str(source), "127.0.0.1",
+           *HBASE_JDK17, "-cp", f"{stack.layout.hbase_lib}/*", str(source), stack.topology().zookeeper_host,
            str(stack.topology().zookeeper_port), *ops]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
     assert out.returncode == 0, f"RegionAdmin {' '.join(ops)} failed ({out.returncode}):\n{out.stderr[-3000:]}"

@@ -139,7 +139,8 @@ def test_hbase_site_of_a_kerberized_cluster_parses_and_turns_kerberos_on(tmp_pat
     lay = _layout(tmp_path)
     part = KerberosPart.of(ON, lay, ((9090, 9091, 0), (9100, 9101, 10)))
     security = render_template(infra_dir(), "cluster-security.xml", krb_hbase_values(ON, part, lay, "pw-1"))
-    values = {"STATE": "/s", "DISTRIBUTED": "true", "ROOTDIR": "file:///s/hbase/root", "ZK_PORT": "2181",
+    values = {"STATE": "/s", "ZK_HOST": "127.0.0.1", "DISTRIBUTED": "true", "ROOTDIR": "file:///s/hbase/root",
+              "ZK_PORT": "2181",
               "SESSION_TIMEOUT_MS": "20000", "STREAM_CAPABILITY_ENFORCE": "false", "WAL_PROVIDER": "filesystem",
               "MASTER_PORT": "16000", "REGIONSERVER_PORT": "16020", "CLIENT_RETRIES": "5",
               "CLIENT_OPERATION_TIMEOUT_MS": "30000"}

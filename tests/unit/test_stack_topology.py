@@ -168,3 +168,39 @@ def test_a_cluster_is_not_started_over_a_running_one_jvm_stack(tmp_path: Path) -
     finally:
         standalone.hbase.stop(timeout_s=5)
 
+
+
+def test_netns_puts_each_cluster_server_at_its_namespace_address() -> None:
+    s = offset(region_servers=2, gateways=1, hdfs=True, netns=True, netns_prefix="ab", netns_subnet="10.9.0.0/24")
+    topo = plan_topology(s)
+    assert topo.network is not None and topo.network.bridge == "abbr"
+    hosts = {p.name: p.host for p in topo.processes}
+    assert hosts == {"kafka": "127.0.0.1", "zookeeper": "10.9.0.2", "namenode": "10.9.0.4", "datanode-1": "10.9.0.51",
+                     "master": "10.9.0.3", "regionserver-1": "10.9.0.11", "regionserver-2": "10.9.0.12",
+                     "gateway-1": "10.9.0.31"}
+    assert topo.gateways[0].host == "10.9.0.31" and topo.zookeeper_host == "10.9.0.2"
+    back = topology_from_json(topo.to_json())
+    assert back == topo
+    plain = plan_topology(offset(region_servers=2, gateways=1))
+    assert plain.network is None and "netns" not in plain.to_json() and '"host": "10.' not in plain.to_json()
+
+
+def test_netns_is_refused_without_a_cluster() -> None:
+    with pytest.raises(ValueError, match="netns runs only under a local cluster"):
+        offset(netns=True)
+
+
+def test_netns_servers_bind_to_and_announce_their_address(tmp_path: Path) -> None:
+    s = offset(region_servers=1, gateways=1, hdfs=True, netns=True)
+    topo = plan_topology(s)
+    lay = StackLayout(tmp_path / "cache", tmp_path / "state", infra_dir())
+    master = server_argv(topo.process("master"), s, lay)
+    assert master[-5:] == ["-D", "hbase.master.hostname=10.213.0.3", "-D", "hbase.master.ipc.address=10.213.0.3",
+                           "start"]
+    rs = server_argv(topo.process("regionserver-1"), s, lay)
+    assert "hbase.unsafe.regionserver.hostname=10.213.0.11" in rs and "hbase.regionserver.ipc.address=10.213.0.11" in rs
+    assert "-Dhbase.stack.bind=10.213.0.31" in server_argv(topo.process("gateway-1"), s, lay)
+    assert "dfs.datanode.hostname=10.213.0.51" in server_argv(topo.process("datanode-1"), s, lay)
+    plain = plan_topology(offset(region_servers=1, gateways=1))
+    assert not any("hostname=" in a or "stack.bind" in a
+                   for p in plain.processes for a in server_argv(p, offset(region_servers=1, gateways=1), lay))
