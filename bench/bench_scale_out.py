@@ -149,7 +149,7 @@ class Distance:
         self.proxy.start()
         upstream = [p for g in stack.gateways for p in (g.thrift_port, g.thrift2_port)]
         self.proxies = [self.proxy.proxy(f"gateway-{port}", first_port + i, port) for i, port in enumerate(upstream)]
-        distant = stack.settings.kafka_distant_port
+        distant = stack.settings.distant_port
         self.proxies.append(self.proxy.proxy("kafka", distant + 1, distant))
         #: gateway port -> the port of the proxy in front of it
         self.ports = {p.upstream_port: p.listen_port for p in self.proxies[:-1]}

@@ -16,9 +16,9 @@ to one upstream port. A proxy with no toxic adds only the copy through a user-sp
 that compares round trips runs its 0 ms case through the proxy too, so that only the delay differs.
 
 Kafka needs more than a proxy: a client asks the broker where to connect and then goes there. The
-broker's DISTANT listener (``kafka_distant_port``, plaintext, rendered into every Kafka config) is
-advertised at ``kafka_distant_port + 1``, where a proxy to it listens; a client bootstrapped there
-(:attr:`.LocalStack.distant_bootstrap`) makes every broker call through the proxy.
+broker's DISTANT listener (``kafka_distant_port``, by default ``kafka_port + 5``; plaintext, rendered
+into every Kafka config) is advertised one port above it, where a proxy to it listens; a client
+bootstrapped there (:attr:`.LocalStack.distant_bootstrap`) makes every broker call through the proxy.
 """
 
 from __future__ import annotations

@@ -251,7 +251,7 @@ class LocalStack:
     def distant_bootstrap(self) -> str:
         """Kafka's DISTANT listener as its clients reach it: through the latency proxy on ``kafka_distant_port
         + 1`` (:mod:`.latency`), which the broker advertises, so that every call of such a client crosses it."""
-        return f"{HOST}:{self.settings.kafka_distant_port + 1}"
+        return f"{HOST}:{self.settings.distant_port + 1}"
 
     def distant_rendered(self) -> bool:
         """Whether the rendered Kafka config (what a running Kafka was started with) has the DISTANT listener."""
@@ -544,7 +544,7 @@ class LocalStack:
         s, topo = self.settings, self._topology
         values = {
             "KAFKA_PORT": str(s.kafka_port), "KAFKA_CONTROLLER_PORT": str(s.kafka_controller_port),
-            "KAFKA_DISTANT_PORT": str(s.kafka_distant_port), "KAFKA_DISTANT_PROXY_PORT": str(s.kafka_distant_port + 1),
+            "KAFKA_DISTANT_PORT": str(s.distant_port), "KAFKA_DISTANT_PROXY_PORT": str(s.distant_port + 1),
             "ZK_PORT": str(s.zookeeper_port), "ZK_HOST": topo.zookeeper_host, "MASTER_PORT": str(s.master_port),
             "REGIONSERVER_PORT": str(s.regionserver_port), "CLIENT_RETRIES": "5",
             "CLIENT_OPERATION_TIMEOUT_MS": "30000", "SESSION_TIMEOUT_MS": str(s.session_timeout_ms),

@@ -57,10 +57,10 @@ class StackSettings(KerberosStackKeys):
     state_dir: Path | None = None
     kafka_port: int = Field(default=9092, ge=1, le=MAX_PORT)
     kafka_controller_port: int = Field(default=9093, ge=1, le=MAX_PORT)
-    kafka_distant_port: int = Field(
-        default=9097, ge=1, le=MAX_PORT - 1,
-        description="a plaintext Kafka listener advertised at the latency proxy on kafka_distant_port + 1, which a "
-                    "client reaches through that proxy only (devstack.latency)")
+    kafka_distant_port: int | None = Field(
+        default=None, ge=1, le=MAX_PORT - 1,
+        description="a plaintext Kafka listener advertised at the latency proxy on this port + 1, which a client "
+                    "reaches through that proxy only (devstack.latency); None: kafka_port + 5")
     zookeeper_port: int = Field(default=2181, ge=1, le=MAX_PORT)
     master_port: int = Field(default=16000, ge=1, le=MAX_PORT)
     regionserver_port: int = Field(default=16020, ge=1, le=MAX_PORT)
@@ -120,6 +120,12 @@ class StackSettings(KerberosStackKeys):
                               description="the start of the bridge's, namespaces' and veth pairs' names")
     netns_subnet: str = Field(default="10.213.0.0/24", pattern=r"^\d+\.\d+\.\d+\.\d+/\d+$",
                               description="the bridge's IPv4 subnet (.1 on the host; a /24 or larger)")
+
+    @property
+    def distant_port(self) -> int:
+        """Kafka's DISTANT listener (``kafka_distant_port``, by default ``kafka_port + 5``); its latency proxy
+        listens one above."""
+        return self.kafka_distant_port if self.kafka_distant_port is not None else self.kafka_port + 5
 
     @model_validator(mode="after")
     def _cluster_shape(self) -> StackSettings:

@@ -214,7 +214,7 @@ def plan_topology(s: StackSettings, kerberos: KerberosSettings | None = None) ->
     :class:`StackError` when two listeners would share a port or a derived port passes 65535, naming the
     listeners and the settings to change."""
     kafka = ServerProcess("kafka", "kafka", {"kafka": s.kafka_port, "kafka controller": s.kafka_controller_port,
-                                             "kafka distant": s.kafka_distant_port})
+                                             "kafka distant": s.distant_port})
     ks = kerberos or KerberosSettings.of(s)
     if s.region_servers == 0:
         hbase = ServerProcess("hbase", "hbase", {

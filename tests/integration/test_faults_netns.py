@@ -7,11 +7,14 @@ is there afterwards. Root only (network namespaces); about two minutes."""
 
 from __future__ import annotations
 
+import itertools
 import os
+import re
 import shutil
 import threading
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 import happybase
@@ -22,6 +25,7 @@ from devstack.netns import Link
 from devstack.settings import StackSettings
 
 from .fault_support import busiest_region_server, network_faults, own_stack, up_until_ok
+from .shown import show
 
 pytestmark = [pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None,
                                  reason="needs root and `ip netns` for the cluster's network namespaces"),
@@ -51,6 +55,14 @@ def _log(stack: LocalStack, name: str) -> str:
     return Path(stack.procs[name].log_file).read_text(errors="replace")
 
 
+def _first(log: str, *words: str) -> float | None:
+    """The wall-clock time of the first line of ``log`` holding every one of ``words`` (log4j's ISO8601)."""
+    for line in log.splitlines():
+        if all(w in line for w in words) and (m := re.match(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d,\d{3})", line)):
+            return datetime.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S,%f").timestamp()
+    return None
+
+
 def test_a_region_server_cut_off_from_zookeeper_and_the_master_is_fenced(cluster: LocalStack) -> None:
     conn = _connect(cluster)
     conn.create_table(TABLE, {"f": {}})
@@ -58,6 +70,7 @@ def test_a_region_server_cut_off_from_zookeeper_and_the_master_is_fenced(cluster
     victim, _ = busiest_region_server(cluster, [TABLE])
     pid = cluster.procs[victim].pid()
     acked: list[bytes] = []
+    acked_at: list[float] = []
     stop = threading.Event()
 
     def write() -> None:
@@ -69,6 +82,7 @@ def test_a_region_server_cut_off_from_zookeeper_and_the_master_is_fenced(cluster
                 c.table(TABLE).put(key, {b"f:a": key})
                 c.close()
                 acked.append(key)
+                acked_at.append(time.time())
             except Exception:  # the zombie refusing, the regions moving: not acknowledged
                 pass
             i += 1
@@ -79,6 +93,7 @@ def test_a_region_server_cut_off_from_zookeeper_and_the_master_is_fenced(cluster
     try:
         time.sleep(2)
         links = [Link(victim, "zookeeper"), Link(victim, "master")]
+        cut_at = time.time()
         with network_faults(cluster).partitioned(links, seconds=60):
             time.sleep(3 * SESSION_TIMEOUT_MS / 1000)
     finally:
@@ -95,3 +110,15 @@ def test_a_region_server_cut_off_from_zookeeper_and_the_master_is_fenced(cluster
     conn.close()
     missing = [k for k in acked if k not in present]
     assert acked and not missing, f"{len(missing)} of {len(acked)} acknowledged writes lost, e.g. {missing[:3]}"
+    # when writes stopped and resumed: the longest pause between two acknowledged writes
+    gaps = [(b - a, a, b) for a, b in itertools.pairwise(acked_at)]
+    _, paused, resumed = max(gaps) if gaps else (0.0, cut_at, cut_at)
+    marks = {"session expired (master)": _first(master, "processing expiration"),
+             "crash procedure done": _first(master, "Finished", "ServerCrashProcedure"),
+             "zombie aborted": _first(zombie, "ABORTING region server")}
+    at = ", ".join(f"{k} +{v - cut_at:.1f} s" if v is not None else f"{k} not logged" for k, v in marks.items())
+    done = marks["crash procedure done"]
+    show(f"[netns split brain] {victim} cut from zookeeper and master for {3 * SESSION_TIMEOUT_MS / 1000:.0f} s "
+         f"(session {SESSION_TIMEOUT_MS / 1000:.0f} s): {at}; writes paused +{paused - cut_at:.1f} s, resumed "
+         f"+{resumed - cut_at:.1f} s" + (f" ({resumed - done:+.1f} s after the crash procedure)" if done else "")
+         + f"; {len(acked)} acknowledged rows checked, {len(missing)} lost")

@@ -28,7 +28,7 @@ def distance(stack: LocalStack) -> Iterator[tuple[Toxiproxy, list[Proxy]]]:
     server = Toxiproxy(stack.layout)
     server.start(timeout_s=60)
     try:
-        distant = stack.settings.kafka_distant_port
+        distant = stack.settings.distant_port
         yield server, [*(server.proxy(f"test-{up}", mine, up)
                          for mine, up in zip(PROXY_PORTS, (stack.settings.thrift_port, stack.settings.thrift2_port),
                                              strict=True)),
@@ -85,7 +85,7 @@ async def test_a_kafka_client_bootstrapped_at_the_proxy_stays_behind_it(
         server.set_rtt(proxies[-1], 20)
         # the broker advertises its DISTANT listener at the proxy: the client never learns another address
         assert {(b.host, b.port) for b in producer.client.cluster.brokers()} == {
-            ("127.0.0.1", stack.settings.kafka_distant_port + 1)}
+            ("127.0.0.1", stack.settings.distant_port + 1)}
         took = []
         for i in range(5):
             t0 = time.perf_counter()
