@@ -62,6 +62,7 @@ from connectors.hbase import HBaseClient
 from connectors.kafka import KafkaBroker, create_topics, delete_topics, end_offsets
 from devstack import LocalStack
 from devstack.latency import Toxiproxy
+from devstack.layout import kafka_listener_rendered
 from devstack.settings import load_stack_settings
 from pipeline.core.examples import generate
 from pipeline.core.model import TopicPartition
@@ -142,7 +143,7 @@ class Distance:
     broker pays the round trip set."""
 
     def __init__(self, stack: LocalStack, first_port: int = PROXY_PORT) -> None:
-        if not stack.distant_rendered():
+        if not kafka_listener_rendered(stack.layout, "DISTANT"):
             raise SystemExit("--rtt-ms needs Kafka's DISTANT listener, which this Kafka was started without: "
                              "`hbase-ingest stack down`, then `stack up` again with the same shape")
         self.proxy = Toxiproxy(stack.layout)

@@ -38,7 +38,7 @@ from .readiness import kafka_round_trip
 from .secure import GROUP_PREFIX, PROBE_TOPIC, TOPIC_PREFIX, SecureListener
 
 __all__ = ["KERBEROS_USER", "MECHANISMS", "OAUTH_SUBJECT", "SsoListener", "kafka_jvm_options",
-           "render_sso_config", "setup_sso_acls", "sso_rendered", "sso_round_trip", "unsecured_token"]
+           "render_sso_config", "setup_sso_acls", "sso_round_trip", "unsecured_token"]
 
 #: the Kerberos client of the SSO listener (its ACL principal is ``User:ingest``)
 KERBEROS_USER = CLIENT_USER
@@ -101,14 +101,6 @@ class SsoListener:
 def kafka_jvm_options(listener: SsoListener) -> list[str]:
     """What the Kafka JVM needs for the GSSAPI login: the realm's ``krb5.conf``."""
     return [f"-Djava.security.krb5.conf={listener.kerberos.krb5_conf}"]
-
-
-def sso_rendered(layout: StackLayout) -> bool:
-    """Whether the rendered ``server.properties`` (what a running Kafka was started with) has the SSO listener."""
-    try:
-        return "SSO://" in (layout.conf / "server.properties").read_text()
-    except OSError:
-        return False
 
 
 def render_sso_config(listener: SsoListener, layout: StackLayout, values: dict[str, str]) -> None:

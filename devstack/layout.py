@@ -175,3 +175,12 @@ def write_private(path: Path, text: str) -> None:
     path.touch(mode=0o600)
     path.chmod(0o600)
     path.write_text(text)
+
+
+def kafka_listener_rendered(layout: StackLayout, listener: str) -> bool:
+    """Whether the rendered ``server.properties`` (what a running Kafka was started with) has the listener
+    named ``listener`` (``SECURE``, ``SSO``, ``DISTANT``); False when nothing is rendered yet."""
+    try:
+        return f"{listener}://" in (layout.conf / "server.properties").read_text()
+    except OSError:
+        return False

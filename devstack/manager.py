@@ -65,7 +65,7 @@ from .kerberos import KerberosPart, KerberosSettings, ensure_gssapi, ensure_kdc_
 from .krb_authz import ensure_grants
 from .krb_cluster import cluster_security, hdfs_security, kerberized_rendered
 from .krb_hbase import ensure_krb_hbase
-from .krb_kafka import SsoListener, kafka_jvm_options, render_sso_config, setup_sso_acls, sso_rendered, sso_round_trip
+from .krb_kafka import SsoListener, kafka_jvm_options, render_sso_config, setup_sso_acls, sso_round_trip
 from .latency import PROXY_PROCESS
 from .launch import kafka_format_argv, kerberos_argv, namenode_format_argv, server_argv
 from .layout import (
@@ -75,6 +75,7 @@ from .layout import (
     default_cache_dir,
     default_state_dir,
     infra_dir,
+    kafka_listener_rendered,
     write_private,
 )
 from .netns import ensure_network, exec_prefix, remove_network
@@ -253,13 +254,6 @@ class LocalStack:
         + 1`` (:mod:`.latency`), which the broker advertises, so that every call of such a client crosses it."""
         return f"{HOST}:{self.settings.distant_port + 1}"
 
-    def distant_rendered(self) -> bool:
-        """Whether the rendered Kafka config (what a running Kafka was started with) has the DISTANT listener."""
-        try:
-            return "DISTANT://" in (self.layout.conf / "server.properties").read_text()
-        except OSError:
-            return False
-
     def topology(self) -> StackTopology:
         """The processes, ports and gateways of this stack (``topology.json`` in the state folder)."""
         return self._topology
@@ -327,14 +321,8 @@ class LocalStack:
     def secure(self) -> bool:
         """Whether Kafka has (or is to get) the SASL_SSL listener: asked for by ``[stack] secure``, or
         already serving it (an ``up`` without ``--secure`` never takes it away from a running Kafka)."""
-        return self.settings.secure or (self.kafka.pid() is not None and self._secure_rendered())
-
-    def _secure_rendered(self) -> bool:
-        """Whether the rendered Kafka config (what the running Kafka was started with) has the SASL_SSL listener."""
-        try:
-            return "SECURE://" in (self.layout.conf / "server.properties").read_text()
-        except OSError:
-            return False
+        return self.settings.secure or (self.kafka.pid() is not None
+                                        and kafka_listener_rendered(self.layout, "SECURE"))
 
     @property
     def sso(self) -> bool:
@@ -468,8 +456,8 @@ class LocalStack:
         t_prov = time.monotonic()
         self._launcher = ensure_launcher(self.layout)
         secure, sso = self.secure, self.sso
-        if self.kafka.pid() is not None and ((secure and not self._secure_rendered())
-                                             or (sso and not sso_rendered(self.layout))):
+        if self.kafka.pid() is not None and ((secure and not kafka_listener_rendered(self.layout, "SECURE"))
+                                             or (sso and not kafka_listener_rendered(self.layout, "SSO"))):
             self.kafka.stop()  # a running Kafka without a listener asked for: restart it (only it)
         self._check_ports()
         self._check_cluster_security()
@@ -618,7 +606,7 @@ class LocalStack:
         argv = server_argv(proc, self.settings, lay, self._launcher, krb)
         if self._topology.network is not None and proc.host != HOST:
             argv = [*exec_prefix(self._topology.network, proc.name), *argv]  # it execs: the pid stays the server's
-        if proc.role == "kafka" and self.sso_listener is not None and sso_rendered(lay):
+        if proc.role == "kafka" and self.sso_listener is not None and kafka_listener_rendered(lay, "SSO"):
             # the broker logs in from its keytab as it starts: the KDC must answer first
             kdc = self._topology.by_role("kdc")[0]
             if self.procs[kdc.name].pid() is None:
