@@ -13,6 +13,10 @@ the CDC user logs in over TCP as Debezium does, the connector and its task are R
 REST API), and a row written in the probe table comes back as its change event on its Kafka topic.
 ``down`` stops Connect first (it flushes its offsets), then PostgreSQL (fast shutdown: SIGINT).
 
+:class:`CdcServers` is the part behind the stack's part interface (:mod:`.part`): provisioning checks
+PostgreSQL's binaries and caches Connect's and Debezium's jars, and stops a running Connect that must start
+afresh (new jars, or a FAILED connector or task).
+
 Failures are one- or two-line :class:`~pipeline.errors.StackError` naming the server and its log file.
 """
 
@@ -36,13 +40,14 @@ from .connect import (
     topic_of,
     worker_properties,
 )
-from .layout import StackLayout
-from .pgserver import PROBE_TABLE
+from .layout import DEBEZIUM_VERSION, StackLayout
+from .pgserver import CDC_USER, DATABASE, POSTGRES_MAJOR, PROBE_TABLE, captured_tables
 from .postgres import PostgresServer, first_line
 from .processes import OwnedProcess
 from .provision import cdc_classpaths_ready, ensure_cdc_classpaths
 from .readiness import change_event_round_trip, ensure_topics, wait_until
 from .settings import StackSettings
+from .topology import CDC_ROLES, ServerProcess
 
 __all__ = ["CdcServers", "probe_matches"]
 
@@ -61,7 +66,11 @@ def probe_matches(value: bytes | None, token: str) -> bool:
 
 
 class CdcServers:
-    """PostgreSQL and Kafka Connect of one stack: ``postgres`` and ``connect`` are their owned processes."""
+    """PostgreSQL and Kafka Connect of one stack (a :class:`~.part.Part`): ``postgres`` and ``connect`` are
+    their owned processes."""
+
+    roles = frozenset(CDC_ROLES)
+    beneath_hbase = False
 
     def __init__(self, settings: StackSettings, layout: StackLayout, postgres: OwnedProcess,
                  connect: OwnedProcess) -> None:
@@ -79,6 +88,10 @@ class CdcServers:
     def rest_url(self) -> str:
         return f"http://127.0.0.1:{self.settings.connect_port}"
 
+    @property
+    def what(self) -> str:
+        return f"the CDC part (PostgreSQL on 127.0.0.1:{self.settings.postgres_port}, Kafka Connect at {self.rest_url})"
+
     def topic(self, table: str) -> str:
         """The topic of ``table``'s change events (``<cdc_topic_prefix>.<schema>.<table>``)."""
         return topic_of(self.settings, table)
@@ -91,12 +104,35 @@ class CdcServers:
     def provision(self) -> bool:
         """Check PostgreSQL's binaries, cache Connect's and Debezium's jars; True when any were downloaded.
         A running Connect that started before new jars reached its plugin folder is stopped, so that
-        ``up`` starts it again on them (Connect reads its plugins once, at start)."""
+        ``up`` starts it again on them (Connect reads its plugins once, at start); so is one whose connector
+        or task FAILED (:meth:`restart_failed`)."""
         self.pg.check_binaries()
         downloaded = ensure_cdc_classpaths(self.layout)
         if downloaded and self.connect.pid() is not None:
             self.connect.stop()
+        self.restart_failed()
         return downloaded
+
+    def render(self) -> None:
+        """Nothing ahead of the start: PostgreSQL's files are made by initdb as it first starts, Connect's
+        properties as it starts (:meth:`start_connect`)."""
+
+    def start(self, proc: ServerProcess, deadline: float) -> None:
+        """Start ``postgres`` (:meth:`start_postgres`) or ``connect`` (:meth:`start_connect`)."""
+        (self.start_postgres if proc.role == "postgres" else self.start_connect)(deadline)
+
+    def stop(self) -> None:
+        """Nothing beyond its processes: the database, the slot and Connect's offsets stay in the state folder."""
+
+    def status(self) -> list[str]:
+        """Where PostgreSQL and Kafka Connect listen, who logs in (a password file's path, never its
+        contents), and which table goes to which topic."""
+        s = self.settings
+        return [f"CDC: PostgreSQL {POSTGRES_MAJOR} on 127.0.0.1:{s.postgres_port} (database {DATABASE}, "
+                f"user {CDC_USER}, password file {self.pg.password_file}; wal_level=logical)",
+                f"  Kafka Connect {self.rest_url}: connector {CONNECTOR_NAME} (Debezium {DEBEZIUM_VERSION}, "
+                "pgoutput; JSON without schemas)",
+                *(f"  {table} -> topic {self.topic(table)}" for table in captured_tables(s))]
 
     # -- starting ------------------------------------------------------------------------------------
 
@@ -149,13 +185,15 @@ class CdcServers:
 
     # -- readiness -----------------------------------------------------------------------------------
 
-    def check_ready(self, timeout_s: float = 10.0) -> None:
+    def ready(self, timeout_s: float = 10.0) -> None:
         """The CDC round trip once (see the module docstring); raises :class:`StackError` saying what failed."""
         self.pg.check_login(timeout_s)
         self._check_connector(timeout_s)
         self._probe(timeout_s)
 
     def wait_ready(self, deadline: float) -> None:
+        """PostgreSQL's login, then Connect's round trip, each retried until ``deadline`` while its process
+        runs; a short StackError naming the server and its log if not."""
         self._wait(self.postgres, lambda: self.pg.check_login(10.0), deadline)
         self._wait(self.connect, self._connector_round_trip, deadline)
 

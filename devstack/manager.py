@@ -24,6 +24,10 @@ itself Kerberized (:mod:`.krb_cluster`: its servers log in from keytabs, its gat
 HTTPS+SPNEGO beside plain Thrift). Described for clients by :attr:`LocalStack.kerberos`; kept by a later
 ``up`` without ``--kerberos`` in the same way.
 
+Those optional parts (the Kerberos part, HDFS, the schema registry, CDC) are handled through one interface,
+:class:`~.part.Part`, in the list ``LocalStack._parts``; :mod:`.part` says what of them still goes through
+the core by hand (the configuration they render into the core's templates).
+
 The one-JVM stack stays the default (``make demo``, ``make test``): on a 2-core machine it was ready in
 24-35 s where a 2+2 cluster took 39-59 s, with 2 JVMs (~0.75 GB RSS) instead of 7 (~1.7 GB).
 
@@ -47,12 +51,10 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import shutil
-import ssl
 import subprocess
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Literal
 
@@ -60,14 +62,14 @@ from pipeline.errors import StackError
 
 from .cdc import CdcServers
 from .hdfs import hbase_fs_values, hdfs_values
+from .hdfs_servers import HdfsServers
 from .health import START_MARKER, DiedProcess
-from .kerberos import KerberosPart, KerberosSettings, ensure_gssapi, ensure_kdc_tools, ensure_realm, kinit_check
-from .krb_authz import ensure_grants
+from .kerberos import KerberosPart, KerberosSettings
 from .krb_cluster import cluster_security, hdfs_security, kerberized_rendered
-from .krb_hbase import ensure_krb_hbase
 from .krb_kafka import SsoListener, kafka_jvm_options, render_sso_config, setup_sso_acls, sso_round_trip
+from .krb_servers import KerberosServers
 from .latency import PROXY_PROCESS
-from .launch import kafka_format_argv, kerberos_argv, namenode_format_argv, server_argv
+from .launch import kafka_format_argv, server_argv
 from .layout import (
     HBASE_VERSION,
     KAFKA_VERSION,
@@ -79,19 +81,11 @@ from .layout import (
     write_private,
 )
 from .netns import ensure_network, exec_prefix, remove_network
-from .part import Part
+from .part import Part, wait_for
 from .pgserver import STOP_SIGNAL
-from .processes import OwnedProcess, port_in_use, tail, tail_lines
-from .provision import (
-    ensure_classpaths,
-    ensure_hadoop_classpath,
-    ensure_launcher,
-    ensure_registry_dist,
-    ensure_tools,
-    render_configs,
-    render_hdfs_configs,
-)
-from .readiness import hbase_round_trip, kafka_round_trip, registered_region_servers, serving_as, wait_until
+from .processes import OwnedProcess, port_in_use, tail_lines
+from .provision import ensure_classpaths, ensure_launcher, ensure_tools, render_configs, render_hdfs_configs
+from .readiness import hbase_round_trip, kafka_round_trip, registered_region_servers, serving_as
 from .registry import RegistryPart
 from .secure import (
     SecureListener,
@@ -210,11 +204,24 @@ class LocalStack:
         #: Kafka's GSSAPI/OAUTHBEARER listener (:mod:`.krb_kafka`), served when the stack is secure too
         self.sso_listener = (SsoListener.of(ks, self.secure_listener, self.kerberos) if self.kerberos is not None
                              else None)
+        #: the KDC and the Kerberized HBase as a part (:mod:`.krb_servers`), None when this stack has none
+        self.kerberos_servers = None if self.kerberos is None else KerberosServers(
+            ks, self.kerberos, self.layout, self.kerberized_cluster,
+            {p.name: self.procs[p.name] for p in self._topology.processes if p.role in KERBEROS_ROLES},
+            self.procs.get("hbase-krb") or self.procs.get("hbase") or self.procs["master"], self.secure_listener,
+            lambda: self._launcher, self._kerberos_record, s.start_timeout_s)
+        #: HDFS under a cluster (``--hdfs``; see :mod:`.hdfs_servers`), None when HBase is on the local filesystem
+        nn = self._topology.namenode
+        self.hdfs = None if nn is None else HdfsServers(
+            self.layout, nn, tuple(self._topology.by_role("datanode")),
+            {p.name: self.procs[p.name] for p in (nn, *self._topology.by_role("datanode"))}, self._argv,
+            self.kerberos if self.kerberized_cluster else None, s.start_timeout_s)
         #: the schema registry (``--registry``; see :mod:`.registry`), None when this stack has none
         self.registry = next((RegistryPart(s, self.layout, p, self.procs[p.name])
                               for p in self._topology.by_role("registry")), None)
         #: the parts behind the :class:`~.part.Part` interface, in the order their processes start
-        self._parts: list[Part] = [addon for addon in (self.registry,) if addon is not None]
+        self._parts: list[Part] = [addon for addon in (self.kerberos_servers, self.hdfs, self.registry, self.cdc)
+                                   if addon is not None]
 
     @property
     def kerberized_cluster(self) -> bool:
@@ -266,15 +273,7 @@ class LocalStack:
     def webhdfs(self) -> WebHdfs | None:
         """WebHDFS of the cluster's NameNode (``--hdfs``), None when HBase is on the local filesystem. On a
         Kerberized cluster: over HTTPS, as the service principal by SPNEGO (:mod:`.krb_cluster`)."""
-        nn = self._topology.namenode
-        if nn is None:
-            return None
-        if self.kerberos is None or not self.kerberized_cluster:
-            return WebHdfs(nn.host, nn.ports["namenode http"])
-        from .krb_client import service_spnego  # gssapi is loaded only by stacks with Kerberos
-
-        return WebHdfs(HOST, nn.ports["namenode http"], tls=ssl.create_default_context(cafile=self.kerberos.ca_file),
-                       negotiate=service_spnego(self.kerberos))
+        return self.hdfs.webhdfs() if self.hdfs is not None else None
 
     @property
     def registry_url(self) -> str | None:
@@ -337,49 +336,22 @@ class LocalStack:
         if self.sso_listener is not None and self.sso:
             sso_round_trip(self.sso_listener, timeout_s)
         self._check_hbase(timeout_s)
-        self._check_kerberos(timeout_s)
-        self._check_parts(timeout_s)
-        if self.cdc is not None:
-            self.cdc.check_ready(timeout_s)
+        self._check_parts(timeout_s, beneath_hbase=False)
 
-    def _check_kerberos(self, timeout_s: float) -> None:
-        part = self.kerberos
-        if part is None:
-            return
-        kinit_check(part, timeout_s=timeout_s)
-        from .krb_client import gateways_round_trip  # gssapi is loaded only by stacks with Kerberos
-
-        try:
-            if not self.kerberized_cluster:  # a cluster's plain gateways had theirs in _check_hbase
-                # a table created, a row written and read back through the plain gateway: the master is done
-                # initialising (the calls of the secured round trip below are answered before it is)
-                hbase_round_trip(part.host, part.plain_thrift1_port, part.plain_thrift2_port, timeout_s)
-            gateways_round_trip(part, timeout_s)
-        except Exception as exc:
-            raise StackError(f"the Kerberized HBase (gateways {part.plain_thrift1_port}..{part.https_thrift2_port}) "
-                             f"failed its round trip: {exc!r}") from exc
-
-    def _check_parts(self, timeout_s: float) -> None:
+    def _check_parts(self, timeout_s: float, beneath_hbase: bool) -> None:
+        """Each part's round trip once (those HBase keeps its data on, or the others), in list order."""
         for addon in self._parts:
+            if addon.beneath_hbase != beneath_hbase:
+                continue
             try:
                 addon.ready(timeout_s)
+            except StackError:
+                raise
             except Exception as exc:
                 raise StackError(f"{addon.what} failed its round trip: {exc!r}") from exc
 
-    def _check_hdfs(self, timeout_s: float) -> None:
-        web = self.webhdfs
-        if web is None:
-            return
-        web.timeout_s = timeout_s
-        try:
-            web.round_trip()
-        except Exception as exc:
-            nn = self._topology.process("namenode")
-            raise StackError(f"HDFS (NameNode {nn.host}:{nn.ports['namenode']}) "
-                             f"failed its round trip: {exc!r}") from exc
-
     def _check_hbase(self, timeout_s: float) -> None:
-        self._check_hdfs(timeout_s)
+        self._check_parts(timeout_s, beneath_hbase=True)
         if self._topology.mode == "cluster":
             live = registered_region_servers(self._topology.zookeeper_host, self._topology.zookeeper_port, timeout_s)
             missing = [rs.name for rs in self._topology.by_role("regionserver")
@@ -433,8 +405,8 @@ class LocalStack:
     def _up(self) -> UpReport:
         t0 = time.monotonic()
         died = [d for p in self.procs.values() if (d := p.died()) is not None]
-        if not died and all(p.pid() is not None for p in self.procs.values()) and (
-                self.cdc is None or self.cdc.provisioned()):
+        if not died and all(p.pid() is not None for p in self.procs.values()) and all(
+                addon.provisioned() for addon in self._parts):
             try:
                 self.check_ready(timeout_s=5.0)
                 return UpReport(reused=True, downloaded=False, timings_s={"total": time.monotonic() - t0})
@@ -443,16 +415,8 @@ class LocalStack:
         self._check_other_shape()
         ensure_tools()
         downloaded = ensure_classpaths(self.layout)
-        if self._topology.namenode is not None:
-            downloaded = ensure_hadoop_classpath(self.layout) or downloaded
-        if self.registry_url is not None:
-            downloaded = ensure_registry_dist(self.layout) or downloaded
-        if self.cdc is not None:
-            downloaded = self.cdc.provision() or downloaded
-            self.cdc.restart_failed()
-        if self.kerberos is not None:
-            ensure_kdc_tools()
-            ensure_gssapi()
+        for addon in self._parts:
+            downloaded = addon.provision() or downloaded
         t_prov = time.monotonic()
         self._launcher = ensure_launcher(self.layout)
         secure, sso = self.secure, self.sso
@@ -539,14 +503,11 @@ class LocalStack:
             "DISTRIBUTED": "true" if topo.mode == "cluster" else "false", "SECURITY": "",
             **hbase_fs_values(self.layout.state, topo.namenode)}
         core_site = None
-        if self.kerberos is not None:
-            ensure_realm(self.kerberos, self.layout.infra)
-            self.kerberos_settings.save(self._kerberos_record)
+        for addon in self._parts:
+            addon.render()
         if self.kerberos is not None and self.kerberized_cluster:
             values["SECURITY"], core_site = cluster_security(self.kerberos_settings, self.kerberos, self.layout,
                                                              self.secure_listener)
-        elif self.kerberos is not None:
-            ensure_krb_hbase(self.kerberos_settings, self.kerberos, self.layout, self.secure_listener)
         render_configs(self.layout, values)
         hdfs = None if topo.namenode is None else hdfs_values(topo.namenode, len(topo.by_role("datanode")))
         tls: dict[str, str] = {}
@@ -565,24 +526,10 @@ class LocalStack:
             render_secure_config(self.secure_listener, self.layout, {"STATE": str(self.layout.state), **values})
         if sso and self.sso_listener is not None:
             render_sso_config(self.sso_listener, self.layout, {"STATE": str(self.layout.state), **values})
-        for addon in self._parts:
-            addon.render()
         (self.layout.state / "topology.json").write_text(topo.to_json())
 
     def _start(self, proc: ServerProcess, deadline: float) -> None:
         lay = self.layout
-        if self.cdc is not None and proc.role in CDC_ROLES:
-            (self.cdc.start_postgres if proc.role == "postgres" else self.cdc.start_connect)(deadline)
-            return
-        if proc.role in KERBEROS_ROLES and self.kerberos is not None:
-            owned = self.procs[proc.name]
-            owned.start(kerberos_argv(proc, self.kerberos_settings, self.kerberos, lay, self._launcher),
-                        cwd=self.kerberos.folder if proc.role == "kdc" else lay.krb_hbase)
-            if proc.role == "kdc":
-                # HBase logs in from its keytab as it starts: the KDC must answer first
-                part = self.kerberos
-                self._wait(owned, lambda: kinit_check(part, timeout_s=5.0), deadline)
-            return
         for addon in self._parts:
             if proc.role in addon.roles:
                 addon.start(proc, deadline)
@@ -597,15 +544,8 @@ class LocalStack:
                     raise StackError(f"formatting Kafka storage failed:\n{(fmt.stdout + fmt.stderr)[-2000:]}")
         (lay.state / "hbase").mkdir(parents=True, exist_ok=True)
         (lay.state / "zookeeper").mkdir(parents=True, exist_ok=True)
-        if proc.role == "namenode":
-            self._format_namenode()
-        if proc.role == "datanode":
-            lay.datanode_dir(proc.name).mkdir(parents=True, exist_ok=True)
         owned = self.procs[proc.name]
-        krb = self.kerberos if self.kerberized_cluster else None
-        argv = server_argv(proc, self.settings, lay, self._launcher, krb)
-        if self._topology.network is not None and proc.host != HOST:
-            argv = [*exec_prefix(self._topology.network, proc.name), *argv]  # it execs: the pid stays the server's
+        argv = self._argv(proc)
         if proc.role == "kafka" and self.sso_listener is not None and kafka_listener_rendered(lay, "SSO"):
             # the broker logs in from its keytab as it starts: the KDC must answer first
             kdc = self._topology.by_role("kdc")[0]
@@ -616,42 +556,18 @@ class LocalStack:
         if proc.role == "zookeeper":
             # every HBase server needs ZooKeeper: wait for its port before starting them
             self._wait(owned, lambda: _connectable(proc.ports["zookeeper"], proc.host), deadline)
-        if proc.role == "datanode" and proc == self._topology.by_role("datanode")[-1]:
-            # the master writes to HDFS as it starts: wait for a file written and read back first
-            datanodes = [self.procs[d.name] for d in self._topology.by_role("datanode")]
 
-            def hdfs() -> None:
-                for d in datanodes:
-                    d.check_alive()
-                self._check_hdfs(10.0)
-            self._wait(self.procs["namenode"], hdfs, deadline)
-
-    def _format_namenode(self) -> None:
-        """Format the NameNode's name folder unless an earlier start did (its ``current/VERSION``)."""
-        if (self.layout.hdfs / "name" / "current" / "VERSION").is_file():
-            return
-        self.layout.hdfs.mkdir(parents=True, exist_ok=True)
+    def _argv(self, proc: ServerProcess) -> list[str]:
+        """The command of a process of the core or of HDFS (:func:`~.launch.server_argv`): with the realm of a
+        Kerberized cluster, and in its namespace (``[stack] netns``) when it has one."""
         krb = self.kerberos if self.kerberized_cluster else None
-        fmt = subprocess.run(namenode_format_argv(self.layout, krb), capture_output=True, text=True, check=False,
-                             timeout=120)
-        if fmt.returncode != 0:
-            last = (fmt.stdout + fmt.stderr).strip().splitlines()[-1:] or ["(no output)"]
-            raise StackError(f"formatting the HDFS NameNode in {self.layout.hdfs / 'name'} failed "
-                             f"(exit {fmt.returncode}): {last[0][:300]}")
+        argv = server_argv(proc, self.settings, self.layout, self._launcher, krb)
+        if self._topology.network is not None and proc.host != HOST:
+            argv = [*exec_prefix(self._topology.network, proc.name), *argv]  # it execs: the pid stays the server's
+        return argv
 
     def _wait(self, owned: OwnedProcess, check: Callable[[], object], deadline: float) -> None:
-        def probe() -> None:
-            owned.check_alive()
-            check()
-
-        try:
-            wait_until(probe, deadline, pause_s=0.5)
-        except StackError:
-            raise
-        except Exception as exc:
-            raise StackError(
-                f"{owned.name} did not become ready within {self.settings.start_timeout_s:.0f} s "
-                f"(last error: {exc!r}); see {owned.log_file}; last lines:\n{tail(owned.log_file)}") from exc
+        wait_for(owned, check, deadline, self.settings.start_timeout_s)
 
     def _wait_ready(self, deadline: float) -> None:
         self._wait(self.kafka, lambda: kafka_round_trip(self.bootstrap, 10.0), deadline)
@@ -669,14 +585,8 @@ class LocalStack:
         # the log to point at when HBase never answers: the standalone JVM, or the master of a cluster
         main = self.procs.get("hbase") or self.procs["master"]
         self._wait(main, hbase, deadline)
-        if self.kerberos is not None:
-            self._wait(self.procs.get("hbase-krb") or main, lambda: self._check_kerberos(10.0), deadline)
-            ensure_grants(self.layout, self.kerberos, cluster=self.kerberized_cluster)
         for addon in self._parts:
-            first = next(self.procs[p.name] for p in self._topology.processes if p.role in addon.roles)
-            self._wait(first, partial(addon.ready, 10.0), deadline)
-        if self.cdc is not None:
-            self.cdc.wait_ready(deadline)
+            addon.wait_ready(deadline)
 
 
     def _wait_secure(self, deadline: float) -> None:

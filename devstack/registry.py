@@ -41,7 +41,9 @@ from typing import Any
 from pipeline.errors import StackError
 
 from .layout import APICURIO_VERSION, StackLayout
+from .part import wait_for
 from .processes import OwnedProcess
+from .provision import ensure_registry_dist
 from .settings import StackSettings
 from .topology import HOST, ServerProcess
 
@@ -142,6 +144,7 @@ class RegistryPart:
     """The schema registry as a part of the stack (:class:`~.part.Part`): the ``registry`` process."""
 
     roles = frozenset({"registry"})
+    beneath_hbase = False
 
     def __init__(self, settings: StackSettings, layout: StackLayout, proc: ServerProcess,
                  process: OwnedProcess) -> None:
@@ -159,6 +162,14 @@ class RegistryPart:
     def what(self) -> str:
         return f"the schema registry at {self.url}"
 
+    def provisioned(self) -> bool:
+        """True: its distribution is unpacked into the cache before it first starts."""
+        return True
+
+    def provision(self) -> bool:
+        """Apicurio Registry's distribution into the cache (:func:`~.provision.ensure_registry_dist`)."""
+        return ensure_registry_dist(self.layout)
+
     def render(self) -> None:
         """Nothing: the registry's configuration is its command line (:func:`registry_argv`)."""
 
@@ -170,6 +181,9 @@ class RegistryPart:
         except ValueError as exc:
             raise StackError(str(exc)) from exc
         self.process.start(argv, cwd=self.layout.registry_state)
+
+    def wait_ready(self, deadline: float) -> None:
+        wait_for(self.process, lambda: self.ready(10.0), deadline, self.settings.start_timeout_s)
 
     def ready(self, timeout_s: float) -> None:
         schema_round_trip(self.url, timeout_s)

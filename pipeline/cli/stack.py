@@ -193,25 +193,9 @@ def _print_secure(stack: LocalStack) -> None:
 
 def _print_kerberos(stack: LocalStack) -> None:
     """The realm, its krb5.conf and keytabs (paths, never contents), and the Kerberized HBase's listeners."""
-    part = stack.kerberos
-    if part is None:
-        return
-    _console.print(f"Kerberos: realm {part.realm}, KDC 127.0.0.1:{part.kdc_port}; KRB5_CONFIG={part.krb5_conf}",
-                   soft_wrap=True)
-    for principal, keytab in ((part.client_principal, part.client_keytab),
-                              (part.stranger_principal, part.stranger_keytab),
-                              (part.service_principal, part.keytab(f"hbase/{part.host}")),
-                              (part.http_principal, part.keytab(f"HTTP/{part.host}"))):
-        _console.print(f"  {principal}: keytab {keytab}", soft_wrap=True)
-    what = "the Kerberized cluster's gateways" if stack.kerberized_cluster else "Kerberized HBase"
-    for j, d in enumerate(part.shifts):
-        name = f"gateway-{j + 1}" if stack.kerberized_cluster else what
-        _console.print(f"  {name} on {part.host} (bound to 127.0.0.1): plain Thrift1 {part.plain_thrift1_port + d} "
-                       f"Thrift2 {part.plain_thrift2_port + d}; SASL/GSSAPI {part.qops[j]} Thrift1 "
-                       f"{part.sasl_thrift1_port + d} Thrift2 {part.sasl_thrift2_port + d}; HTTPS+SPNEGO Thrift1 "
-                       f"{part.https_thrift1_port + d} Thrift2 {part.https_thrift2_port + d}", soft_wrap=True)
-    _console.print(f"  {what}: servers log in as {part.service_principal}; HTTPS verified by CA {part.ca_file}",
-                   soft_wrap=True)
+    if stack.kerberos_servers is not None:
+        for line in stack.kerberos_servers.status():
+            _console.print(line, soft_wrap=True)
 
 
 def _print_sso(stack: LocalStack) -> None:
@@ -239,20 +223,9 @@ def _print_registry(stack: LocalStack) -> None:
 def _print_cdc(stack: LocalStack) -> None:
     """Where PostgreSQL and Kafka Connect listen, who logs in (a password file's path, never its
     contents), and which table goes to which topic."""
-    from devstack.connect import CONNECTOR_NAME
-    from devstack.layout import DEBEZIUM_VERSION
-    from devstack.pgserver import CDC_USER, DATABASE, POSTGRES_MAJOR, captured_tables
-
-    cdc = stack.cdc
-    if cdc is None:
-        return
-    s = stack.settings
-    _console.print(f"CDC: PostgreSQL {POSTGRES_MAJOR} on 127.0.0.1:{s.postgres_port} (database {DATABASE}, "
-                   f"user {CDC_USER}, password file {cdc.pg.password_file}; wal_level=logical)", soft_wrap=True)
-    _console.print(f"  Kafka Connect {cdc.rest_url}: connector {CONNECTOR_NAME} (Debezium {DEBEZIUM_VERSION}, "
-                   "pgoutput; JSON without schemas)", soft_wrap=True)
-    for table in captured_tables(s):
-        _console.print(f"  {table} -> topic {cdc.topic(table)}", soft_wrap=True)
+    if stack.cdc is not None:
+        for line in stack.cdc.status():
+            _console.print(line, soft_wrap=True)
 
 
 def print_processes(st: StackStatus, versions: str = "", console: Console = _console) -> None:
