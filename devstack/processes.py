@@ -22,7 +22,12 @@ from pipeline.errors import StackError
 
 from .health import START_MARKER, DiedProcess, death_cause
 
-__all__ = ["OwnedProcess", "port_in_use", "tail", "tail_lines"]
+
+class ServerExited(StackError):
+    """A server of the stack has exited while the stack waited for it: nothing starts it again meanwhile,
+    so waiting longer cannot help (:func:`.readiness.wait_until` raises it at once)."""
+
+__all__ = ["OwnedProcess", "ServerExited", "port_in_use", "tail", "tail_lines"]
 
 
 def _start_ticks(pid: int) -> str | None:
@@ -129,13 +134,13 @@ class OwnedProcess:
         return proc.pid
 
     def check_alive(self) -> None:
-        """Raise :class:`StackError` of two lines when the process has exited: which server could not
-        start and why (:meth:`.DiedProcess.headline`: the one strongest line of its log, cut short),
-        then the log's path. No raw tail of the log: the log is there to read."""
+        """Raise :class:`ServerExited` (a :class:`StackError`) of two lines when the process has exited:
+        which server could not start and why (:meth:`.DiedProcess.headline`: the one strongest line of its
+        log, cut short), then the log's path. No raw tail of the log: the log is there to read."""
         if self.pid() is None:
             dead = self.died()
             why = dead.headline() if dead else "it is not running"
-            raise StackError(f"{self.name} could not start: {why}\n  its log: {self.log_file}")
+            raise ServerExited(f"{self.name} could not start: {why}\n  its log: {self.log_file}")
 
     def stop(self, timeout_s: float = 30.0) -> bool:
         """``stop_signal`` (SIGTERM by default: runs the server's shutdown hooks), then SIGKILL after

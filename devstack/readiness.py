@@ -33,6 +33,8 @@ from aiokafka.errors import TopicAlreadyExistsError
 
 from connectors.hbase.thrift2 import load_idl, open_client
 
+from .processes import ServerExited
+
 __all__ = ["PROBE_TABLE", "PROBE_TOPIC", "change_event_round_trip", "ensure_topics", "hbase_round_trip",
            "kafka_round_trip",
            "parse_region_servers", "registered_region_servers", "run_in_new_loop", "serving_as", "wait_until"]
@@ -225,10 +227,13 @@ def registered_region_servers(host: str, zk_port: int, timeout_s: float = 5.0) -
 
 
 def wait_until(check: Any, deadline: float, pause_s: float = 1.0) -> None:
-    """Call ``check()`` until it succeeds or ``deadline`` (monotonic) passes; re-raise the last error."""
+    """Call ``check()`` until it succeeds or ``deadline`` (monotonic) passes; re-raise the last error.
+    :class:`~.processes.ServerExited` (a server waited on has exited) is raised at once."""
     while True:
         try:
             check()
+        except ServerExited:
+            raise
         except Exception:
             if time.monotonic() >= deadline:
                 raise

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from devstack.layout import StackLayout, infra_dir
-from devstack.processes import OwnedProcess, port_in_use
+from devstack.processes import OwnedProcess, ServerExited, port_in_use
 from devstack.provision import render_configs
+from devstack.readiness import wait_until
 from pipeline.errors import StackError
 
 
@@ -177,3 +179,20 @@ def test_up_and_down_wait_for_each_other(tmp_path: Path) -> None:
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_waiting_stops_at_once_when_the_server_waited_on_has_exited(tmp_path: Path) -> None:
+    proc = OwnedProcess("kafka", tmp_path / "k.pid", tmp_path / "k.log")
+    import os
+    os.waitpid(proc.start([sys.executable, "-c", "raise SystemExit(1)"]), 0)
+    calls = []
+
+    def probe() -> None:
+        calls.append(1)
+        if len(calls) < 3:
+            raise OSError("not listening yet")  # retried until the deadline
+        proc.check_alive()
+
+    with pytest.raises(ServerExited, match=r"^kafka could not start: "):
+        wait_until(probe, time.monotonic() + 60, pause_s=0.01)
+    assert len(calls) == 3  # not retried once it had exited (60 s of retries would be thousands of calls)
