@@ -71,6 +71,7 @@ class CdcServers:
 
     roles = frozenset(CDC_ROLES)
     beneath_hbase = False
+    core = False
 
     def __init__(self, settings: StackSettings, layout: StackLayout, postgres: OwnedProcess,
                  connect: OwnedProcess) -> None:

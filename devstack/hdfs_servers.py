@@ -42,6 +42,7 @@ class HdfsServers:
 
     roles = frozenset(HDFS_ROLES)
     beneath_hbase = True
+    core = False
 
     def __init__(self, layout: StackLayout, namenode: ServerProcess, datanodes: tuple[ServerProcess, ...],
                  procs: dict[str, OwnedProcess], argv: Callable[[ServerProcess], list[str]],

@@ -44,6 +44,7 @@ class KerberosServers:
 
     roles = frozenset(KERBEROS_ROLES)
     beneath_hbase = False
+    core = False
 
     def __init__(self, settings: KerberosSettings, part: KerberosPart, layout: StackLayout, cluster: bool,
                  procs: dict[str, OwnedProcess], main: OwnedProcess, listener: SecureListener,

@@ -24,9 +24,9 @@ itself Kerberized (:mod:`.krb_cluster`: its servers log in from keytabs, its gat
 HTTPS+SPNEGO beside plain Thrift). Described for clients by :attr:`LocalStack.kerberos`; kept by a later
 ``up`` without ``--kerberos`` in the same way.
 
-Those optional parts (the Kerberos part, HDFS, the schema registry, CDC) are handled through one interface,
-:class:`~.part.Part`, in the list ``LocalStack._parts``; :mod:`.part` says what of them still goes through
-the core by hand (the configuration they render into the core's templates).
+Kafka (:mod:`.kafka_part`) and those optional parts (the Kerberos part, HDFS, the schema registry, CDC) are
+handled through one interface, :class:`~.part.Part`, in the list ``LocalStack._parts``; :mod:`.part` says
+what still goes through LocalStack by hand (HBase, and the configuration parts render into its templates).
 
 The one-JVM stack stays the default (``make demo``, ``make test``): on a 2-core machine it was ready in
 24-35 s where a 2+2 cluster took 39-59 s, with 2 JVMs (~0.75 GB RSS) instead of 7 (~1.7 GB).
@@ -51,7 +51,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import shutil
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -64,12 +63,13 @@ from .cdc import CdcServers
 from .hdfs import hbase_fs_values, hdfs_values
 from .hdfs_servers import HdfsServers
 from .health import START_MARKER, DiedProcess
+from .kafka_part import KafkaPart
 from .kerberos import KerberosPart, KerberosSettings
 from .krb_cluster import cluster_security, hdfs_security, kerberized_rendered
-from .krb_kafka import SsoListener, kafka_jvm_options, render_sso_config, setup_sso_acls, sso_round_trip
+from .krb_kafka import SsoListener
 from .krb_servers import KerberosServers
 from .latency import PROXY_PROCESS
-from .launch import kafka_format_argv, server_argv
+from .launch import server_argv
 from .layout import (
     HBASE_VERSION,
     KAFKA_VERSION,
@@ -77,23 +77,16 @@ from .layout import (
     default_cache_dir,
     default_state_dir,
     infra_dir,
-    kafka_listener_rendered,
     write_private,
 )
 from .netns import ensure_network, exec_prefix, remove_network
 from .part import Part, wait_for
 from .pgserver import STOP_SIGNAL
 from .processes import OwnedProcess, port_in_use, tail_lines
-from .provision import ensure_classpaths, ensure_launcher, ensure_tools, render_configs, render_hdfs_configs
-from .readiness import hbase_round_trip, kafka_round_trip, registered_region_servers, serving_as
+from .provision import ensure_classpaths, ensure_launcher, ensure_tools, render_hbase_configs, render_hdfs_configs
+from .readiness import hbase_round_trip, registered_region_servers, serving_as
 from .registry import RegistryPart
-from .secure import (
-    SecureListener,
-    ensure_tls_and_passwords,
-    render_secure_config,
-    secure_round_trip,
-    setup_users_and_acls,
-)
+from .secure import SecureListener
 from .settings import StackSettings
 from .topology import (
     CDC_ROLES,
@@ -219,9 +212,12 @@ class LocalStack:
         #: the schema registry (``--registry``; see :mod:`.registry`), None when this stack has none
         self.registry = next((RegistryPart(s, self.layout, p, self.procs[p.name])
                               for p in self._topology.by_role("registry")), None)
+        #: the Kafka broker and its listeners (:mod:`.kafka_part`)
+        self.kafka_part = KafkaPart(s, self.layout, self.kafka, self.secure_listener, self.sso_listener,
+                                    self._argv, self._start_kdc)
         #: the parts behind the :class:`~.part.Part` interface, in the order their processes start
-        self._parts: list[Part] = [addon for addon in (self.kerberos_servers, self.hdfs, self.registry, self.cdc)
-                                   if addon is not None]
+        self._parts: list[Part] = [addon for addon in (self.kafka_part, self.kerberos_servers, self.hdfs,
+                                                       self.registry, self.cdc) if addon is not None]
 
     @property
     def kerberized_cluster(self) -> bool:
@@ -318,30 +314,29 @@ class LocalStack:
 
     @property
     def secure(self) -> bool:
-        """Whether Kafka has (or is to get) the SASL_SSL listener: asked for by ``[stack] secure``, or
-        already serving it (an ``up`` without ``--secure`` never takes it away from a running Kafka)."""
-        return self.settings.secure or (self.kafka.pid() is not None
-                                        and kafka_listener_rendered(self.layout, "SECURE"))
+        """Whether Kafka has (or is to get) the SASL_SSL listener (:attr:`.kafka_part.KafkaPart.secure`)."""
+        return self.kafka_part.secure
 
     @property
     def sso(self) -> bool:
-        """Whether Kafka has (or is to get) the SSO listener (:mod:`.krb_kafka`): a secure stack with Kerberos."""
-        return self.sso_listener is not None and self.secure
+        """Whether Kafka has (or is to get) the SSO listener (:attr:`.kafka_part.KafkaPart.sso`)."""
+        return self.kafka_part.sso
 
     def check_ready(self, timeout_s: float = 10.0) -> None:
-        """Every round trip, once (see the module docstring). Raises on failure."""
-        kafka_round_trip(self.bootstrap, timeout_s)
-        if self.secure:
-            secure_round_trip(self.secure_listener, timeout_s)
-        if self.sso_listener is not None and self.sso:
-            sso_round_trip(self.sso_listener, timeout_s)
+        """Every round trip, once (see the module docstring): the core parts', HBase's, then the other
+        parts'. Raises on failure."""
+        self._check_parts(timeout_s, beneath_hbase=False, core=True)
         self._check_hbase(timeout_s)
         self._check_parts(timeout_s, beneath_hbase=False)
 
-    def _check_parts(self, timeout_s: float, beneath_hbase: bool) -> None:
-        """Each part's round trip once (those HBase keeps its data on, or the others), in list order."""
+    def _check_parts(self, timeout_s: float, beneath_hbase: bool, core: bool = False) -> None:
+        """Each part's round trip once (the core's, those HBase keeps its data on, or the others), in list
+        order. A core part's failure passes as it is raised."""
         for addon in self._parts:
-            if addon.beneath_hbase != beneath_hbase:
+            if addon.beneath_hbase != beneath_hbase or addon.core != core:
+                continue
+            if core:
+                addon.ready(timeout_s)
                 continue
             try:
                 addon.ready(timeout_s)
@@ -419,15 +414,11 @@ class LocalStack:
             downloaded = addon.provision() or downloaded
         t_prov = time.monotonic()
         self._launcher = ensure_launcher(self.layout)
-        secure, sso = self.secure, self.sso
-        if self.kafka.pid() is not None and ((secure and not kafka_listener_rendered(self.layout, "SECURE"))
-                                             or (sso and not kafka_listener_rendered(self.layout, "SSO"))):
-            self.kafka.stop()  # a running Kafka without a listener asked for: restart it (only it)
         self._check_ports()
         self._check_cluster_security()
         if self._topology.network is not None:
             ensure_network(self._topology.network)
-        self._render(secure, sso)
+        self._render()
         deadline = time.monotonic() + self.settings.start_timeout_s
         for proc in self._topology.processes:
             if self.procs[proc.name].pid() is None:
@@ -492,11 +483,12 @@ class LocalStack:
                         f"port {port} ({label}) is already in use by a process this stack did not start. "
                         f"Stop it (see `ss -ltnp 'sport = :{port}'`) or choose another port ({where}).")
 
-    def _render(self, secure: bool = False, sso: bool = False) -> None:
+    def _render(self) -> None:
+        """Every part's configuration: the parts other than the core's first (the realm and keytabs a
+        Kerberized cluster's security names), then HBase's (with the values HDFS and a Kerberized cluster
+        contribute to it), then the core parts' own (Kafka's)."""
         s, topo = self.settings, self._topology
         values = {
-            "KAFKA_PORT": str(s.kafka_port), "KAFKA_CONTROLLER_PORT": str(s.kafka_controller_port),
-            "KAFKA_DISTANT_PORT": str(s.distant_port), "KAFKA_DISTANT_PROXY_PORT": str(s.distant_port + 1),
             "ZK_PORT": str(s.zookeeper_port), "ZK_HOST": topo.zookeeper_host, "MASTER_PORT": str(s.master_port),
             "REGIONSERVER_PORT": str(s.regionserver_port), "CLIENT_RETRIES": "5",
             "CLIENT_OPERATION_TIMEOUT_MS": "30000", "SESSION_TIMEOUT_MS": str(s.session_timeout_ms),
@@ -504,11 +496,12 @@ class LocalStack:
             **hbase_fs_values(self.layout.state, topo.namenode)}
         core_site = None
         for addon in self._parts:
-            addon.render()
+            if not addon.core:
+                addon.render()
         if self.kerberos is not None and self.kerberized_cluster:
             values["SECURITY"], core_site = cluster_security(self.kerberos_settings, self.kerberos, self.layout,
                                                              self.secure_listener)
-        render_configs(self.layout, values)
+        render_hbase_configs(self.layout, values)
         hdfs = None if topo.namenode is None else hdfs_values(topo.namenode, len(topo.by_role("datanode")))
         tls: dict[str, str] = {}
         if hdfs is not None and topo.namenode is not None and self.kerberos is not None and self.kerberized_cluster:
@@ -521,11 +514,9 @@ class LocalStack:
             (self.layout.conf / "hbase").chmod(0o700)
         if core_site is not None:  # Hadoop's login reads hadoop.security.authentication from core-site.xml only
             write_private(self.layout.conf / "hbase" / "core-site.xml", core_site)
-        if secure:
-            ensure_tls_and_passwords(self.secure_listener)
-            render_secure_config(self.secure_listener, self.layout, {"STATE": str(self.layout.state), **values})
-        if sso and self.sso_listener is not None:
-            render_sso_config(self.sso_listener, self.layout, {"STATE": str(self.layout.state), **values})
+        for addon in self._parts:
+            if addon.core:
+                addon.render()
         (self.layout.state / "topology.json").write_text(topo.to_json())
 
     def _start(self, proc: ServerProcess, deadline: float) -> None:
@@ -534,28 +525,19 @@ class LocalStack:
             if proc.role in addon.roles:
                 addon.start(proc, deadline)
                 return
-        if proc.role == "kafka":
-            data = lay.state / "kafka" / "data"
-            data.mkdir(parents=True, exist_ok=True)
-            if not (data / "meta.properties").exists():
-                fmt = subprocess.run(kafka_format_argv(lay), capture_output=True, text=True, check=False,
-                                     timeout=120)
-                if fmt.returncode != 0:
-                    raise StackError(f"formatting Kafka storage failed:\n{(fmt.stdout + fmt.stderr)[-2000:]}")
         (lay.state / "hbase").mkdir(parents=True, exist_ok=True)
         (lay.state / "zookeeper").mkdir(parents=True, exist_ok=True)
         owned = self.procs[proc.name]
-        argv = self._argv(proc)
-        if proc.role == "kafka" and self.sso_listener is not None and kafka_listener_rendered(lay, "SSO"):
-            # the broker logs in from its keytab as it starts: the KDC must answer first
-            kdc = self._topology.by_role("kdc")[0]
-            if self.procs[kdc.name].pid() is None:
-                self._start(kdc, deadline)
-            argv = [argv[0], *kafka_jvm_options(self.sso_listener), *argv[1:]]
-        owned.start(argv)
+        owned.start(self._argv(proc))
         if proc.role == "zookeeper":
             # every HBase server needs ZooKeeper: wait for its port before starting them
             self._wait(owned, lambda: _connectable(proc.ports["zookeeper"], proc.host), deadline)
+
+    def _start_kdc(self, deadline: float) -> None:
+        """Start the KDC when it is not running (its part returns once it answers)."""
+        kdc = self._topology.by_role("kdc")[0]
+        if self.procs[kdc.name].pid() is None:
+            self._start(kdc, deadline)
 
     def _argv(self, proc: ServerProcess) -> list[str]:
         """The command of a process of the core or of HDFS (:func:`~.launch.server_argv`): with the realm of a
@@ -570,11 +552,10 @@ class LocalStack:
         wait_for(owned, check, deadline, self.settings.start_timeout_s)
 
     def _wait_ready(self, deadline: float) -> None:
-        self._wait(self.kafka, lambda: kafka_round_trip(self.bootstrap, 10.0), deadline)
-        if self.secure:
-            self._wait_secure(deadline)
-        if self.sso_listener is not None and self.sso:
-            self._wait_sso(self.sso_listener, deadline)
+        """The core parts (Kafka and its listeners), HBase, then the other parts, in list order."""
+        for addon in self._parts:
+            if addon.core:
+                addon.wait_ready(deadline)
         hbase_side = [self.procs[p.name] for p in self._hbase_side()]
 
         def hbase() -> None:
@@ -586,26 +567,8 @@ class LocalStack:
         main = self.procs.get("hbase") or self.procs["master"]
         self._wait(main, hbase, deadline)
         for addon in self._parts:
-            addon.wait_ready(deadline)
-
-
-    def _wait_secure(self, deadline: float) -> None:
-        """Users and ACLs (made once, kept in Kafka's metadata), then a SCRAM login and round trip over TLS."""
-        listener = self.secure_listener
-        try:
-            secure_round_trip(listener, 5.0)
-        except Exception:  # users or ACLs not there yet: make them, then wait for the round trip
-            setup_users_and_acls(listener, self.layout, self.bootstrap)
-            self._wait(self.kafka, lambda: secure_round_trip(listener, 10.0), deadline)
-
-
-    def _wait_sso(self, listener: SsoListener, deadline: float) -> None:
-        """ACLs of the SSO principals (made once, kept in Kafka's metadata), then an OAUTHBEARER round trip."""
-        try:
-            sso_round_trip(listener, 5.0)
-        except Exception:  # ACLs not there yet: make them, then wait for the round trip
-            setup_sso_acls(self.layout, self.bootstrap)
-            self._wait(self.kafka, lambda: sso_round_trip(listener, 10.0), deadline)
+            if not addon.core:
+                addon.wait_ready(deadline)
 
 
 def _connectable(port: int, host: str = HOST) -> None:

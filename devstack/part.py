@@ -1,9 +1,11 @@
-"""One interface for the stack's optional parts.
+"""One interface for the stack's parts.
 
 A part is one module with one class satisfying :class:`Part`. :class:`~.manager.LocalStack` builds the parts
 its topology has into one list (``LocalStack._parts``), in the order their processes start in, and handles
-them through that list only: a new part touches its own module and that list. Four parts follow it:
+them through that list only: a new part touches its own module and that list. Five parts follow it:
 
+- Kafka (:class:`.kafka_part.KafkaPart`: the broker, its SASL_SSL and SSO listeners), the one part of the
+  core (:attr:`Part.core`) so far;
 - the Kerberos part (:class:`.krb_servers.KerberosServers`: the KDC, and on the standalone shape the
   Kerberized HBase beside the plain one);
 - HDFS under a cluster (:class:`.hdfs_servers.HdfsServers`: the NameNode and the DataNodes);
@@ -15,11 +17,14 @@ their :class:`~.processes.OwnedProcess` handles; building it reads nothing and s
 
 - :meth:`Part.provisioned` by ``up`` when every process of the stack runs, before it reuses the stack;
 - :meth:`Part.provision` by ``up`` after the core's jars are cached, before anything renders or starts;
-- :meth:`Part.render` before any process of the stack starts (``up``, after provisioning), before the
-  core renders its own configuration;
+- :meth:`Part.render` before any process of the stack starts (``up``, after provisioning): the parts not of
+  the core first, then HBase's configuration (which reads values they contribute, see below), then the
+  core parts';
 - :meth:`Part.start` for each of its processes whose pid is not running, in topology order;
-- :meth:`Part.wait_ready` by ``up`` once the core (Kafka, its listeners, HBase) is ready, in list order;
-- :meth:`Part.ready` once, by ``check_ready`` (``stack status``, and ``up`` before it reuses a stack);
+- :meth:`Part.wait_ready` by ``up``: the core parts' first, then (once HBase is ready) the others', in list
+  order;
+- :meth:`Part.ready` once, by ``check_ready`` (``stack status``, and ``up`` before it reuses a stack): the
+  core parts', HBase's, then the others';
 - :meth:`Part.stop` by ``down``, after every process has been stopped by its pid file;
 - :meth:`Part.status` by ``stack status`` and ``stack up``, to say where the part answers.
 
@@ -30,18 +35,21 @@ checked first in HBase's own, so that a failure names it rather than a gateway t
 
 Open points (what still goes through the core by hand):
 
-- parts that change the core processes' configuration render into the core's templates, in
-  ``LocalStack._render``: the SASL_SSL and SSO listeners of Kafka (:mod:`.secure`, :mod:`.krb_kafka`),
+- HBase (the standalone JVM, or the cluster's ZooKeeper, master, region servers and gateways) is not a part
+  yet: ``LocalStack`` renders its configuration, starts its processes (waiting for ZooKeeper's port),
+  waits for it and checks it (the region servers' registration, every gateway's round trip) itself;
+- parts that change HBase's configuration render into its templates, in ``LocalStack._render``:
   HDFS's ``core-site.xml`` / ``hdfs-site.xml`` and HBase's root directory on it (:mod:`.hdfs`), and a
   Kerberized cluster's security in ``hbase-site.xml``, ``core-site.xml`` and HDFS's files
-  (:mod:`.krb_cluster`). Moving them needs a hook into the core's render values, not only files of their own;
+  (:mod:`.krb_cluster`). Moving them needs a hook into HBase's render values, not only files of their own;
   likewise the command lines of HDFS's processes, which are the core's (:func:`~.launch.server_argv`, handed
   to :class:`.hdfs_servers.HdfsServers` as a callable);
 - whether a later ``up`` without ``--cdc``, ``--registry`` or ``--kerberos`` keeps a part that runs (its pid
   files, the recorded topology) is decided in ``LocalStack.__init__``, before the topology and the parts
   exist; so is PostgreSQL's stop signal (``LocalStack._owned``);
 - ``stack status`` and ``stack up`` print each part's :meth:`Part.status` at a place of their own among the
-  core's lines (``pipeline.cli.stack``).
+  core's lines (``pipeline.cli.stack``); Kafka's SSO listener has lines of its own
+  (:meth:`.kafka_part.KafkaPart.sso_status`), printed after the Kerberos part's.
 """
 
 from __future__ import annotations
@@ -59,13 +67,16 @@ __all__ = ["Part", "wait_for"]
 
 
 class Part(Protocol):
-    """One optional part of the local stack: its processes, configuration and round trip."""
+    """One part of the local stack: its processes, configuration and round trip."""
 
     #: the topology roles whose processes this part starts (``LocalStack._start`` hands them over)
     roles: frozenset[str]
     #: whether HBase keeps its data on this part (HDFS): its :meth:`ready` then runs first in HBase's round
     #: trip (``check_ready`` and the wait for HBase in ``up``), and not again after it
     beneath_hbase: bool
+    #: whether the part is of the core (Kafka): its :meth:`render` runs after the other parts' and HBase's,
+    #: its :meth:`ready` and :meth:`wait_ready` before HBase's, and its :meth:`ready` failures pass unwrapped
+    core: bool
 
     @property
     def what(self) -> str:

@@ -51,7 +51,9 @@ __all__ = [
     "ensure_tools",
     "extract_archive",
     "render_configs",
+    "render_hbase_configs",
     "render_hdfs_configs",
+    "render_kafka_config",
 ]
 
 _DEP_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
@@ -274,15 +276,31 @@ def ensure_launcher(layout: StackLayout) -> Path | None:
 
 
 def render_configs(layout: StackLayout, values: dict[str, str]) -> None:
-    """Fill the ``${NAME}`` placeholders of the config templates into ``state/conf``."""
+    """Fill the ``${NAME}`` placeholders of the config templates into ``state/conf``: Kafka's
+    (:func:`render_kafka_config`), then HBase's and ZooKeeper's (:func:`render_hbase_configs`)."""
+    render_kafka_config(layout, values)
+    render_hbase_configs(layout, values)
+
+
+def render_kafka_config(layout: StackLayout, values: dict[str, str]) -> None:
+    """Kafka's ``server.properties`` into ``state/conf``, and the ``log4j2.properties`` every JVM reads."""
+    _render_templates(layout, values, {
+        layout.infra / "conf" / "kafka" / "server.properties.in": layout.conf / "server.properties"})
+
+
+def render_hbase_configs(layout: StackLayout, values: dict[str, str]) -> None:
+    """``hbase-site.xml`` (into ``state/conf/hbase``) and ZooKeeper's ``zoo.cfg``, and the
+    ``log4j2.properties`` every JVM reads."""
     (layout.conf / "hbase").mkdir(parents=True, exist_ok=True)
+    _render_templates(layout, values, {
+        layout.infra / "conf" / "hbase" / "hbase-site.xml.in": layout.conf / "hbase" / "hbase-site.xml",
+        layout.infra / "conf" / "zookeeper" / "zoo.cfg.in": layout.conf / "zoo.cfg"})
+
+
+def _render_templates(layout: StackLayout, values: dict[str, str], templates: dict[Path, Path]) -> None:
+    layout.conf.mkdir(parents=True, exist_ok=True)
     # SECURITY: a Kerberized cluster's; ZK_HOST: ZooKeeper's address, its namespace's with [stack] netns
     values = {"STATE": str(layout.state), "SECURITY": "", "ZK_HOST": "127.0.0.1", **values}
-    templates = {
-        layout.infra / "conf" / "kafka" / "server.properties.in": layout.conf / "server.properties",
-        layout.infra / "conf" / "hbase" / "hbase-site.xml.in": layout.conf / "hbase" / "hbase-site.xml",
-        layout.infra / "conf" / "zookeeper" / "zoo.cfg.in": layout.conf / "zoo.cfg",
-    }
     for src, dst in templates.items():
         try:
             text = Template(src.read_text()).substitute(values)

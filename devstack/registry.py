@@ -145,6 +145,7 @@ class RegistryPart:
 
     roles = frozenset({"registry"})
     beneath_hbase = False
+    core = False
 
     def __init__(self, settings: StackSettings, layout: StackLayout, proc: ServerProcess,
                  process: OwnedProcess) -> None:

@@ -176,19 +176,8 @@ def _print_gateways(stack: LocalStack) -> None:
 
 def _print_secure(stack: LocalStack) -> None:
     """Which listener is secured and where its CA and password files are: paths, never contents."""
-    if not stack.secure:
-        _console.print("secured listener: none (plaintext only; `stack up --secure` adds SASL_SSL)")
-        return
-    from devstack.secure import GROUP_PREFIX, OTHER_USER, TOPIC_PREFIX, WORKER_USER
-
-    lst = stack.secure_listener
-    _console.print(f"secured listener: SASL_SSL {lst.bootstrap} (SCRAM-SHA-512; plaintext stays on {stack.bootstrap})",
-                   soft_wrap=True)
-    _console.print(f"  CA certificate: {lst.ca_file}", soft_wrap=True)
-    for user in (WORKER_USER, OTHER_USER):
-        _console.print(f"  user {user}: password file {lst.password_file(user)}", soft_wrap=True)
-    _console.print(f"  ACLs: {WORKER_USER} may use topics '{TOPIC_PREFIX}*' and groups '{GROUP_PREFIX}*'; "
-                   f"{OTHER_USER} has none", soft_wrap=True)
+    for line in stack.kafka_part.status():
+        _console.print(line, soft_wrap=True)
 
 
 def _print_kerberos(stack: LocalStack) -> None:
@@ -200,17 +189,8 @@ def _print_kerberos(stack: LocalStack) -> None:
 
 def _print_sso(stack: LocalStack) -> None:
     """Kafka's GSSAPI/OAUTHBEARER listener: port, mechanisms, principals (never a secret)."""
-    from devstack.krb_kafka import KERBEROS_USER, OAUTH_SUBJECT
-    from devstack.secure import WORKER_USER
-
-    lst = stack.sso_listener
-    if lst is None or not stack.sso:
-        return
-    _console.print(f"SSO listener: SASL_SSL {lst.bootstrap} (GSSAPI, OAUTHBEARER; TLS as the secured listener): "
-                   f"broker principal {lst.broker_principal} (sasl_kerberos_service_name \"kafka\", "
-                   f"sasl_kerberos_domain_name \"{lst.kerberos.host}\")", soft_wrap=True)
-    _console.print(f"  ACLs as {WORKER_USER}'s for {lst.kerberos.client_principal} (User:{KERBEROS_USER}) and the "
-                   f"OAUTHBEARER subject User:{OAUTH_SUBJECT} (unsecured JWS tokens: test only)", soft_wrap=True)
+    for line in stack.kafka_part.sso_status():
+        _console.print(line, soft_wrap=True)
 
 
 def _print_registry(stack: LocalStack) -> None:

@@ -1,4 +1,4 @@
-"""The stack's optional parts behind one interface (devstack.part): which parts a stack lists, in which order,
+"""The stack's parts behind one interface (devstack.part): which parts a stack lists, in which order,
 and how their round trips' failures are worded (no server starts)."""
 
 from pathlib import Path
@@ -8,6 +8,7 @@ import pytest
 from devstack import LocalStack
 from devstack.cdc import CdcServers
 from devstack.hdfs_servers import HdfsServers
+from devstack.kafka_part import KafkaPart
 from devstack.krb_servers import KerberosServers
 from devstack.registry import RegistryPart
 from devstack.settings import StackSettings
@@ -21,21 +22,23 @@ def _stack(tmp_path: Path, **values: object) -> LocalStack:
 
 
 def test_parts_are_listed_in_the_order_their_processes_start(tmp_path: Path) -> None:
-    assert _stack(tmp_path)._parts == []
+    assert [type(p) for p in _stack(tmp_path)._parts] == [KafkaPart]
     full = _stack(tmp_path, kerberos=True, registry=True, cdc=True)
-    assert [type(p) for p in full._parts] == [KerberosServers, RegistryPart, CdcServers]
+    assert [type(p) for p in full._parts] == [KafkaPart, KerberosServers, RegistryPart, CdcServers]
     cluster = _stack(tmp_path / "c", region_servers=2, gateways=1, hdfs=True, kerberos=True)
-    assert [type(p) for p in cluster._parts] == [KerberosServers, HdfsServers]
+    assert [type(p) for p in cluster._parts] == [KafkaPart, KerberosServers, HdfsServers]
     for stack in (full, cluster):
         roles = [p.role for p in stack.topology().processes if any(p.role in a.roles for a in stack._parts)]
         owners = [next(i for i, a in enumerate(stack._parts) if role in a.roles) for role in roles]
         assert owners == sorted(owners)  # each part's processes start before the next part's
-    assert [a.beneath_hbase for a in cluster._parts] == [False, True]
+    assert [a.beneath_hbase for a in cluster._parts] == [False, False, True]
+    assert [a.core for a in cluster._parts] == [True, False, False]
     assert cluster.hdfs is not None and cluster.hdfs.what == "HDFS (NameNode 127.0.0.1:9880)"
 
 
 class _Part:
     roles = frozenset({"registry"})
+    core = False
 
     def __init__(self, error: Exception, beneath_hbase: bool = False) -> None:
         self.error = error
@@ -73,3 +76,13 @@ def test_a_part_s_failed_round_trip_is_worded_unless_it_worded_it_itself(tmp_pat
         stack._check_parts(1.0, beneath_hbase=False)
     stack._parts = [_Part(OSError("not under HBase"), beneath_hbase=True)]
     stack._check_parts(1.0, beneath_hbase=False)  # checked with HBase's round trip, not after it
+
+
+def test_a_core_part_s_failed_round_trip_passes_as_raised(tmp_path: Path) -> None:
+    stack = _stack(tmp_path)
+    core = _Part(OSError("refused"))
+    core.core = True
+    stack._parts = [core]
+    with pytest.raises(OSError, match=r"^refused$"):
+        stack._check_parts(1.0, beneath_hbase=False, core=True)
+    stack._check_parts(1.0, beneath_hbase=False)  # checked before HBase's round trip, not after it
