@@ -70,8 +70,6 @@ class CdcServers:
     their owned processes."""
 
     roles = frozenset(CDC_ROLES)
-    beneath_hbase = False
-    core = False
 
     def __init__(self, settings: StackSettings, layout: StackLayout, postgres: OwnedProcess,
                  connect: OwnedProcess) -> None:

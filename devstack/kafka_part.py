@@ -12,8 +12,7 @@ listener logs in from its keytab as it starts, so the KDC is started first when 
 
 **Ready**: a produce/consume round trip on the plaintext listener, then, when served, a SCRAM login and
 round trip over TLS and an OAUTHBEARER one. The first wait makes the users and ACLs those listeners need
-(once: Kafka keeps them in its metadata). Failures of :meth:`KafkaPart.ready` pass unwrapped, as the
-clients raised them.
+(once: Kafka keeps them in its metadata).
 
 **Listeners kept**: an ``up`` without ``--secure`` never takes the SASL_SSL listener away from a running
 broker (nor the SSO one); an ``up`` that asks for a listener a running broker lacks restarts that broker
@@ -69,8 +68,6 @@ class KafkaPart:
     """The ``kafka`` process as a part of the stack (:class:`~.part.Part`; see the module docstring)."""
 
     roles = frozenset({"kafka"})
-    beneath_hbase = False
-    core = True
 
     def __init__(self, settings: StackSettings, layout: StackLayout, process: OwnedProcess,
                  secure_listener: SecureListener, sso_listener: SsoListener | None,
@@ -115,7 +112,7 @@ class KafkaPart:
 
     def provision(self) -> bool:
         """Fix the listeners this ``up`` serves; stop a running broker that lacks one of them (``up`` then
-        starts it afresh). Downloads nothing (the stack caches the core's jars): False."""
+        starts it afresh). Downloads nothing (the stack caches Kafka's jars with HBase's): False."""
         secure, sso = self._serving = (self.secure, self.sso)
         if self.process.pid() is not None and ((secure and not kafka_listener_rendered(self.layout, "SECURE"))
                                                or (sso and not kafka_listener_rendered(self.layout, "SSO"))):
@@ -172,7 +169,7 @@ class KafkaPart:
         wait_for(self.process, check, deadline, self.settings.start_timeout_s)
 
     def ready(self, timeout_s: float) -> None:
-        """The plaintext round trip, then the SCRAM and OAUTHBEARER ones when served; failures unwrapped."""
+        """The plaintext round trip, then the SCRAM and OAUTHBEARER ones when served."""
         kafka_round_trip(self.bootstrap, timeout_s)
         if self.secure:
             secure_round_trip(self.secure_listener, timeout_s)

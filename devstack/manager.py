@@ -24,9 +24,9 @@ itself Kerberized (:mod:`.krb_cluster`: its servers log in from keytabs, its gat
 HTTPS+SPNEGO beside plain Thrift). Described for clients by :attr:`LocalStack.kerberos`; kept by a later
 ``up`` without ``--kerberos`` in the same way.
 
-Kafka (:mod:`.kafka_part`) and those optional parts (the Kerberos part, HDFS, the schema registry, CDC) are
-handled through one interface, :class:`~.part.Part`, in the list ``LocalStack._parts``; :mod:`.part` says
-what still goes through LocalStack by hand (HBase, and the configuration parts render into its templates).
+Every server belongs to one part (Kafka, HBase, HDFS, the KDC, the Kerberized HBase, the schema registry,
+CDC), and LocalStack handles the parts through one interface, :class:`~.part.Part`, in the list
+``LocalStack._parts`` (:mod:`.part` says in which order and why).
 
 The one-JVM stack stays the default (``make demo``, ``make test``): on a 2-core machine it was ready in
 24-35 s where a 2+2 cluster took 39-59 s, with 2 JVMs (~0.75 GB RSS) instead of 7 (~1.7 GB).
@@ -52,7 +52,7 @@ import contextlib
 import fcntl
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -60,14 +60,15 @@ from typing import Literal
 from pipeline.errors import StackError
 
 from .cdc import CdcServers
-from .hdfs import hbase_fs_values, hdfs_values
+from .hbase_part import HBASE_ROLES, HBasePart
+from .hdfs import hbase_fs_values
 from .hdfs_servers import HdfsServers
-from .health import START_MARKER, DiedProcess
+from .health import DiedProcess
 from .kafka_part import KafkaPart
+from .kdc_part import KdcPart
 from .kerberos import KerberosPart, KerberosSettings
-from .krb_cluster import cluster_security, hdfs_security, kerberized_rendered
 from .krb_kafka import SsoListener
-from .krb_servers import KerberosServers
+from .krb_servers import KerberizedHBase
 from .latency import PROXY_PROCESS
 from .launch import server_argv
 from .layout import (
@@ -77,14 +78,12 @@ from .layout import (
     default_cache_dir,
     default_state_dir,
     infra_dir,
-    write_private,
 )
 from .netns import ensure_network, exec_prefix, remove_network
-from .part import Part, wait_for
+from .part import Part, check
 from .pgserver import STOP_SIGNAL
-from .processes import OwnedProcess, port_in_use, tail_lines
-from .provision import ensure_classpaths, ensure_launcher, ensure_tools, render_hbase_configs, render_hdfs_configs
-from .readiness import hbase_round_trip, registered_region_servers, serving_as
+from .processes import OwnedProcess, port_in_use
+from .provision import ensure_classpaths, ensure_launcher, ensure_tools
 from .registry import RegistryPart
 from .secure import SecureListener
 from .settings import StackSettings
@@ -197,27 +196,41 @@ class LocalStack:
         #: Kafka's GSSAPI/OAUTHBEARER listener (:mod:`.krb_kafka`), served when the stack is secure too
         self.sso_listener = (SsoListener.of(ks, self.secure_listener, self.kerberos) if self.kerberos is not None
                              else None)
-        #: the KDC and the Kerberized HBase as a part (:mod:`.krb_servers`), None when this stack has none
-        self.kerberos_servers = None if self.kerberos is None else KerberosServers(
+        kerberos_procs = {p.name: self.procs[p.name] for p in self._topology.processes if p.role in KERBEROS_ROLES}
+        #: the KDC (:mod:`.kdc_part`), None when this stack has no Kerberos part
+        self.kdc = None if self.kerberos is None else KdcPart(
+            ks, self.kerberos, self.layout, kerberos_procs["kdc"], self.secure_listener, self._kerberos_record,
+            s.start_timeout_s)
+        #: the Kerberized HBase beside the standalone one, or a Kerberized cluster's gateways (:mod:`.krb_servers`),
+        #: None when this stack has no Kerberos part
+        self.kerberized_hbase = None if self.kerberos is None else KerberizedHBase(
             ks, self.kerberos, self.layout, self.kerberized_cluster,
-            {p.name: self.procs[p.name] for p in self._topology.processes if p.role in KERBEROS_ROLES},
+            {n: p for n, p in kerberos_procs.items() if n != "kdc"},
             self.procs.get("hbase-krb") or self.procs.get("hbase") or self.procs["master"], self.secure_listener,
-            lambda: self._launcher, self._kerberos_record, s.start_timeout_s)
+            lambda: self._launcher, s.start_timeout_s)
+        cluster_kdc = self.kdc if self.kerberized_cluster else None
         #: HDFS under a cluster (``--hdfs``; see :mod:`.hdfs_servers`), None when HBase is on the local filesystem
         nn = self._topology.namenode
         self.hdfs = None if nn is None else HdfsServers(
             self.layout, nn, tuple(self._topology.by_role("datanode")),
             {p.name: self.procs[p.name] for p in (nn, *self._topology.by_role("datanode"))}, self._argv,
-            self.kerberos if self.kerberized_cluster else None, s.start_timeout_s)
+            self.kerberos if self.kerberized_cluster else None,
+            cluster_kdc.hdfs_security if cluster_kdc is not None else None, s.start_timeout_s)
+        #: HBase: the standalone JVM, or the cluster's servers (:mod:`.hbase_part`)
+        self.hbase_part = HBasePart(
+            s, self.layout, self._topology,
+            {p.name: self.procs[p.name] for p in self._topology.processes if p.role in HBASE_ROLES}, self._argv,
+            [c for c in (cluster_kdc, self.hdfs) if c is not None], self.kerberized_cluster, s.start_timeout_s)
         #: the schema registry (``--registry``; see :mod:`.registry`), None when this stack has none
         self.registry = next((RegistryPart(s, self.layout, p, self.procs[p.name])
                               for p in self._topology.by_role("registry")), None)
         #: the Kafka broker and its listeners (:mod:`.kafka_part`)
         self.kafka_part = KafkaPart(s, self.layout, self.kafka, self.secure_listener, self.sso_listener,
                                     self._argv, self._start_kdc)
-        #: the parts behind the :class:`~.part.Part` interface, in the order their processes start
-        self._parts: list[Part] = [addon for addon in (self.kafka_part, self.kerberos_servers, self.hdfs,
-                                                       self.registry, self.cdc) if addon is not None]
+        #: every part (:class:`~.part.Part`), in the order they render, are waited for and checked (:mod:`.part`)
+        self._parts: list[Part] = [part for part in (
+            self.kdc, self.kafka_part, self.hdfs, self.hbase_part, self.kerberized_hbase, self.registry, self.cdc)
+            if part is not None]
 
     @property
     def kerberized_cluster(self) -> bool:
@@ -323,52 +336,9 @@ class LocalStack:
         return self.kafka_part.sso
 
     def check_ready(self, timeout_s: float = 10.0) -> None:
-        """Every round trip, once (see the module docstring): the core parts', HBase's, then the other
-        parts'. Raises on failure."""
-        self._check_parts(timeout_s, beneath_hbase=False, core=True)
-        self._check_hbase(timeout_s)
-        self._check_parts(timeout_s, beneath_hbase=False)
-
-    def _check_parts(self, timeout_s: float, beneath_hbase: bool, core: bool = False) -> None:
-        """Each part's round trip once (the core's, those HBase keeps its data on, or the others), in list
-        order. A core part's failure passes as it is raised."""
-        for addon in self._parts:
-            if addon.beneath_hbase != beneath_hbase or addon.core != core:
-                continue
-            if core:
-                addon.ready(timeout_s)
-                continue
-            try:
-                addon.ready(timeout_s)
-            except StackError:
-                raise
-            except Exception as exc:
-                raise StackError(f"{addon.what} failed its round trip: {exc!r}") from exc
-
-    def _check_hbase(self, timeout_s: float) -> None:
-        self._check_parts(timeout_s, beneath_hbase=True)
-        if self._topology.mode == "cluster":
-            live = registered_region_servers(self._topology.zookeeper_host, self._topology.zookeeper_port, timeout_s)
-            missing = [rs.name for rs in self._topology.by_role("regionserver")
-                       if not self._registered(rs, live)]
-            if missing:
-                raise StackError(f"{', '.join(missing)} not registered in ZooKeeper (yet)")
-        for gw in self._topology.gateways:
-            try:
-                hbase_round_trip(gw.host, gw.thrift_port, gw.thrift2_port, timeout_s)
-            except Exception as exc:
-                raise StackError(f"gateway {gw.name} (Thrift1 {gw.thrift_port}, Thrift2 {gw.thrift2_port}) "
-                                 f"failed its round trip: {exc!r}") from exc
-
-    def _registered(self, rs: ServerProcess, live: set[tuple[int, int]]) -> bool:
-        """Whether the running region server ``rs`` holds its node in ZooKeeper: the name its current
-        run announced in its log, or (when that run began before the log's tail) any node on its port."""
-        lines = tail_lines(self.procs[rs.name].log_file)
-        starts = [i for i, line in enumerate(lines) if line.startswith(START_MARKER)]
-        if not starts:
-            return any(port == rs.ports["regionserver"] for port, _ in live)
-        name = serving_as(lines[starts[-1] + 1:])
-        return name is not None and name in live
+        """Every part's round trip once, in list order (:func:`~.part.check`). Raises on failure."""
+        for part in self._parts:
+            check(part, timeout_s)
 
     @contextlib.contextmanager
     def exclusive(self, lock_timeout_s: float = 300.0) -> Iterator[None]:
@@ -415,7 +385,6 @@ class LocalStack:
         t_prov = time.monotonic()
         self._launcher = ensure_launcher(self.layout)
         self._check_ports()
-        self._check_cluster_security()
         if self._topology.network is not None:
             ensure_network(self._topology.network)
         self._render()
@@ -459,18 +428,6 @@ class LocalStack:
                 "stack does not have (another region_servers/gateways setting started them): run "
                 "`hbase-ingest stack down` with that setting first, or use another state_dir")
 
-    def _check_cluster_security(self) -> None:
-        """Refuse to Kerberize a cluster whose servers run without Kerberos (or the other way round): the
-        running ones would not talk to those started now."""
-        running = [p.name for p in self._hbase_side() if p.role != "zookeeper" and self.procs[p.name].pid()]
-        if self._topology.mode != "cluster" or not running:
-            return
-        started_with = kerberized_rendered(self.layout.conf / "hbase")
-        if started_with != self.kerberized_cluster:
-            was, want = ("with" if flag else "without" for flag in (started_with, self.kerberized_cluster))
-            raise StackError(f"the cluster in {self.layout.state} runs {', '.join(running)} {was} Kerberos, and "
-                             f"this `up` asks for a cluster {want} it: run `hbase-ingest stack down` first")
-
     def _check_ports(self) -> None:
         for proc in self._topology.processes:
             if self.procs[proc.name].pid() is not None or proc.host != HOST:  # a namespace's ports are its own
@@ -484,54 +441,17 @@ class LocalStack:
                         f"Stop it (see `ss -ltnp 'sport = :{port}'`) or choose another port ({where}).")
 
     def _render(self) -> None:
-        """Every part's configuration: the parts other than the core's first (the realm and keytabs a
-        Kerberized cluster's security names), then HBase's (with the values HDFS and a Kerberized cluster
-        contribute to it), then the core parts' own (Kafka's)."""
-        s, topo = self.settings, self._topology
-        values = {
-            "ZK_PORT": str(s.zookeeper_port), "ZK_HOST": topo.zookeeper_host, "MASTER_PORT": str(s.master_port),
-            "REGIONSERVER_PORT": str(s.regionserver_port), "CLIENT_RETRIES": "5",
-            "CLIENT_OPERATION_TIMEOUT_MS": "30000", "SESSION_TIMEOUT_MS": str(s.session_timeout_ms),
-            "DISTRIBUTED": "true" if topo.mode == "cluster" else "false", "SECURITY": "",
-            **hbase_fs_values(self.layout.state, topo.namenode)}
-        core_site = None
-        for addon in self._parts:
-            if not addon.core:
-                addon.render()
-        if self.kerberos is not None and self.kerberized_cluster:
-            values["SECURITY"], core_site = cluster_security(self.kerberos_settings, self.kerberos, self.layout,
-                                                             self.secure_listener)
-        render_hbase_configs(self.layout, values)
-        hdfs = None if topo.namenode is None else hdfs_values(topo.namenode, len(topo.by_role("datanode")))
-        tls: dict[str, str] = {}
-        if hdfs is not None and topo.namenode is not None and self.kerberos is not None and self.kerberized_cluster:
-            security, tls = hdfs_security(self.kerberos_settings, self.kerberos, self.layout, self.secure_listener,
-                                          topo.namenode.ports["namenode http"])
-            hdfs |= security
-            core_site = None  # the HDFS core-site.xml, which the HBase JVMs read too, has the same security
-        render_hdfs_configs(self.layout, hdfs, tls)
-        if self.kerberos is not None and self.kerberized_cluster:  # hbase-site.xml names the keystore's password
-            (self.layout.conf / "hbase").chmod(0o700)
-        if core_site is not None:  # Hadoop's login reads hadoop.security.authentication from core-site.xml only
-            write_private(self.layout.conf / "hbase" / "core-site.xml", core_site)
-        for addon in self._parts:
-            if addon.core:
-                addon.render()
-        (self.layout.state / "topology.json").write_text(topo.to_json())
+        """Every part's configuration, in list order (see :mod:`.part`), then ``topology.json``."""
+        for part in self._parts:
+            part.render()
+        (self.layout.state / "topology.json").write_text(self._topology.to_json())
 
     def _start(self, proc: ServerProcess, deadline: float) -> None:
-        lay = self.layout
-        for addon in self._parts:
-            if proc.role in addon.roles:
-                addon.start(proc, deadline)
+        for part in self._parts:
+            if proc.role in part.roles:
+                part.start(proc, deadline)
                 return
-        (lay.state / "hbase").mkdir(parents=True, exist_ok=True)
-        (lay.state / "zookeeper").mkdir(parents=True, exist_ok=True)
-        owned = self.procs[proc.name]
-        owned.start(self._argv(proc))
-        if proc.role == "zookeeper":
-            # every HBase server needs ZooKeeper: wait for its port before starting them
-            self._wait(owned, lambda: _connectable(proc.ports["zookeeper"], proc.host), deadline)
+        raise StackError(f"no part of the stack starts {proc.name} (role {proc.role})")
 
     def _start_kdc(self, deadline: float) -> None:
         """Start the KDC when it is not running (its part returns once it answers)."""
@@ -540,7 +460,7 @@ class LocalStack:
             self._start(kdc, deadline)
 
     def _argv(self, proc: ServerProcess) -> list[str]:
-        """The command of a process of the core or of HDFS (:func:`~.launch.server_argv`): with the realm of a
+        """The command of a process of Kafka, HDFS or HBase (:func:`~.launch.server_argv`): with the realm of a
         Kerberized cluster, and in its namespace (``[stack] netns``) when it has one."""
         krb = self.kerberos if self.kerberized_cluster else None
         argv = server_argv(proc, self.settings, self.layout, self._launcher, krb)
@@ -548,29 +468,7 @@ class LocalStack:
             argv = [*exec_prefix(self._topology.network, proc.name), *argv]  # it execs: the pid stays the server's
         return argv
 
-    def _wait(self, owned: OwnedProcess, check: Callable[[], object], deadline: float) -> None:
-        wait_for(owned, check, deadline, self.settings.start_timeout_s)
-
     def _wait_ready(self, deadline: float) -> None:
-        """The core parts (Kafka and its listeners), HBase, then the other parts, in list order."""
-        for addon in self._parts:
-            if addon.core:
-                addon.wait_ready(deadline)
-        hbase_side = [self.procs[p.name] for p in self._hbase_side()]
-
-        def hbase() -> None:
-            for p in hbase_side:
-                p.check_alive()
-            self._check_hbase(10.0)
-
-        # the log to point at when HBase never answers: the standalone JVM, or the master of a cluster
-        main = self.procs.get("hbase") or self.procs["master"]
-        self._wait(main, hbase, deadline)
-        for addon in self._parts:
-            if not addon.core:
-                addon.wait_ready(deadline)
-
-
-def _connectable(port: int, host: str = HOST) -> None:
-    if not port_in_use(port, host):
-        raise ConnectionRefusedError(f"nothing listens on {host}:{port} yet")
+        """Every part's wait, in list order."""
+        for part in self._parts:
+            part.wait_ready(deadline)

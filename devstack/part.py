@@ -1,55 +1,57 @@
 """One interface for the stack's parts.
 
 A part is one module with one class satisfying :class:`Part`. :class:`~.manager.LocalStack` builds the parts
-its topology has into one list (``LocalStack._parts``), in the order their processes start in, and handles
-them through that list only: a new part touches its own module and that list. Five parts follow it:
+its topology has into one list (``LocalStack._parts``) and handles them through that list only: a new part
+touches its own module and that list. Every server of the stack belongs to one part:
 
-- Kafka (:class:`.kafka_part.KafkaPart`: the broker, its SASL_SSL and SSO listeners), the one part of the
-  core (:attr:`Part.core`) so far;
-- the Kerberos part (:class:`.krb_servers.KerberosServers`: the KDC, and on the standalone shape the
-  Kerberized HBase beside the plain one);
-- HDFS under a cluster (:class:`.hdfs_servers.HdfsServers`: the NameNode and the DataNodes);
-- the schema registry (:class:`.registry.RegistryPart`);
-- the CDC part (:class:`.cdc.CdcServers`: PostgreSQL and Kafka Connect).
+- the KDC (:class:`.kdc_part.KdcPart`, ``--kerberos``);
+- Kafka (:class:`.kafka_part.KafkaPart`: the broker, its SASL_SSL and SSO listeners);
+- HDFS under a cluster (:class:`.hdfs_servers.HdfsServers`: the NameNode and the DataNodes, ``--hdfs``);
+- HBase (:class:`.hbase_part.HBasePart`: the standalone JVM, or a cluster's ZooKeeper, master, region servers
+  and gateways);
+- the Kerberized HBase (:class:`.krb_servers.KerberizedHBase`: ``hbase-krb`` beside the standalone HBase, or a
+  Kerberized cluster's gateways, ``--kerberos``);
+- the schema registry (:class:`.registry.RegistryPart`, ``--registry``);
+- the CDC part (:class:`.cdc.CdcServers`: PostgreSQL and Kafka Connect, ``--cdc``).
 
-A part is built by LocalStack from the settings, the layout, the topology's processes of its roles and
-their :class:`~.processes.OwnedProcess` handles; building it reads nothing and starts nothing. Then:
+The list's order is the order in which parts render, are waited for and have their round trips checked: a part
+comes after those whose files it reads (the realm's keytabs) and those it needs to answer (HBase before its
+Kerberized gateways, Kafka before the registry and Kafka Connect), and a part HBase keeps its data on (HDFS)
+comes before HBase, so that its failure names it rather than a gateway that cannot write. Processes start in
+the topology's order (:mod:`.topology`), each through its part.
+
+A part is built by LocalStack from the settings, the layout, the topology's processes of its roles and their
+:class:`~.processes.OwnedProcess` handles; building it reads nothing and starts nothing. Then:
 
 - :meth:`Part.provisioned` by ``up`` when every process of the stack runs, before it reuses the stack;
-- :meth:`Part.provision` by ``up`` after the core's jars are cached, before anything renders or starts;
-- :meth:`Part.render` before any process of the stack starts (``up``, after provisioning): the parts not of
-  the core first, then HBase's configuration (which reads values they contribute, see below), then the
-  core parts';
+- :meth:`Part.provision` by ``up`` after the jars of Kafka and HBase are cached, before anything renders or
+  starts;
+- :meth:`Part.render` before any process of the stack starts (``up``, after provisioning), in list order. What
+  a part puts into another's configuration goes through a hook of that other part: HBase asks the parts it
+  is given for an :class:`~.hbase_part.HBaseConfig` (HDFS: its root and files; the KDC on a Kerberized
+  cluster: the security), HDFS asks the KDC for a Kerberized HDFS's security;
 - :meth:`Part.start` for each of its processes whose pid is not running, in topology order;
-- :meth:`Part.wait_ready` by ``up``: the core parts' first, then (once HBase is ready) the others', in list
-  order;
-- :meth:`Part.ready` once, by ``check_ready`` (``stack status``, and ``up`` before it reuses a stack): the
-  core parts', HBase's, then the others';
-- :meth:`Part.stop` by ``down``, after every process has been stopped by its pid file;
+- :meth:`Part.wait_ready` by ``up``, in list order;
+- :meth:`Part.ready` once, by ``check_ready`` (``stack status``, and ``up`` before it reuses a stack), in list
+  order, through :func:`check`, which words its failures;
+- :meth:`Part.stop` by ``down``, after every process has been stopped by its pid file, in reverse list order;
 - :meth:`Part.status` by ``stack status`` and ``stack up``, to say where the part answers.
 
-A part whose processes another one depends on starts and waits for them itself inside :meth:`Part.start`
-(PostgreSQL before Kafka Connect, the KDC before a Kerberized HBase, HDFS before the HBase master); the list
-order handles the rest. A part HBase keeps its data on (:attr:`Part.beneath_hbase`: HDFS) has its round trip
-checked first in HBase's own, so that a failure names it rather than a gateway that cannot write.
+A part whose processes another one's depend on starts and waits for them itself inside :meth:`Part.start`
+(ZooKeeper before the HBase servers, PostgreSQL before Kafka Connect, the KDC before any Kerberized server, HDFS
+before the HBase master).
 
-Open points (what still goes through the core by hand):
+Open points:
 
-- HBase (the standalone JVM, or the cluster's ZooKeeper, master, region servers and gateways) is not a part
-  yet: ``LocalStack`` renders its configuration, starts its processes (waiting for ZooKeeper's port),
-  waits for it and checks it (the region servers' registration, every gateway's round trip) itself;
-- parts that change HBase's configuration render into its templates, in ``LocalStack._render``:
-  HDFS's ``core-site.xml`` / ``hdfs-site.xml`` and HBase's root directory on it (:mod:`.hdfs`), and a
-  Kerberized cluster's security in ``hbase-site.xml``, ``core-site.xml`` and HDFS's files
-  (:mod:`.krb_cluster`). Moving them needs a hook into HBase's render values, not only files of their own;
-  likewise the command lines of HDFS's processes, which are the core's (:func:`~.launch.server_argv`, handed
-  to :class:`.hdfs_servers.HdfsServers` as a callable);
 - whether a later ``up`` without ``--cdc``, ``--registry`` or ``--kerberos`` keeps a part that runs (its pid
   files, the recorded topology) is decided in ``LocalStack.__init__``, before the topology and the parts
   exist; so is PostgreSQL's stop signal (``LocalStack._owned``);
+- the commands of the processes of Kafka, HDFS and HBase are the stack's (:func:`~.launch.server_argv`, handed
+  to those parts as a callable): they share the JVM options, the realm of a Kerberized cluster and the
+  namespaces of ``--netns``;
 - ``stack status`` and ``stack up`` print each part's :meth:`Part.status` at a place of their own among the
-  core's lines (``pipeline.cli.stack``); Kafka's SSO listener has lines of its own
-  (:meth:`.kafka_part.KafkaPart.sso_status`), printed after the Kerberos part's.
+  stack's lines (``pipeline.cli.stack``); Kafka's SSO listener has lines of its own
+  (:meth:`.kafka_part.KafkaPart.sso_status`), printed after the Kerberos parts'.
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ from .processes import OwnedProcess, tail
 from .readiness import wait_until
 from .topology import ServerProcess
 
-__all__ = ["Part", "wait_for"]
+__all__ = ["Part", "check", "wait_for"]
 
 
 class Part(Protocol):
@@ -71,12 +73,6 @@ class Part(Protocol):
 
     #: the topology roles whose processes this part starts (``LocalStack._start`` hands them over)
     roles: frozenset[str]
-    #: whether HBase keeps its data on this part (HDFS): its :meth:`ready` then runs first in HBase's round
-    #: trip (``check_ready`` and the wait for HBase in ``up``), and not again after it
-    beneath_hbase: bool
-    #: whether the part is of the core (Kafka): its :meth:`render` runs after the other parts' and HBase's,
-    #: its :meth:`ready` and :meth:`wait_ready` before HBase's, and its :meth:`ready` failures pass unwrapped
-    core: bool
 
     @property
     def what(self) -> str:
@@ -113,13 +109,12 @@ class Part(Protocol):
         """Return once the part is ready (its round trips as :meth:`ready`, retried while its processes run,
         until ``deadline``, monotonic), then make what is made once it is (grants). Raises
         :class:`~pipeline.errors.StackError` naming the process that did not become ready and its log
-        (:func:`wait_for` words it as the core does). A part that waited in :meth:`start` does nothing."""
+        (:func:`wait_for` words it). A part whose :meth:`start` waited checks once more."""
 
     def ready(self, timeout_s: float) -> None:
         """One round trip through the part as a client would make it, within ``timeout_s``. Raises
-        :class:`~pipeline.errors.StackError` when it words the failure itself (the caller passes it on as
-        it is), or whatever else failed, unwrapped: the caller words it ``<what> failed its round trip:
-        <exception>``, or retries it until its deadline."""
+        :class:`~pipeline.errors.StackError` when it words the failure itself, or whatever else failed,
+        unwrapped: :func:`check` words it."""
 
     def stop(self) -> None:
         """What ``down`` must do beyond stopping the part's processes (LocalStack stops every process by
@@ -148,3 +143,14 @@ def wait_for(owned: OwnedProcess, check: Callable[[], object], deadline: float, 
         raise StackError(
             f"{owned.name} did not become ready within {start_timeout_s:.0f} s "
             f"(last error: {exc!r}); see {owned.log_file}; last lines:\n{tail(owned.log_file)}") from exc
+
+
+def check(part: Part, timeout_s: float) -> None:
+    """``part``'s round trip once (:meth:`Part.ready`): a :class:`~pipeline.errors.StackError` it raised passes
+    as it is, any other failure as a StackError ``<what> failed its round trip: <exception>``."""
+    try:
+        part.ready(timeout_s)
+    except StackError:
+        raise
+    except Exception as exc:
+        raise StackError(f"{part.what} failed its round trip: {exc!r}") from exc

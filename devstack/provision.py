@@ -314,22 +314,18 @@ def _render_templates(layout: StackLayout, values: dict[str, str], templates: di
 _HDFS_CONFIGS = ("core-site.xml", "hdfs-site.xml")
 
 
-def render_hdfs_configs(layout: StackLayout, values: dict[str, str] | None,
-                        private: dict[str, str] | None = None) -> None:
-    """Render ``core-site.xml`` and ``hdfs-site.xml`` into ``state/conf/hadoop`` (with the empty
-    ``webapps`` folders its HTTP servers need) and copy them beside ``hbase-site.xml``, where the HBase
-    JVMs find them on their classpath. ``private``: more files (name -> text) for ``state/conf/hadoop`` only,
-    which hold secrets (a Kerberized HDFS's ``ssl-server.xml``): the folder is then its owner's only, the
-    files 0600. ``values`` None (HBase on the local filesystem): remove those copies, so that no HBase JVM
-    of this state folder takes HDFS for its default filesystem."""
-    if values is None:
-        for name in _HDFS_CONFIGS:
-            (layout.conf / "hbase" / name).unlink(missing_ok=True)
-        return
+def render_hdfs_configs(layout: StackLayout, values: dict[str, str],
+                        private: dict[str, str] | None = None) -> dict[str, str]:
+    """Render ``core-site.xml`` and ``hdfs-site.xml`` into ``state/conf/hadoop`` (with the empty ``webapps``
+    folders its HTTP servers need) and return them (name -> text): HBase's part puts them beside
+    ``hbase-site.xml``, where the HBase JVMs find them on their classpath. ``private``: more files (name ->
+    text) for ``state/conf/hadoop`` only, which hold secrets (a Kerberized HDFS's ``ssl-server.xml``): the
+    folder is then its owner's only, the files 0600."""
     hadoop = layout.conf / "hadoop"
     for app in WEBAPPS:
         (hadoop / "webapps" / app).mkdir(parents=True, exist_ok=True)
     values = {"STATE": str(layout.state), "NAMENODE_HOST": "127.0.0.1", **values}
+    texts: dict[str, str] = {}
     for name in _HDFS_CONFIGS:
         src = layout.infra / "conf" / "hadoop" / f"{name}.in"
         try:
@@ -337,8 +333,9 @@ def render_hdfs_configs(layout: StackLayout, values: dict[str, str] | None,
         except KeyError as exc:
             raise StackError(f"template {src.name} uses an unknown placeholder {exc}") from exc
         (hadoop / name).write_text(text)
-        (layout.conf / "hbase" / name).write_text(text)
+        texts[name] = text
     if private:
         hadoop.chmod(0o700)
         for name, text in private.items():
             write_private(hadoop / name, text)
+    return texts

@@ -144,8 +144,6 @@ class RegistryPart:
     """The schema registry as a part of the stack (:class:`~.part.Part`): the ``registry`` process."""
 
     roles = frozenset({"registry"})
-    beneath_hbase = False
-    core = False
 
     def __init__(self, settings: StackSettings, layout: StackLayout, proc: ServerProcess,
                  process: OwnedProcess) -> None:

@@ -182,8 +182,8 @@ def _print_secure(stack: LocalStack) -> None:
 
 def _print_kerberos(stack: LocalStack) -> None:
     """The realm, its krb5.conf and keytabs (paths, never contents), and the Kerberized HBase's listeners."""
-    if stack.kerberos_servers is not None:
-        for line in stack.kerberos_servers.status():
+    for part in (stack.kdc, stack.kerberized_hbase):
+        for line in part.status() if part is not None else ():
             _console.print(line, soft_wrap=True)
 
 

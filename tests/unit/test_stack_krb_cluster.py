@@ -200,5 +200,5 @@ def test_a_running_cluster_of_the_other_kind_is_refused(tmp_path: Path) -> None:
     stack.procs["master"].pid = lambda: 1  # type: ignore[method-assign]
     with pytest.raises(StackError, match="runs master without Kerberos, and this `up` asks for a cluster with it: "
                                          "run `hbase-ingest stack down` first"):
-        stack._check_cluster_security()
-    LocalStack(settings)._check_cluster_security()  # the same kind: nothing to refuse
+        stack.hbase_part.provision()
+    LocalStack(settings).hbase_part.provision()  # the same kind: nothing to refuse

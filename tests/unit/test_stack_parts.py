@@ -7,9 +7,11 @@ import pytest
 
 from devstack import LocalStack
 from devstack.cdc import CdcServers
+from devstack.hbase_part import HBasePart
 from devstack.hdfs_servers import HdfsServers
 from devstack.kafka_part import KafkaPart
-from devstack.krb_servers import KerberosServers
+from devstack.kdc_part import KdcPart
+from devstack.krb_servers import KerberizedHBase
 from devstack.registry import RegistryPart
 from devstack.settings import StackSettings
 from devstack.topology import ServerProcess
@@ -21,29 +23,29 @@ def _stack(tmp_path: Path, **values: object) -> LocalStack:
                                                     **values}))
 
 
-def test_parts_are_listed_in_the_order_their_processes_start(tmp_path: Path) -> None:
-    assert [type(p) for p in _stack(tmp_path)._parts] == [KafkaPart]
+def test_every_process_belongs_to_one_part_and_parts_are_listed_in_dependency_order(tmp_path: Path) -> None:
+    assert [type(p) for p in _stack(tmp_path)._parts] == [KafkaPart, HBasePart]
     full = _stack(tmp_path, kerberos=True, registry=True, cdc=True)
-    assert [type(p) for p in full._parts] == [KafkaPart, KerberosServers, RegistryPart, CdcServers]
+    assert [type(p) for p in full._parts] == [KdcPart, KafkaPart, HBasePart, KerberizedHBase, RegistryPart,
+                                              CdcServers]
     cluster = _stack(tmp_path / "c", region_servers=2, gateways=1, hdfs=True, kerberos=True)
-    assert [type(p) for p in cluster._parts] == [KafkaPart, KerberosServers, HdfsServers]
+    assert [type(p) for p in cluster._parts] == [KdcPart, KafkaPart, HdfsServers, HBasePart, KerberizedHBase]
     for stack in (full, cluster):
-        roles = [p.role for p in stack.topology().processes if any(p.role in a.roles for a in stack._parts)]
-        owners = [next(i for i, a in enumerate(stack._parts) if role in a.roles) for role in roles]
-        assert owners == sorted(owners)  # each part's processes start before the next part's
-    assert [a.beneath_hbase for a in cluster._parts] == [False, False, True]
-    assert [a.core for a in cluster._parts] == [True, False, False]
+        for proc in stack.topology().processes:
+            assert len([a for a in stack._parts if proc.role in a.roles]) == 1, proc.name
     assert cluster.hdfs is not None and cluster.hdfs.what == "HDFS (NameNode 127.0.0.1:9880)"
+    # HBase's configuration takes the KDC's security, then HDFS's files (whose core-site.xml replaces the KDC's)
+    assert cluster.hbase_part.contributors == [cluster.kdc, cluster.hdfs]
+    assert full.hbase_part.contributors == []
 
 
 class _Part:
     roles = frozenset({"registry"})
-    core = False
 
-    def __init__(self, error: Exception, beneath_hbase: bool = False) -> None:
+    def __init__(self, error: Exception | None, what: str = "the fake part") -> None:
         self.error = error
-        self.beneath_hbase = beneath_hbase
-        self.what = "the fake part"
+        self.what = what
+        self.calls: list[str] = []
 
     def provisioned(self) -> bool:
         return True
@@ -51,14 +53,17 @@ class _Part:
     def provision(self) -> bool:
         return False
 
-    def render(self) -> None: ...
+    def render(self) -> None:
+        self.calls.append("render")
 
     def start(self, proc: ServerProcess, deadline: float) -> None: ...
 
     def wait_ready(self, deadline: float) -> None: ...
 
     def ready(self, timeout_s: float) -> None:
-        raise self.error
+        self.calls.append("ready")
+        if self.error is not None:
+            raise self.error
 
     def stop(self) -> None: ...
 
@@ -70,19 +75,16 @@ def test_a_part_s_failed_round_trip_is_worded_unless_it_worded_it_itself(tmp_pat
     stack = _stack(tmp_path)
     stack._parts = [_Part(OSError("refused"))]
     with pytest.raises(StackError, match=r"^the fake part failed its round trip: OSError\('refused'\)$"):
-        stack._check_parts(1.0, beneath_hbase=False)
+        stack.check_ready(1.0)
     stack._parts = [_Part(StackError("connector x is not registered"))]
     with pytest.raises(StackError, match=r"^connector x is not registered$"):
-        stack._check_parts(1.0, beneath_hbase=False)
-    stack._parts = [_Part(OSError("not under HBase"), beneath_hbase=True)]
-    stack._check_parts(1.0, beneath_hbase=False)  # checked with HBase's round trip, not after it
+        stack.check_ready(1.0)
 
 
-def test_a_core_part_s_failed_round_trip_passes_as_raised(tmp_path: Path) -> None:
+def test_parts_are_checked_in_list_order_and_the_first_failure_stops_the_check(tmp_path: Path) -> None:
     stack = _stack(tmp_path)
-    core = _Part(OSError("refused"))
-    core.core = True
-    stack._parts = [core]
-    with pytest.raises(OSError, match=r"^refused$"):
-        stack._check_parts(1.0, beneath_hbase=False, core=True)
-    stack._check_parts(1.0, beneath_hbase=False)  # checked before HBase's round trip, not after it
+    first, failing, after = _Part(None, "first"), _Part(OSError("down"), "failing"), _Part(None, "after")
+    stack._parts = [first, failing, after]
+    with pytest.raises(StackError, match=r"^failing failed its round trip"):
+        stack.check_ready(1.0)
+    assert (first.calls, failing.calls, after.calls) == (["ready"], ["ready"], [])
