@@ -63,7 +63,7 @@ install: $(VENV)/.installed
 # ends the process, is not lost in pytest's capture; the tests run about 4 times slower than without the
 # sanitizers, hence the longer timeout, the slowest named, and a third of their examples (TEST_EXAMPLES_SCALE).
 SANITIZE_TESTS := tests/unit/core/test_routerun.py tests/unit/core/test_route_forms.py tests/unit/test_thrift2_putwire.py \
-	tests/unit/native/test_multiwire.py
+	tests/unit/native/test_multiwire.py tests/unit/native/test_multiread.py
 SANITIZE_ENV := ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 PYTHONMALLOC=malloc \
 	TEST_EXAMPLES_SCALE=0.3
 SANITIZE_PYTEST := -p tests.unit.sanitized -p no:cacheprovider --capture=sys --timeout=900 --durations=3

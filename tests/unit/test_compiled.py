@@ -1,7 +1,7 @@
 """The compiled parts (``hatch_build.py``, :mod:`pipeline.compiled`): built wherever there is a C
 compiler, in use, told apart from a build of another source, and turned off on request. What each
 computes is checked against its pure-Python form by its own property tests
-(``test_thrift2_putwire.py``, ``core/test_routerun.py``, ``native/test_multiwire.py``)."""
+(``test_thrift2_putwire.py``, ``core/test_routerun.py``, ``native/test_multiwire.py``, ``native/test_multiread.py``)."""
 
 from __future__ import annotations
 

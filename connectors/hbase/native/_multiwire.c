@@ -1,4 +1,6 @@
-/* The compiled form of connectors.hbase.native.multi's Multi encoder, for batches of plain puts.
+/* The compiled forms of the native client's per-row work on the Multi path: the encoder of batches of
+ * plain puts (``encode``), the grouping of a batch's rows by region (``group``) and the reading of an
+ * all-successful MultiResponse (``decode_ok``). Each has a pure-Python reference it is tested against.
  *
  * Contract: ``encode(groups, mutations, nonce_group, put_kind)`` returns ``(param, cellblock)``, two
  * ``bytes`` equal to ``build_multi(groups', encode_batch(mutations, nonces), nonce_group)`` of the
@@ -20,6 +22,21 @@
  *   KeyValue      = u32 kv_len . u32 key_len . u32 val_len . u16 row_len . row . u8 fam_len . family
  *                   . qualifier . u64 timestamp . u8 4 (Put) . value        (all big endian)
  *   key_len = 12 + row + family + qualifier; kv_len = 8 + key_len + val_len
+ *
+ * Contract: ``group(starts, ends, mutations, pending)`` returns ``(found, holes)`` equal to
+ * ``connectors.hbase.native.regions.group_python``'s: ``starts`` and ``ends`` are one table's cached
+ * regions' keys (lists of bytes, sorted by start; ``b""`` an open end), and each position of ``pending``
+ * (a sequence of int indexing ``mutations``) goes to ``found[k]`` (a dict in first-seen order of region
+ * index ``k`` -> list of positions in pending order), ``k`` the region whose ``[start, end)`` holds
+ * ``mutations[i].row`` (``bisect_right(starts, row) - 1``), or to ``holes``. None when a row, start or
+ * end is not ``bytes`` (the caller takes the Python path); a position outside ``mutations`` raises
+ * IndexError.
+ *
+ * Contract: ``decode_ok(buf)`` returns, for a MultiResponse whose every action succeeded, the indexes
+ * of each RegionActionResult's ResultOrExceptions (a list per RegionActionResult, in wire order): what
+ * ``[r.ok for r in decode_multi_response(buf)]`` gives when it raises nothing and has no failure. It
+ * returns None whenever it is not sure (an exception field, a field layout the fast reader does not
+ * take, bad bytes): the caller then reads ``buf`` with the Python reader, which words any error.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -384,14 +401,298 @@ done:
     return result;
 }
 
+/* -- group ------------------------------------------------------------------------------------------ */
+
+/* <0, 0, >0 as bytes a sorts before, equal to, after b (lexicographic, unsigned) */
+static inline int bytes_cmp(PyObject *a, PyObject *b) {
+    Py_ssize_t la = PyBytes_GET_SIZE(a), lb = PyBytes_GET_SIZE(b);
+    int c = memcmp(PyBytes_AS_STRING(a), PyBytes_AS_STRING(b), (size_t)(la < lb ? la : lb));
+    if (c != 0) {
+        return c;
+    }
+    return la < lb ? -1 : (la > lb ? 1 : 0);
+}
+
+static PyObject *group(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "group(starts, ends, mutations, pending) takes 4 arguments");
+        return NULL;
+    }
+    PyObject *starts = args[0], *ends = args[1];
+    if (!PyList_CheckExact(starts) || !PyList_CheckExact(ends) || PyList_GET_SIZE(starts) != PyList_GET_SIZE(ends)) {
+        PyErr_SetString(PyExc_TypeError, "group: starts and ends must be lists of the same length");
+        return NULL;
+    }
+    Py_ssize_t n_regions = PyList_GET_SIZE(starts);
+    for (Py_ssize_t k = 0; k < n_regions; k++) {
+        if (!PyBytes_CheckExact(PyList_GET_ITEM(starts, k)) || !PyBytes_CheckExact(PyList_GET_ITEM(ends, k))) {
+            Py_RETURN_NONE;
+        }
+    }
+    PyObject *mutations = PySequence_Fast(args[2], "group: mutations must be a sequence");
+    if (mutations == NULL) {
+        return NULL;
+    }
+    PyObject *pending = PySequence_Fast(args[3], "group: pending must be a sequence");
+    if (pending == NULL) {
+        Py_DECREF(mutations);
+        return NULL;
+    }
+    Py_ssize_t n_mut = PySequence_Fast_GET_SIZE(mutations), n_pending = PySequence_Fast_GET_SIZE(pending);
+    PyObject **muts = PySequence_Fast_ITEMS(mutations), **positions = PySequence_Fast_ITEMS(pending);
+    PyObject *result = NULL, *holes = NULL, *found = NULL;
+    /* per region: its list of positions (NULL until seen); seen: region indexes in first-seen order */
+    PyObject **lists = PyMem_Calloc((size_t)(n_regions ? n_regions : 1), sizeof(PyObject *));
+    Py_ssize_t *seen = PyMem_Malloc((size_t)(n_regions ? n_regions : 1) * sizeof(Py_ssize_t));
+    Py_ssize_t n_seen = 0;
+    int not_bytes = 0;
+    if (lists == NULL || seen == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    holes = PyList_New(0);
+    if (holes == NULL) {
+        goto done;
+    }
+    for (Py_ssize_t j = 0; j < n_pending; j++) {
+        PyObject *pos = positions[j];
+        Py_ssize_t i = PyLong_AsSsize_t(pos);
+        if (i == -1 && PyErr_Occurred()) {
+            goto done;
+        }
+        if (i < 0 || i >= n_mut) {
+            PyErr_Format(PyExc_IndexError, "position %zd is outside the %zd mutations", i, n_mut);
+            goto done;
+        }
+        PyObject *row = PyObject_GetAttr(muts[i], s_row);
+        if (row == NULL) {
+            goto done;
+        }
+        if (!PyBytes_CheckExact(row)) {
+            Py_DECREF(row);
+            not_bytes = 1;
+            goto done;
+        }
+        Py_ssize_t lo = 0, hi = n_regions;
+        while (lo < hi) {  /* bisect_right(starts, row) */
+            Py_ssize_t mid = (lo + hi) / 2;
+            if (bytes_cmp(row, PyList_GET_ITEM(starts, mid)) < 0) {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        Py_ssize_t k = lo - 1;
+        int held = k >= 0;
+        if (held) {
+            PyObject *end = PyList_GET_ITEM(ends, k);
+            held = PyBytes_GET_SIZE(end) == 0 || bytes_cmp(row, end) < 0;
+        }
+        Py_DECREF(row);
+        PyObject *into = held ? lists[k] : holes;
+        if (into == NULL) {
+            into = lists[k] = PyList_New(0);
+            if (into == NULL) {
+                goto done;
+            }
+            seen[n_seen++] = k;
+        }
+        if (PyList_Append(into, pos) < 0) {
+            goto done;
+        }
+    }
+    found = PyDict_New();
+    if (found == NULL) {
+        goto done;
+    }
+    for (Py_ssize_t s = 0; s < n_seen; s++) {
+        PyObject *key = PyLong_FromSsize_t(seen[s]);
+        if (key == NULL || PyDict_SetItem(found, key, lists[seen[s]]) < 0) {
+            Py_XDECREF(key);
+            goto done;
+        }
+        Py_DECREF(key);
+    }
+    result = PyTuple_Pack(2, found, holes);
+done:
+    if (lists != NULL) {
+        for (Py_ssize_t s = 0; s < n_seen; s++) {
+            Py_XDECREF(lists[seen[s]]);
+        }
+    }
+    PyMem_Free(lists);
+    PyMem_Free(seen);
+    Py_XDECREF(found);
+    Py_XDECREF(holes);
+    Py_DECREF(mutations);
+    Py_DECREF(pending);
+    if (not_bytes && result == NULL && !PyErr_Occurred()) {
+        Py_RETURN_NONE;
+    }
+    return result;
+}
+
+/* -- decode_ok -------------------------------------------------------------------------------------- */
+
+/* the varint at p[*pos..end) into *out, advancing *pos: 0, or -1 when truncated or wider than 64 bits */
+static inline int read_v(const unsigned char *p, Py_ssize_t *pos, Py_ssize_t end, uint64_t *out) {
+    uint64_t v = 0;
+    for (int shift = 0; shift <= 63; shift += 7) {
+        if (*pos >= end) {
+            return -1;
+        }
+        unsigned char b = p[(*pos)++];
+        if (shift == 63 && b > 1) {
+            return -1;
+        }
+        v |= (uint64_t)(b & 0x7f) << shift;
+        if (b < 0x80) {
+            *out = v;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* One RegionActionResult's ok indexes appended to a new list; NULL with no error set: not sure (the
+ * caller returns None); NULL with an error: raised */
+static PyObject *region_ok(const unsigned char *p, Py_ssize_t pos, Py_ssize_t end, int *unsure) {
+    PyObject *ok = PyList_New(0);
+    if (ok == NULL) {
+        return NULL;
+    }
+    while (pos < end) {
+        unsigned char key = p[pos++];
+        uint64_t size;
+        if (key >= 0x80 || ((key & 7) != 0 && (key & 7) != 2) || read_v(p, &pos, end, &size) < 0) {
+            goto unsure;
+        }
+        if ((key & 7) == 0) {
+            continue;  /* a varint field: nothing to read */
+        }
+        if (size > (uint64_t)(end - pos) || key == 0x12) {  /* past the end, or the whole region failed */
+            goto unsure;
+        }
+        Py_ssize_t stop = pos + (Py_ssize_t)size;
+        if (key == 0x0a) {  /* ResultOrException{index 1, result 2, exception 3, ...} */
+            int has_index = 0;
+            uint64_t index = 0;
+            while (pos < stop) {
+                unsigned char k = p[pos++];
+                uint64_t n;
+                if (k >= 0x80 || ((k & 7) != 0 && (k & 7) != 2) || read_v(p, &pos, stop, &n) < 0) {
+                    goto unsure;
+                }
+                if ((k & 7) == 0) {
+                    if (k == 0x08) {
+                        index = n;
+                        has_index = 1;
+                    }
+                    continue;
+                }
+                if (n > (uint64_t)(stop - pos) || k == 0x1a) {  /* past its end, or an exception */
+                    goto unsure;
+                }
+                pos += (Py_ssize_t)n;
+            }
+            if (has_index) {
+                PyObject *i = PyLong_FromUnsignedLongLong(index);
+                if (i == NULL || PyList_Append(ok, i) < 0) {
+                    Py_XDECREF(i);
+                    Py_DECREF(ok);
+                    return NULL;
+                }
+                Py_DECREF(i);
+            }
+        }
+        pos = stop;
+    }
+    return ok;
+unsure:
+    Py_DECREF(ok);
+    *unsure = 1;
+    return NULL;
+}
+
+static PyObject *decode_ok(PyObject *module, PyObject *arg) {
+    (void)module;
+    if (!PyBytes_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "decode_ok: buf must be bytes");
+        return NULL;
+    }
+    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(arg);
+    Py_ssize_t pos = 0, end = PyBytes_GET_SIZE(arg);
+    PyObject *out = PyList_New(0);
+    if (out == NULL) {
+        return NULL;
+    }
+    while (pos < end) {
+        uint64_t key, size;
+        if (read_v(p, &pos, end, &key) < 0) {
+            goto unsure;
+        }
+        switch (key & 7) {
+        case 0:
+            if (read_v(p, &pos, end, &size) < 0) {
+                goto unsure;
+            }
+            break;
+        case 1:
+        case 5: {
+            Py_ssize_t width = (key & 7) == 1 ? 8 : 4;
+            if (end - pos < width) {
+                goto unsure;
+            }
+            pos += width;
+            break;
+        }
+        case 2: {
+            if (read_v(p, &pos, end, &size) < 0 || size > (uint64_t)(end - pos)) {
+                goto unsure;
+            }
+            if (key >> 3 == 1) {
+                int unsure = 0;
+                PyObject *ok = region_ok(p, pos, pos + (Py_ssize_t)size, &unsure);
+                if (ok == NULL) {
+                    if (unsure) {
+                        goto unsure;
+                    }
+                    Py_DECREF(out);
+                    return NULL;
+                }
+                int failed = PyList_Append(out, ok);
+                Py_DECREF(ok);
+                if (failed < 0) {
+                    Py_DECREF(out);
+                    return NULL;
+                }
+            }
+            pos += (Py_ssize_t)size;
+            break;
+        }
+        default:
+            goto unsure;
+        }
+    }
+    return out;
+unsure:
+    Py_DECREF(out);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"encode", (PyCFunction)(void (*)(void))encode, METH_FASTCALL,
      "encode(groups, mutations, nonce_group, put_kind) -> (param, cellblock) | None (see the module's source)."},
+    {"group", (PyCFunction)(void (*)(void))group, METH_FASTCALL,
+     "group(starts, ends, mutations, pending) -> (found, holes) | None (see the module's source)."},
+    {"decode_ok", (PyCFunction)decode_ok, METH_O,
+     "decode_ok(buf) -> list of lists of indexes | None (see the module's source)."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module_def = {
-    PyModuleDef_HEAD_INIT, "_multiwire", "The compiled Multi encoder of connectors.hbase.native.multi.", -1,
+    PyModuleDef_HEAD_INIT, "_multiwire", "The compiled forms of the native client's Multi path (see the module's source).", -1,
     methods, NULL, NULL, NULL, NULL,
 };
 

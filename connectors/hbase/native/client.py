@@ -53,7 +53,7 @@ from connectors.hbase.native.failures import (
     error_for,
 )
 from connectors.hbase.native.locate import ScannedRow, meta_location, scan_region, table_regions
-from connectors.hbase.native.messages import ServerName, decode_multi_response
+from connectors.hbase.native.messages import ServerName
 from connectors.hbase.native.multi import (
     COMPILED,
     Encoded,
@@ -61,8 +61,8 @@ from connectors.hbase.native.multi import (
     build_multi,
     encode_batch,
     encode_plain_puts,
-    failures_of,
     halves,
+    multi_failures,
 )
 from connectors.hbase.native.regions import META_REGION, Region, RegionCache
 from connectors.hbase.native.zookeeper import meta_from_zookeeper
@@ -334,20 +334,18 @@ class NativeClient:
     async def _send_all(self, name: str, pending: Sequence[int], batch: _Batch) -> list[Failed]:
         """One round: ``pending`` located, one request per server encoded (all before any is sent), sent
         side by side; the failed actions."""
-        by_server: dict[tuple[str, int], dict[bytes, tuple[Region, list[int]]]] = {}
+        by_server: dict[tuple[str, int], list[Group]] = {}
         failures: list[Failed] = []
-        mutations = batch.mutations
-        for i in pending:
-            region = self._cache.locate(name, mutations[i].row)
-            if region is None or not region.host:
-                failures.append(Failed(i, region.name if region else b"", UNASSIGNED,
-                                       "no online region holds the row"))
-                continue
-            groups = by_server.setdefault((region.host, region.port), {})
-            groups.setdefault(region.name, (region, []))[1].append(i)
+        found, holes = self._cache.group(name, batch.mutations, pending)
+        failures += [Failed(i, b"", UNASSIGNED, "no online region holds the row") for i in holes]
+        for region, positions in found:
+            if not region.host:
+                failures += [Failed(i, region.name, UNASSIGNED, "no online region holds the row") for i in positions]
+            else:
+                by_server.setdefault((region.host, region.port), []).append((region, positions))
         requests: list[tuple[str, int, list[Group], bytes, bytes]] = []
         for (host, port), groups in by_server.items():
-            for part, param, cellblock in self._fitted(batch, list(groups.values()), failures):
+            for part, param, cellblock in self._fitted(batch, groups, failures):
                 requests.append((host, port, part, param, cellblock))
         if len(requests) == 1:  # a batch of one region server, as the writer makes them
             failures += await self._send(*requests[0])
@@ -401,7 +399,7 @@ class NativeClient:
             why = getattr(e, "detail", str(e))  # a Java exception's class is the failure's own field
             return [Failed(i, region.name, cls, why) for region, positions in groups for i in positions]
         try:
-            return failures_of(groups, decode_multi_response(reply.param))
+            return multi_failures(groups, reply.param)
         except ValueError as e:
             raise HBaseError(f"undecodable Multi response from {host}:{port}: {e}") from e
 

@@ -47,6 +47,7 @@ from connectors.hbase.native.messages import (
     MUTATE_INCREMENT,
     MUTATE_PUT,
     RegionActionResult,
+    decode_multi_response,
     mutation_proto,
     region_specifier,
 )
@@ -55,8 +56,8 @@ from connectors.hbase.native.wire import varint
 from pipeline import compiled
 from pipeline.core.model import Mutation, MutationKind
 
-__all__ = ["COMPILED", "Encoded", "Group", "build_multi", "encode_batch", "encode_mutation", "encode_plain_puts",
-           "encode_plain_puts_python", "failures_of", "halves"]
+__all__ = ["COMPILED", "Encoded", "Group", "build_multi", "decode_ok_python", "encode_batch", "encode_mutation",
+           "encode_plain_puts", "encode_plain_puts_python", "failures_of", "halves", "multi_failures"]
 
 _AMOUNT = struct.Struct(">q")
 _HEAD = struct.Struct(">IIIH")  # a KeyValue's kv_len, key_len, val_len, row_len (connectors.hbase.native.cells)
@@ -179,14 +180,11 @@ def encode_plain_puts_python(groups: Sequence[Group], mutations: Sequence[Mutati
     return build_multi(groups, encoded, nonce_group)
 
 
-def _compiled() -> Callable[..., tuple[bytes, bytes] | None] | None:
-    """The compiled encoder (:func:`pipeline.compiled.load`: a build of the current ``_multiwire.c``)."""
-    found = compiled.load("connectors.hbase.native._multiwire", Path(__file__).with_name("_multiwire.c"))
-    return None if found is None else found.encode
-
-
-_COMPILED_ENCODE = _compiled()
-#: whether the compiled Multi encoder is in use
+_MULTIWIRE = compiled.load("connectors.hbase.native._multiwire", Path(__file__).with_name("_multiwire.c"))
+_COMPILED_ENCODE: Callable[..., tuple[bytes, bytes] | None] | None = None if _MULTIWIRE is None else _MULTIWIRE.encode
+_COMPILED_DECODE_OK: Callable[[bytes], list[list[int]] | None] | None = (
+    None if _MULTIWIRE is None else _MULTIWIRE.decode_ok)
+#: whether the compiled Multi encoder (and reader) is in use
 COMPILED = _COMPILED_ENCODE is not None
 
 
@@ -256,18 +254,56 @@ def halves(groups: Sequence[Group]) -> tuple[list[Group], list[Group]]:
 
 def failures_of(groups: Sequence[Group], results: Sequence[RegionActionResult]) -> list[Failed]:
     """The failed batch positions of one ``Multi``: a whole-region exception fails each of the region's
-    actions, an action exception its own. Raises ``ValueError`` when the response has fewer results
-    than the request had region actions, or names an index that was not sent."""
+    actions, an action exception its own. Raises ``ValueError`` when the response has another number of
+    results than the request had region actions, names an index that was not sent, or leaves a sent action
+    without an answer (neither a result nor an exception: it would otherwise pass for written)."""
     if len(results) != len(groups):
         raise ValueError(f"Multi answered {len(results)} region results for {len(groups)} region actions")
     out: list[Failed] = []
     for (region, positions), result in zip(groups, results, strict=True):
         sent = set(positions)
+        answered = {i - 1 for i in result.ok}
+        whole = False
         for f in result.failures:
             if f.index is None:
                 out.extend(Failed(i, region.name, f.java_class, f.message) for i in positions)
+                whole = True
                 break
             if f.index - 1 not in sent:
                 raise ValueError(f"Multi answered index {f.index}, which region {region.name!r} was not sent")
             out.append(Failed(f.index - 1, region.name, f.java_class, f.message))
+            answered.add(f.index - 1)
+        if not whole and answered != sent:
+            extra, missing = sorted(answered - sent), sorted(sent - answered)
+            raise ValueError(f"Multi answered region {region.name!r} with indexes {[i + 1 for i in extra[:5]]} it "
+                             f"was not sent, and none for {[i + 1 for i in missing[:5]]} ({len(missing)} in all)"
+                             if extra else f"Multi left {len(missing)} action(s) of region {region.name!r} "
+                             f"unanswered (indexes {[i + 1 for i in missing[:5]]}...)")
     return out
+
+
+def decode_ok_python(buf: bytes) -> list[list[int]] | None:
+    """The reference of ``_multiwire.c``'s ``decode_ok``: each RegionActionResult's succeeded indexes when
+    :func:`~connectors.hbase.native.messages.decode_multi_response` reads ``buf`` without an error and
+    without a failure, else None."""
+    try:
+        results = decode_multi_response(buf)
+    except ValueError:
+        return None
+    if any(r.failures for r in results):
+        return None
+    return [r.ok for r in results]
+
+
+def multi_failures(groups: Sequence[Group], buf: bytes) -> list[Failed]:
+    """``failures_of(groups, decode_multi_response(buf))``: the failed positions of one ``Multi``'s answer
+    ``buf``. When the compiled reader is in use and says that every action of every region succeeded, with
+    exactly the indexes sent in the order sent (a worker's answer, thousands of actions), that is read
+    without building an object per action; anything else goes through the Python reader. Raises what
+    they raise (``ValueError``)."""
+    if _COMPILED_DECODE_OK is not None:
+        ok = _COMPILED_DECODE_OK(buf)
+        if ok is not None and len(ok) == len(groups) and all(
+                indexes == [i + 1 for i in positions] for indexes, (_, positions) in zip(ok, groups, strict=True)):
+            return []
+    return failures_of(groups, decode_multi_response(buf))

@@ -17,11 +17,24 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
 
 from connectors.hbase.native.cells import Cell
 from connectors.hbase.native.messages import decode_region_info
+from pipeline import compiled
 
-__all__ = ["META_REGION", "Region", "RegionCache", "meta_scan_range", "parse_meta_row"]
+__all__ = ["COMPILED_GROUP", "META_REGION", "Region", "RegionCache", "group_python", "meta_scan_range",
+           "parse_meta_row"]
+
+
+class _Keyed(Protocol):
+    @property
+    def row(self) -> bytes: ...
+
+
+#: (region index -> positions, in first-seen order; positions in no region)
+Grouped = tuple[dict[int, list[int]], list[int]]
 
 #: the name of the (single, never split) meta region
 META_REGION = b"hbase:meta,,1"
@@ -96,6 +109,7 @@ class RegionCache:
 
     def __init__(self) -> None:
         self._starts: dict[str, list[bytes]] = {}
+        self._ends: dict[str, list[bytes]] = {}
         self._regions: dict[str, list[Region]] = {}
 
     def __repr__(self) -> str:
@@ -116,6 +130,7 @@ class RegionCache:
         kept.sort(key=lambda r: r.start_key)
         self._regions[region.table] = kept
         self._starts[region.table] = [r.start_key for r in kept]
+        self._ends[region.table] = [r.end_key for r in kept]
         return evicted
 
     def replace(self, table: str, regions: Sequence[Region]) -> None:
@@ -128,6 +143,7 @@ class RegionCache:
     def forget(self, table: str) -> None:
         self._regions.pop(table, None)
         self._starts.pop(table, None)
+        self._ends.pop(table, None)
 
     def locate(self, table: str, row: bytes) -> Region | None:
         """The cached region holding ``row``, or None (a hole: unknown or being refreshed)."""
@@ -139,6 +155,18 @@ class RegionCache:
             return None
         region = self._regions[table][i]
         return region if region.holds(row) else None
+
+    def group(self, table: str, mutations: Sequence[_Keyed],
+              pending: Sequence[int]) -> tuple[list[tuple[Region, list[int]]], list[int]]:
+        """``pending`` (positions in ``mutations``) by the cached region holding each one's row, as
+        :meth:`locate` finds it: ``(region, positions)`` in the order the regions are first met, positions in
+        ``pending`` order; and the positions no cached region holds. By the compiled form
+        (``_multiwire.c``'s ``group``) when it is in use, else :func:`group_python` (its reference)."""
+        starts, ends = self._starts.get(table, []), self._ends.get(table, [])
+        got = None if COMPILED_GROUP is None else COMPILED_GROUP(starts, ends, mutations, pending)
+        found, holes = got if got is not None else group_python(starts, ends, mutations, pending)
+        regions = self._regions.get(table, [])
+        return [(regions[k], positions) for k, positions in found.items()], holes
 
     def last(self, table: str) -> Region | None:
         """The cached region with the open end (where a reversed scan from the end starts), or None."""
@@ -157,3 +185,28 @@ class RegionCache:
             return None
         region = self._regions[table][i]
         return region if not region.end_key or region.end_key >= key else None
+
+
+def group_python(starts: Sequence[bytes], ends: Sequence[bytes], mutations: Sequence[_Keyed],
+                 pending: Sequence[int]) -> Grouped:
+    """The reference of ``_multiwire.c``'s ``group``: each position ``i`` of ``pending`` goes to the region
+    ``k = bisect_right(starts, mutations[i].row) - 1`` when ``k >= 0`` and the row is below ``ends[k]``
+    (``b""``: an open end), else to the holes. Returns ``({k: positions}, holes)``, the dict in first-seen
+    order. A position outside ``mutations`` raises IndexError."""
+    found: dict[int, list[int]] = {}
+    holes: list[int] = []
+    for i in pending:
+        if not 0 <= i < len(mutations):
+            raise IndexError(f"position {i} is outside the {len(mutations)} mutations")
+        row = mutations[i].row
+        k = bisect.bisect_right(starts, row) - 1
+        if k >= 0 and (not ends[k] or row < ends[k]):
+            found.setdefault(k, []).append(i)
+        else:
+            holes.append(i)
+    return found, holes
+
+
+_MULTIWIRE = compiled.load("connectors.hbase.native._multiwire", Path(__file__).with_name("_multiwire.c"))
+#: the compiled grouping (``_multiwire.c``'s ``group``), None when it is not in use
+COMPILED_GROUP = None if _MULTIWIRE is None else _MULTIWIRE.group
