@@ -297,13 +297,19 @@ def decode_ok_python(buf: bytes) -> list[list[int]] | None:
 
 def multi_failures(groups: Sequence[Group], buf: bytes) -> list[Failed]:
     """``failures_of(groups, decode_multi_response(buf))``: the failed positions of one ``Multi``'s answer
-    ``buf``. When the compiled reader is in use and says that every action of every region succeeded, with
-    exactly the indexes sent in the order sent (a worker's answer, thousands of actions), that is read
-    without building an object per action; anything else goes through the Python reader. Raises what
-    they raise (``ValueError``)."""
+    ``buf``. When the compiled reader is in use and says that every action of every region succeeded, each
+    index sent answered once (a worker's answer, thousands of actions; region servers answer them in
+    reverse order), that is read without building an object per action; anything else goes through the
+    Python reader. Raises what they raise (``ValueError``)."""
     if _COMPILED_DECODE_OK is not None:
         ok = _COMPILED_DECODE_OK(buf)
         if ok is not None and len(ok) == len(groups) and all(
-                indexes == [i + 1 for i in positions] for indexes, (_, positions) in zip(ok, groups, strict=True)):
+                _same_indexes(indexes, positions) for indexes, (_, positions) in zip(ok, groups, strict=True)):
             return []
     return failures_of(groups, decode_multi_response(buf))
+
+
+def _same_indexes(indexes: list[int], positions: Sequence[int]) -> bool:
+    """Whether ``indexes`` (answered) are the ``positions`` sent, + 1, each once, in any order."""
+    sent = [i + 1 for i in positions]
+    return indexes == sent or sorted(indexes) == sorted(sent)

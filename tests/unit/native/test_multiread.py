@@ -143,8 +143,11 @@ def test_a_multi_answer_is_read_the_same_by_both_paths_and_an_unanswered_action_
     groups = [(a, [4, 0]), (b, [2])]
     plain = _field(0x0a, _roe(5) + _roe(1)) + _field(0x0a, _roe(3, stats=True))
     assert multi_failures(groups, plain) == [] == failures_of(groups, decode_multi_response(plain))
-    swapped = _field(0x0a, _roe(1) + _roe(5)) + _field(0x0a, _roe(3))  # another order: the Python reader's
+    swapped = _field(0x0a, _roe(1) + _roe(5)) + _field(0x0a, _roe(3))  # in reverse, as region servers answer
     assert multi_failures(groups, swapped) == []
+    twice = _field(0x0a, _roe(5) + _roe(5)) + _field(0x0a, _roe(3))  # index 1 unanswered, 5 twice
+    with pytest.raises(ValueError, match=r"left 1 action\(s\) of region b't,a,1' unanswered"):
+        multi_failures(groups, twice)
     failed = _field(0x0a, _roe(5) + _roe(1, exception=True)) + _field(0x0a, _roe(3))
     assert [(f.index, f.region) for f in multi_failures(groups, failed)] == [(0, a.name)]
     missing = _field(0x0a, _roe(5)) + _field(0x0a, _roe(3))
