@@ -1,9 +1,12 @@
-"""The local Kafka + HBase stack, provisioned from Maven Central and run on loopback: one HBase JVM
-(the default) or a local cluster of separate JVMs (``[stack] region_servers`` and ``gateways``), on the
-local filesystem or, with ``[stack] hdfs``, on a local HDFS (:mod:`.hdfs`); with ``[stack] cdc``, also
-PostgreSQL and Kafka Connect running Debezium (:mod:`.cdc`); with ``[stack] registry``, also a schema
-registry, Apicurio Registry (:mod:`.registry`); with ``--kerberos``, also a KDC and a Kerberized HBase
-(:mod:`.kerberos`, :mod:`.krb_hbase`)."""
+"""The local test stack (``hbase-ingest stack up``): real Kafka and HBase servers provisioned from Maven Central
+and Debian's packages, one module per part behind one interface (:mod:`.part`). HBase runs as one JVM (the
+default) or as a local cluster of separate JVMs (``[stack] region_servers`` and ``gateways``), on the local
+filesystem or, with ``[stack] hdfs``, on a local HDFS (:mod:`.hdfs_servers`), on loopback or, with ``[stack]
+netns``, each server in a network namespace of its own (:mod:`.netns`); with ``[stack] cdc``, also
+PostgreSQL and Kafka Connect running Debezium (:mod:`.cdc`); with ``[stack] registry``, also a schema registry,
+Apicurio Registry (:mod:`.registry`); with ``--kerberos``, also a KDC (:mod:`.kdc_part`) and a Kerberized
+HBase (:mod:`.krb_servers`). Of the product, only the CLI's `stack`, `demo` and `produce` commands import it,
+when they run."""
 
 from .health import DiedProcess
 from .kerberos import KerberosPart, KerberosSettings
