@@ -25,6 +25,13 @@ returned through the gateway is not marked. Among them, a *stale connection* (:f
 a connection that was open and is found closed or reset by the other side, not a timeout and not a
 refused connect) is what pooled sockets look like after a gateway restart, an idle cut by a middlebox or
 a connection killed on purpose: the client first tries the same gateway once more on a new connection.
+
+A ``TApplicationException`` ("Internal error processing <method>") is the gateway's handler failing with
+an exception its interface does not declare, e.g. while a region server it asked is frozen. For a method
+that only reads (``get...``, ``scanner...``, ``exists``, ``is...``, ``tableExists``) there is nothing of
+the caller's to refuse: it is :class:`~pipeline.errors.HBaseUnavailable`, retried with backoff. For any
+other method it stays :class:`~pipeline.errors.HBaseRequestError`: the writer then writes the batch's
+mutations one by one, so that a mutation the gateway cannot process is dead-lettered alone.
 """
 
 from __future__ import annotations
@@ -56,6 +63,8 @@ _BUSY = ("RegionTooBusyException", "CallQueueTooBigException", "ServerNotRunning
          "CallTimeoutException", "ConnectException", "TableNotEnabledException", "TableNotDisabledException",
          "is disabled", "MasterNotRunningException")
 _MISSING_TABLE = ("TableNotFoundException",)
+#: a gateway's handler failed on a call that writes nothing (module docstring)
+_INTERNAL_READ = re.compile(r"Internal error processing (get|scanner|exists|is|tableExists)\w*")
 _BAD_REQUEST = ("NoSuchColumnFamilyException", "IllegalArgumentException", "DoNotRetryIOException",
                 "FailedSanityCheckException", "KeyValue size too large", "TableExistsException")
 
@@ -149,6 +158,8 @@ def _translate(exc: BaseException, table: str | None, what: str) -> HBaseError:
     name = type(exc).__name__
     if name == "TIllegalArgument" or name == "IllegalArgument":
         return HBaseRequestError(f"{where} rejected: {msg}", table=table)
+    if name == "TApplicationException" and _INTERNAL_READ.fullmatch(msg.strip()):
+        return HBaseUnavailable(f"{where}: the gateway failed to process a read: {msg}", table=table)
     if (denial := access_denied(msg, table)) is not None:
         return denied_error(denial, where, table)
     if any(s in msg for s in _MISSING_TABLE) or _names_missing_table(exc, msg, table):

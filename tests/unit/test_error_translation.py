@@ -65,3 +65,9 @@ def test_what_hbase_and_thrift_raise_is_still_translated() -> None:
     with pytest.raises(HBaseRequestError, match="TApplicationException: Internal error processing"), \
             map_exceptions("t", "write batch"):
         raise TApplicationException("Internal error processing mutateRows")
+
+    # a read the gateway failed to process (a region server it asked was frozen): nothing to refuse, retried
+    for method in ("getTableRegions", "getColumnDescriptors", "scannerOpenWithScan", "isTableEnabled", "exists"):
+        with pytest.raises(HBaseUnavailable, match=f"failed to process a read: Internal error processing {method}"), \
+                map_exceptions("t", "list regions"):
+            raise TApplicationException(f"Internal error processing {method}")
