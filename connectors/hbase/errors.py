@@ -28,10 +28,11 @@ a connection killed on purpose: the client first tries the same gateway once mor
 
 A ``TApplicationException`` ("Internal error processing <method>") is the gateway's handler failing with
 an exception its interface does not declare, e.g. while a region server it asked is frozen. For a method
-that only reads (``get...``, ``scanner...``, ``exists``, ``is...``, ``tableExists``) there is nothing of
-the caller's to refuse: it is :class:`~pipeline.errors.HBaseUnavailable`, retried with backoff. For any
-other method it stays :class:`~pipeline.errors.HBaseRequestError`: the writer then writes the batch's
-mutations one by one, so that a mutation the gateway cannot process is dead-lettered alone.
+that only reads (``get...``, ``scanner...``, ``openScanner``, ``closeScanner``, ``exists...``, ``is...``,
+``tableExists``) there is nothing of the caller's to refuse: it is :class:`~pipeline.errors.HBaseUnavailable`,
+retried with backoff. For any other method it stays :class:`~pipeline.errors.HBaseRequestError`: the
+writer then writes the batch's mutations one by one, so that a mutation the gateway cannot process is
+dead-lettered alone.
 """
 
 from __future__ import annotations
@@ -64,7 +65,8 @@ _BUSY = ("RegionTooBusyException", "CallQueueTooBigException", "ServerNotRunning
          "is disabled", "MasterNotRunningException")
 _MISSING_TABLE = ("TableNotFoundException",)
 #: a gateway's handler failed on a call that writes nothing (module docstring)
-_INTERNAL_READ = re.compile(r"Internal error processing (get|scanner|exists|is|tableExists)\w*")
+_INTERNAL_READ = re.compile(
+    r"Internal error processing (get|scanner|openScanner|closeScanner|exists|is|tableExists)\w*")
 _BAD_REQUEST = ("NoSuchColumnFamilyException", "IllegalArgumentException", "DoNotRetryIOException",
                 "FailedSanityCheckException", "KeyValue size too large", "TableExistsException")
 

@@ -67,7 +67,8 @@ def test_what_hbase_and_thrift_raise_is_still_translated() -> None:
         raise TApplicationException("Internal error processing mutateRows")
 
     # a read the gateway failed to process (a region server it asked was frozen): nothing to refuse, retried
-    for method in ("getTableRegions", "getColumnDescriptors", "scannerOpenWithScan", "isTableEnabled", "exists"):
+    for method in ("getTableRegions", "getColumnDescriptors", "scannerOpenWithScan", "isTableEnabled", "exists",
+                   "openScanner"):
         with pytest.raises(HBaseUnavailable, match=f"failed to process a read: Internal error processing {method}"), \
                 map_exceptions("t", "list regions"):
             raise TApplicationException(f"Internal error processing {method}")
