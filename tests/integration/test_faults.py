@@ -1,7 +1,8 @@
-"""The fault suite with real processes (issue 24, item 7): a region server killed, regions split and
-moved, all of HBase stopped for a minute (these three with the workers writing over HBase's RPC,
-``client = "native"``), the Kafka broker killed, workers killed while HBase is down, and three workers
-killed at random over 200,000 events (these through the Thrift gateway). Workers run as ``python -m pipeline run``
+"""The fault suite with real processes (issue 24, item 7): a region server killed and all of HBase
+stopped for a minute (these two with the workers writing over HBase's RPC, ``client = "native"``;
+:mod:`.test_fault_combined` kills a region server under Thrift), regions split and moved (over each
+transport), the Kafka broker killed, workers killed while HBase is down, and three workers killed at
+random over 200,000 events (these through the Thrift gateway). Workers run as ``python -m pipeline run``
 subprocesses against a cluster of this module's own (two region servers, one gateway, its own Kafka:
 :mod:`.fault_support`). Each test ends with every event's row checked byte for byte, one version per
 cell, and writes its recovery times (failover and resume seconds) to the terminal and to the test's
@@ -242,10 +243,11 @@ async def test_a_killed_region_server_s_regions_are_reassigned_and_nothing_is_lo
     report(failover_s=failover_s, finish_after_kill_s=finish_s, tables_on_victim=float(len(on_victim)))
 
 
+@pytest.mark.parametrize("client", ["native", "thrift"])
 async def test_regions_split_and_moved_while_writing_lose_nothing_and_the_map_follows(
         whole: LocalStack, hbase: HBaseClient, workers: MakeWorker, tmp_path: Path, unique: str,
-        report: Report) -> None:
-    settings = _settings(whole, unique, "native", max_batch_rows=100, concurrency=2)
+        report: Report, client: HBaseClientKind) -> None:
+    settings = _settings(whole, unique, client, max_batch_rows=100, concurrency=2)
     partitions, total = 4, 60_000
     topic = await setup(settings, hbase, partitions=partitions)
     seller, buyer, index = (r.table for r in settings.routes)

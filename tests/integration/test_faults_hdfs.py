@@ -5,7 +5,7 @@ subprocess (:class:`.fault_support.WorkerProcess`) on the guides' transaction de
 arrive at a steady rate, lands one fault mid-write, waits until every offset is committed, stops the
 worker (exit 0) and checks every row byte for byte. The faults:
 
-- the HBase master killed (SIGKILL) and started again 10 s later (native);
+- the HBase master killed (SIGKILL) and started again 10 s later (over each transport);
 - ZooKeeper killed (SIGKILL) and started again at once;
 - a DataNode killed (SIGKILL) and started again 20 s later;
 - a region server frozen (SIGSTOP) for 30 s, past its ZooKeeper session: HBase declares it dead and
@@ -227,8 +227,9 @@ async def _run_fault(stack: LocalStack, tmp_path: Path, unique: str, report: Rep
 # -- the faults -------------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("client", ["native", "thrift"])
 async def test_master_killed_mid_write_and_started_10_s_later(
-        whole: LocalStack, tmp_path: Path, unique: str, report: Report) -> None:
+        whole: LocalStack, tmp_path: Path, unique: str, report: Report, client: Client) -> None:
     async def fault(stack: LocalStack, notes: list[str]) -> None:
         await run_sync(kill_9, stack, "master")
         await anyio.sleep(10)
@@ -239,7 +240,7 @@ async def test_master_killed_mid_write_and_started_10_s_later(
     # the master is off the write path: the gateway and region servers go on writing without it
     await _run_fault(whole, tmp_path, unique, report, fault, ["master", "gateway-1"],
                      [r"ConnectionLoss|Master.*(?:initializ|active|registered)", "ABORTING", r"ServerCrashProcedure"],
-                     "native")
+                     client)
 
 
 async def test_zookeeper_killed_mid_write_and_started_again(
